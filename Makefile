@@ -1,0 +1,43 @@
+# turnstile: `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+JARS_DIR := .turnstile/jars
+SEEDS ?= 2000
+SEED_BASE ?= 0
+PYTEST_ARGS ?=
+
+.PHONY: help setup system-deps jars lint test demo simulate bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(INSTALLED): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "turnstile needs Python 3.11 or newer")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+system-deps: ## Java 17 and jarjar (Debian packages) for local Spark with Iceberg
+	@bash .ci/system-deps.sh
+
+setup: $(INSTALLED) system-deps ## Create .venv, install pinned requirements, build the local Spark/Iceberg jars
+	@$(BIN)/python -m turnstile.local.jars $(JARS_DIR) >/dev/null
+
+lint: setup ## ruff and mypy (strict on the library)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint ## Lint, type-check and run every test (emulator, functions, Spark, end to end)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+demo: setup ## Run the whole system on the embedded local stack and show the result
+	$(BIN)/python -m turnstile.demo
+
+clean: ## Remove the virtualenv and local state
+	rm -rf $(VENV) .turnstile .pytest_cache .mypy_cache .ruff_cache

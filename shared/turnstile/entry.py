@@ -1,0 +1,71 @@
+"""What the Cloud Function entrypoints call: settings, logging and clients for one invocation.
+
+Kept apart from functions/main.py so the same code serves the deployed function, the local function
+host and the tests; clients are built by `turnstile.wiring` unless a test passes its own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from turnstile import logs, wiring
+from turnstile.clock import Clock, SystemClock
+from turnstile.errors import PathError
+from turnstile.jobs.port import JobRunner
+from turnstile.paths import classify
+from turnstile.protocol import handler, sweeper
+from turnstile.protocol.context import Invocation
+from turnstile.settings import Settings
+from turnstile.store.port import ObjectStore
+
+StoreFactory = Callable[[Settings, str], ObjectStore]
+RunnerFactory = Callable[[Settings, ObjectStore], JobRunner]
+
+
+def object_finalized(
+    data: Mapping[str, Any],
+    *,
+    environ: Mapping[str, str] | None = None,
+    stores: StoreFactory | None = None,
+    runners: RunnerFactory | None = None,
+    clock: Clock | None = None,
+) -> str:
+    """Handle one `google.cloud.storage.object.v1.finalized` event payload."""
+    settings = Settings.from_env(environ)
+    logs.configure(settings.log_level)
+    try:
+        bucket, name, generation = str(data["bucket"]), str(data["name"]), int(data["generation"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PathError(
+            f"not a storage object event (needs bucket, name, generation): {dict(data)!r}"
+        ) from exc
+    if not classify(name, settings.success_filename, settings.start_backfill_filename).is_action:
+        return "ignored"  # most events: data files, configs, claims, the lock, records
+    store = (stores or wiring.object_store)(settings, bucket)
+    clock = clock or SystemClock()
+    runner = (runners or wiring.job_runner)(settings, store)
+    inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now())
+    return handler.handle(inv, name, generation)
+
+
+def sweep_buckets(
+    buckets: list[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    stores: StoreFactory | None = None,
+    runners: RunnerFactory | None = None,
+    clock: Clock | None = None,
+) -> list[dict[str, Any]]:
+    """Run the sweeper over each bucket; return what it found and did."""
+    settings = Settings.from_env(environ)
+    logs.configure(settings.log_level)
+    clock = clock or SystemClock()
+    report: list[dict[str, Any]] = []
+    for bucket in buckets:
+        store = (stores or wiring.object_store)(settings, bucket)
+        runner = (runners or wiring.job_runner)(settings, store)
+        inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now())
+        report.extend(sweeper.sweep(inv))
+    return report

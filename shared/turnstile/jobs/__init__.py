@@ -1,0 +1,1 @@
+"""The JobRunner port and its adapters (Dataproc Serverless, local spark-submit, in-process)."""

@@ -1,0 +1,1 @@
+"""The embedded local stack: jars, emulator, function host, event delivery."""

@@ -1,0 +1,1 @@
+"""The ordering protocol: publisher, subscriber, lock, claims, sweeper. No Spark, no clients."""

@@ -1,0 +1,49 @@
+"""What one invocation works with: injected clients, its settings, its clock and its deadline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from turnstile.clock import Clock
+from turnstile.config import ConfigReader, ResolvedConfig
+from turnstile.jobs.port import JobRunner
+from turnstile.paths import Batch, parse_success
+from turnstile.settings import Settings
+from turnstile.store.port import ObjectStore
+
+
+@dataclass
+class Invocation:
+    """Built per event by the entrypoint; holds no state that outlives the event."""
+
+    store: ObjectStore
+    runner: JobRunner
+    settings: Settings
+    clock: Clock
+    invocation_id: str
+    started: datetime
+    configs: ConfigReader = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.configs = ConfigReader(self.store)
+
+    @property
+    def deadline(self) -> datetime:
+        """When this invocation stops starting work and hands over (timeout minus buffer)."""
+        budget = self.settings.function_timeout_sec - self.settings.restart_buffer_seconds
+        return self.started + timedelta(seconds=max(budget, 1))
+
+    @property
+    def lease(self) -> timedelta:
+        """How long a claim of this invocation protects its event: until it must have ended."""
+        return timedelta(seconds=self.settings.function_timeout_sec)
+
+    def time_left(self) -> float:
+        return (self.deadline - self.clock.now()).total_seconds()
+
+    def batch(self, success_name: str) -> tuple[Batch, ResolvedConfig]:
+        """Parse a `_SUCCESS` name with the destination regex its config cascade selects."""
+        resolved = self.configs.resolve(success_name.rpartition("/")[0] + "/")
+        regex = resolved.load.destination_regex or self.settings.destination_regex
+        return parse_success(self.store.bucket, success_name, regex), resolved

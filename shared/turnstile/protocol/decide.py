@@ -1,0 +1,117 @@
+"""The subscriber's decisions: pure functions of what was read, no I/O.
+
+`decide(view)` looks at the lock, the backlog head, the job's state and its outcomes, and names the
+one next step. The subscriber performs that step with generation preconditions and decides again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from turnstile.jobs.port import JobStatus
+from turnstile.records import BatchOutcome, CoveredBatch, Lock, LockState
+
+
+@dataclass(frozen=True)
+class PointerRef:
+    name: str
+    generation: int
+    rel: str
+
+
+@dataclass(frozen=True)
+class View:
+    """What the subscriber read before deciding."""
+
+    lock: Lock
+    head: tuple[PointerRef, ...]  # the first pointers of the backlog, in order
+    job: JobStatus | None = None  # state of lock.job_id, when the lock is RUNNING
+    outcomes: Mapping[str, BatchOutcome] | None = None  # rel -> outcome, once the job finished
+    gate_open: bool = True
+    may_start: bool = True  # False under WAIT_FOR_VALIDATION until a new _BACKFILL arrives
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A FAILED lock: stop; only a human unlocks."""
+
+
+@dataclass(frozen=True)
+class Gated:
+    """START_BACKFILL_FILENAME is configured and missing: batches only queue."""
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Nothing held and nothing queued: the subscriber may exit."""
+
+
+@dataclass(frozen=True)
+class Paused:
+    """WAIT_FOR_VALIDATION: the next job waits for a new `_BACKFILL`."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The job is still running; its done signal (or the sweeper) wakes the subscriber."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Submit:
+    """The lock names a job the runner does not know (a crash after locking): submit it now."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Acquire:
+    """Lock the table for a job covering the first of these pointers, in order (as many as the
+    head batch's `max_batches_per_job` allows)."""
+
+    covers: tuple[PointerRef, ...]
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The job ended: remove the pointers of `applied`; free the lock or fail it at `failed`."""
+
+    applied: tuple[CoveredBatch, ...]
+    failed: CoveredBatch | None
+    error: str | None
+
+
+Action = Blocked | Gated | Idle | Paused | Wait | Submit | Acquire | Finish
+
+
+def decide(view: View) -> Action:
+    lock = view.lock
+    if lock.state is LockState.FAILED:
+        return Blocked()
+    if lock.state is LockState.RUNNING:
+        assert lock.job_id is not None, "a RUNNING lock always names its job"
+        if view.job is None:
+            return Submit(lock.job_id)
+        if not view.job.state.finished:
+            return Wait(lock.job_id)
+        return _finish(lock, view.job, view.outcomes or {})
+    if not view.gate_open:
+        return Gated()
+    if not view.head:
+        return Idle()
+    if not view.may_start:
+        return Paused()
+    return Acquire(view.head)
+
+
+def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) -> Finish:
+    """Batches count as applied in order up to the first one the job did not commit or skip."""
+    applied: list[CoveredBatch] = []
+    for covered in lock.covers:
+        if outcomes.get(covered.rel) not in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
+            error = job.detail or f"job {job.job_id} ended {job.state.value} before applying {covered.rel!r}"
+            return Finish(tuple(applied), covered, error)
+        applied.append(covered)
+    return Finish(tuple(applied), None, None)

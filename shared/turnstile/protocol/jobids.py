@@ -1,0 +1,39 @@
+"""Deterministic job ids: the same state always names the same job, so a retried submit attaches.
+
+Dataproc batch ids are 4-63 characters of [a-z0-9-] and unique per project and region forever;
+request ids are at most 40 characters.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from turnstile.paths import Table
+
+
+def _slug(table: Table) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", f"{table.dataset}-{table.table}".lower()).strip("-")[:20].strip("-")
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()
+
+
+def ordered_job_id(
+    prefix: str, table: Table, head_pointer: str, head_generation: int, lock_generation: int
+) -> str:
+    """One job per acquisition of the lock: the lock generation it was taken from makes retries of
+    the same batch after an unlock get a new id."""
+    digest = _digest(table.prefix, head_pointer, head_generation, lock_generation)
+    return f"{prefix}-{_slug(table)}-{digest[:16]}"
+
+
+def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: int) -> str:
+    """One job per `_SUCCESS` generation: a duplicate event attaches, a re-upload applies again."""
+    return f"{prefix}-{_slug(table)}-u{_digest(table.prefix, rel, success_generation)[:15]}"
+
+
+def request_id(job_id: str) -> str:
+    """Idempotency key of the create call (at most 40 characters)."""
+    return _digest(job_id)[:40]

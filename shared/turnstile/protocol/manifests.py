@@ -1,0 +1,44 @@
+"""Builds a job's manifest: per batch, its data objects and resolved config, in order."""
+
+from __future__ import annotations
+
+from turnstile.paths import Batch
+from turnstile.protocol.context import Invocation
+from turnstile.records import Manifest, ManifestBatch
+
+
+def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
+    """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
+    folder = batch.folder
+    uris = []
+    for info in inv.store.list_objects(folder):
+        rest = info.name[len(folder) :]
+        if "/" in rest or rest.startswith(("_", ".")):
+            continue
+        uris.append(f"gs://{inv.store.bucket}/{info.name}")
+    return tuple(uris)
+
+
+def manifest_batch(inv: Invocation, success_name: str, success_generation: int) -> ManifestBatch:
+    batch, resolved = inv.batch(success_name)
+    table = batch.table
+    return ManifestBatch(
+        dataset=table.dataset,
+        table=table.table,
+        table_prefix=table.prefix,
+        rel=batch.rel,
+        success_generation=success_generation,
+        data_uris=data_objects(inv, batch),
+        load=resolved.load.model_dump(mode="json", by_alias=True),
+        transform_sql=resolved.transform_sql,
+        config_digest=resolved.digest,
+        max_batches_per_job=resolved.load.max_batches_per_job,
+        result=table.result(batch.rel, success_generation),
+        failed_prefix=table.failed_rows(batch.rel),
+    )
+
+
+def write_manifest(inv: Invocation, name: str, manifest: Manifest) -> str:
+    """Write the manifest (plain write: its name is unique to the job) and return its URI."""
+    inv.store.write(name, manifest.encode())
+    return f"gs://{inv.store.bucket}/{name}"

@@ -1,0 +1,84 @@
+"""What a human does to a table: unlock a FAILED lock, restart a subscriber.
+
+Both are compare-and-swap on the lock generation that was shown to the operator, so a lock that
+changed since it was read is never overwritten.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnstile import logs
+from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
+from turnstile.paths import Table
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.subscriber import read_lock, write_lock
+from turnstile.records import Lock, LockState
+
+log = logs.get("operator")
+
+
+class UnlockRefused(TurnstileError, Terminal):
+    """The lock is not in a state a human may release, or changed since it was read."""
+
+
+@dataclass(frozen=True)
+class Unlocked:
+    failed_rel: str | None
+    job_id: str | None
+    dropped_pointer: str | None
+
+
+def unlock(
+    inv: Invocation, table: Table, *, skip_head: bool, expected_generation: int | None = None
+) -> Unlocked:
+    """Release a FAILED lock; with `skip_head`, drop the failed batch's pointer first (it was applied
+    or repaired by hand). Then restart the subscriber."""
+    lock, generation = read_lock(inv, table)
+    if expected_generation is not None and generation != expected_generation:
+        raise UnlockRefused(
+            f"{table.uri}: the lock changed since it was read (generation {expected_generation} -> "
+            f"{generation}); run status again and retry"
+        )
+    if lock.state is not LockState.FAILED:
+        raise UnlockRefused(
+            f"{table.uri}: the lock is {lock.state.value}, not FAILED; only a failed table is "
+            "unlocked by hand"
+        )
+    dropped = None
+    if skip_head and lock.covers:
+        head = lock.covers[0]
+        try:
+            inv.store.delete(head.pointer, if_generation=head.pointer_generation)
+            dropped = head.pointer
+        except PreconditionFailed:
+            pass  # already gone, or re-published with a new generation that must still apply
+    released = Lock(
+        state=LockState.FREE,
+        history=lock.history,
+        last_applied=lock.last_applied,
+        backfill_generation=lock.backfill_generation,
+    )
+    try:
+        write_lock(inv, table, released, generation)
+    except PreconditionFailed as exc:
+        raise UnlockRefused(
+            f"{table.uri}: the lock changed while unlocking; run status again and retry"
+        ) from exc
+    resume(inv, table)
+    log.warning(
+        "table unlocked by an operator",
+        extra={
+            "event": "table_unlocked",
+            "table": table.prefix,
+            "rel": lock.failed_rel,
+            "job_id": lock.job_id,
+            "skip_head": skip_head,
+        },
+    )
+    return Unlocked(lock.failed_rel, lock.job_id, dropped)
+
+
+def resume(inv: Invocation, table: Table) -> int:
+    """Start a subscriber run now: a new `_BACKFILL` generation (also the WAIT_FOR_VALIDATION go-ahead)."""
+    return inv.store.write(table.backfill, b"")

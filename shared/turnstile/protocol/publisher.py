@@ -1,0 +1,64 @@
+"""The backlog publisher: records an ordered batch as a pointer, then makes sure a subscriber runs.
+
+It writes the pointer BEFORE it looks at `_BACKFILL`; the subscriber removes `_BACKFILL` BEFORE it
+looks at the backlog a last time. Whatever the interleaving, one of them sees the other's write,
+so a batch is never left in a backlog nobody drains (the empty-backlog race of ORDERING.md).
+"""
+
+from __future__ import annotations
+
+from turnstile import logs
+from turnstile.errors import PreconditionFailed
+from turnstile.paths import Batch, Table
+from turnstile.protocol.context import Invocation
+from turnstile.records import Pointer
+
+log = logs.get("publisher")
+
+
+def publish(inv: Invocation, batch: Batch, success_generation: int) -> None:
+    settings = inv.settings
+    pointer = batch.pointer(settings.success_filename)
+    record = Pointer(
+        success=batch.success(settings.success_filename),
+        success_generation=success_generation,
+        published_at=inv.clock.now(),
+    )
+    _write_pointer(inv, pointer, record)
+    log.info(
+        "batch queued",
+        extra={"table": batch.table.prefix, "rel": batch.rel, "generation": success_generation},
+    )
+    ensure_subscriber(inv, batch.table)
+
+
+def _write_pointer(inv: Invocation, name: str, record: Pointer) -> None:
+    """Create the pointer; a newer `_SUCCESS` generation replaces an older one, never the reverse."""
+    try:
+        inv.store.create(name, record.encode())
+        return
+    except PreconditionFailed as conflict:
+        found = conflict.found
+    if found is None:
+        # Applied and removed between our write and our read. Queue ours anyway: if it was the same
+        # generation, the job finds that batch already committed and skips it.
+        return _write_pointer(inv, name, record)
+    existing = Pointer.decode(found.data, f"gs://{inv.store.bucket}/{name}")
+    if existing.success_generation >= record.success_generation:
+        return  # the same event again, or an older one delivered late
+    try:
+        inv.store.replace(name, record.encode(), if_generation=found.generation)
+    except PreconditionFailed:
+        _write_pointer(inv, name, record)  # changed under us: look again
+
+
+def ensure_subscriber(inv: Invocation, table: Table) -> None:
+    """Start a subscriber run unless one is scheduled or live, or the gate file is still missing."""
+    gate = inv.settings.start_backfill_filename
+    if gate and inv.store.stat(table.gate(gate)) is None:
+        log.info("batch held until the gate file exists", extra={"table": table.prefix, "gate": gate})
+        return
+    try:
+        inv.store.create(table.backfill, b"")
+    except PreconditionFailed:
+        pass  # a run is scheduled or live, and it looks at the backlog before it exits

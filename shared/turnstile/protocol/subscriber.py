@@ -1,0 +1,366 @@
+"""The backlog subscriber: holds a table through its lock and applies the backlog in order.
+
+Each turn reads the lock and the backlog head, asks `decide` for the next step and performs it
+with a generation precondition taken from what it read; a lost race just means deciding again.
+It never waits for a running job: the job's done signal (or the sweeper) wakes it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from turnstile import logs
+from turnstile.errors import ConfigError, JobError, PathError, PreconditionFailed
+from turnstile.paths import Table
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.decide import (
+    Acquire,
+    Blocked,
+    Finish,
+    Gated,
+    Idle,
+    Paused,
+    PointerRef,
+    Submit,
+    View,
+    Wait,
+    decide,
+)
+from turnstile.protocol.jobids import ordered_job_id
+from turnstile.protocol.manifests import manifest_batch, write_manifest
+from turnstile.protocol.publisher import ensure_subscriber
+from turnstile.records import (
+    BatchOutcome,
+    BatchResult,
+    CoveredBatch,
+    JobDone,
+    Lock,
+    LockState,
+    Manifest,
+    ManifestBatch,
+    Pointer,
+)
+from turnstile.store.port import StoredObject
+
+log = logs.get("subscriber")
+HISTORY = 5
+LOOKAHEAD = 100  # pointers listed per turn: the most one job may cover (max_batches_per_job <= 100)
+MAX_TURNS = 1000  # a turn always changes state or returns; this only guards against a bug looping
+
+
+def unlock_command(table: Table) -> str:
+    return f"turnstile unlock {table.uri} [--skip-head]"
+
+
+def read_lock(inv: Invocation, table: Table) -> tuple[Lock, int]:
+    """The lock and its generation; an absent lock is FREE at generation 0."""
+    found = inv.store.read(table.lock)
+    if found is None:
+        return Lock(), 0
+    return Lock.decode(found.data, f"gs://{inv.store.bucket}/{table.lock}"), found.generation
+
+
+def write_lock(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
+    """Compare-and-swap the lock from the generation read (0: it must still be absent)."""
+    data = lock.model_copy(update={"updated_at": inv.clock.now()}).encode()
+    if generation == 0:
+        return inv.store.create(table.lock, data)
+    return inv.store.replace(table.lock, data, if_generation=generation)
+
+
+def backlog_head(inv: Invocation, table: Table, limit: int) -> tuple[PointerRef, ...]:
+    success = inv.settings.success_filename
+    return tuple(
+        PointerRef(info.name, info.generation, table.rel_of_pointer(info.name, success))
+        for info in inv.store.list_objects(table.backlog, limit=limit)
+        if info.name.endswith("/" + success) or info.name == table.backlog + success
+    )
+
+
+def run(inv: Invocation, table: Table) -> str:
+    """Drive the table until there is nothing to do now; return what it stopped on."""
+    for _ in range(MAX_TURNS):
+        if inv.time_left() <= 0:
+            inv.store.write(table.backfill, b"")  # a new generation: a fresh run continues
+            log.info("handing over before the function timeout", extra={"table": table.prefix})
+            return "handover"
+        lock, lock_generation = read_lock(inv, table)
+        action = decide(_view(inv, table, lock))
+        match action:
+            case Blocked():
+                _log_blocked(inv, table, lock)
+                return "blocked"
+            case Gated():
+                return "gated"
+            case Paused():
+                return "paused"
+            case Wait(job_id=job_id):
+                log.info("job running", extra={"table": table.prefix, "job_id": job_id})
+                return "waiting"
+            case Idle():
+                _exit_if_empty(inv, table)
+                return "idle"
+            case Submit(job_id=job_id):
+                _submit(inv, table, lock, lock_generation, job_id)
+            case Acquire(covers=covers):
+                _acquire(inv, table, lock, lock_generation, covers)
+            case Finish():
+                _finish(inv, table, lock, lock_generation, action)
+                if inv.settings.wait_for_validation and action.failed is None:
+                    return "paused"
+    raise RuntimeError(f"{table.uri}: the subscriber made {MAX_TURNS} turns without settling")
+
+
+def _view(inv: Invocation, table: Table, lock: Lock) -> View:
+    if lock.state is LockState.RUNNING and lock.job_id:
+        job = inv.runner.status(lock.job_id)
+        outcomes = _outcomes(inv, table, lock) if job is not None and job.state.finished else None
+        return View(lock=lock, head=(), job=job, outcomes=outcomes)
+    if lock.state is LockState.FAILED:
+        return View(lock=lock, head=())
+    gate = inv.settings.start_backfill_filename
+    if gate and inv.store.stat(table.gate(gate)) is None:
+        return View(lock=lock, head=(), gate_open=False)
+    head = backlog_head(inv, table, LOOKAHEAD)
+    may_start = True
+    if inv.settings.wait_for_validation and head:
+        # One job per _BACKFILL generation: the one that started the last job cannot start another.
+        current = inv.store.stat(table.backfill)
+        may_start = current is not None and current.generation != lock.backfill_generation
+    return View(lock=lock, head=head, may_start=may_start)
+
+
+def _pointer(inv: Invocation, found: StoredObject) -> Pointer:
+    return Pointer.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+
+
+def _outcomes(inv: Invocation, table: Table, lock: Lock) -> dict[str, BatchOutcome]:
+    """How each covered batch ended: from the job's done signal, else from per-batch results."""
+    assert lock.job_id is not None
+    done = inv.store.read(table.done_signal(lock.job_id))
+    if done is not None:
+        return dict(JobDone.decode(done.data, done.name).outcomes)
+    outcomes = {}
+    for covered in lock.covers:
+        found = inv.store.read(table.result(covered.rel, covered.success_generation))
+        if found is not None:
+            outcomes[covered.rel] = BatchResult.decode(found.data, found.name).outcome
+    return outcomes
+
+
+def _acquire(
+    inv: Invocation,
+    table: Table,
+    lock: Lock,
+    lock_generation: int,
+    covers: tuple[PointerRef, ...],
+) -> None:
+    job_id = ordered_job_id(
+        inv.settings.job_prefix, table, covers[0].name, covers[0].generation, lock_generation
+    )
+    batches: list[ManifestBatch] = []
+    covered: list[CoveredBatch] = []
+    error: str | None = None
+    limit = len(covers)
+    for index, pointer in enumerate(covers):
+        if index >= limit:
+            break
+        try:
+            found = inv.store.read(pointer.name)
+            if found is None or found.generation != pointer.generation:
+                break  # changed since listed: cover what is certain, the next turn sees the rest
+            record = _pointer(inv, found)
+            batches.append(manifest_batch(inv, record.success, record.success_generation))
+            if index == 0:  # the head's config says how many batches one job may cover
+                limit = 1 if inv.settings.wait_for_validation else batches[0].max_batches_per_job
+        except (ConfigError, PathError) as exc:
+            if not batches:
+                covered.append(
+                    CoveredBatch(
+                        rel=pointer.rel,
+                        pointer=pointer.name,
+                        pointer_generation=pointer.generation,
+                        success_generation=0,
+                    )
+                )
+                error = str(exc)
+            break
+        covered.append(
+            CoveredBatch(
+                rel=pointer.rel,
+                pointer=pointer.name,
+                pointer_generation=pointer.generation,
+                success_generation=record.success_generation,
+            )
+        )
+    if not covered:
+        return
+    if error is not None:  # the head batch cannot even be described: block the table on it
+        failed = _failed_lock(table, lock, None, covered[0], error=error, now=inv.clock.now())
+        try:
+            write_lock(inv, table, failed, lock_generation)
+        except PreconditionFailed:
+            return
+        _log_failure(table, failed)
+        return
+    manifest = Manifest(
+        job_id=job_id,
+        bucket=inv.store.bucket,
+        batches=tuple(batches),
+        done_signal=table.done_signal(job_id),
+        ordered=True,
+    )
+    write_manifest(inv, table.manifest(job_id), manifest)
+    held = Lock(
+        state=LockState.RUNNING,
+        job_id=job_id,
+        covers=tuple(covered),
+        manifest=table.manifest(job_id),
+        acquired_at=inv.clock.now(),
+        backfill_generation=_authorizing_backfill(inv, table, lock),
+        history=lock.history,
+    )
+    try:
+        generation = write_lock(inv, table, held, lock_generation)
+    except PreconditionFailed:
+        return  # another subscriber moved first; decide again from what it wrote
+    log.info(
+        "locked table for job",
+        extra={
+            "table": table.prefix,
+            "job_id": job_id,
+            "rels": [c.rel for c in covered],
+            "lock_generation": generation,
+        },
+    )
+    _submit(inv, table, held, generation, job_id)
+
+
+def _authorizing_backfill(inv: Invocation, table: Table, lock: Lock) -> int | None:
+    """Under WAIT_FOR_VALIDATION, the `_BACKFILL` generation this job used up."""
+    if not inv.settings.wait_for_validation:
+        return lock.backfill_generation
+    current = inv.store.stat(table.backfill)
+    return None if current is None else current.generation
+
+
+def _submit(inv: Invocation, table: Table, lock: Lock, lock_generation: int, job_id: str) -> None:
+    assert lock.manifest is not None
+    try:
+        inv.runner.submit(job_id, f"gs://{inv.store.bucket}/{lock.manifest}")
+    except JobError as exc:
+        failed = _failed_lock(
+            table,
+            lock,
+            job_id,
+            lock.covers[0],
+            error=f"the job could not be submitted: {exc}",
+            now=inv.clock.now(),
+        )
+        try:
+            write_lock(inv, table, failed, lock_generation)
+        except PreconditionFailed:
+            return
+        _log_failure(table, failed)
+
+
+def _finish(inv: Invocation, table: Table, lock: Lock, lock_generation: int, finish: Finish) -> None:
+    for covered in finish.applied:
+        try:
+            inv.store.delete(covered.pointer, if_generation=covered.pointer_generation)
+        except PreconditionFailed:
+            pass  # gone already (a repeated finish) or re-published with a new generation: keep that
+    history = (*lock.history, lock.job_id or "")[-HISTORY:]
+    now = inv.clock.now()
+    if finish.failed is None:
+        released = Lock(
+            state=LockState.FREE,
+            history=history,
+            backfill_generation=lock.backfill_generation,
+            last_applied=finish.applied[-1].rel if finish.applied else lock.last_applied,
+        )
+        try:
+            write_lock(inv, table, released, lock_generation)
+        except PreconditionFailed:
+            return
+        log.info(
+            "job applied",
+            extra={"table": table.prefix, "job_id": lock.job_id, "rels": [c.rel for c in finish.applied]},
+        )
+        return
+    failed = _failed_lock(
+        table, lock, lock.job_id, finish.failed, error=finish.error or "job failed", now=now
+    )
+    failed = failed.model_copy(
+        update={
+            "history": history,
+            "last_applied": finish.applied[-1].rel if finish.applied else lock.last_applied,
+        }
+    )
+    try:
+        write_lock(inv, table, failed, lock_generation)
+    except PreconditionFailed:
+        return
+    _log_failure(table, failed)
+
+
+def _failed_lock(
+    table: Table, lock: Lock, job_id: str | None, at: CoveredBatch, *, error: str, now: datetime
+) -> Lock:
+    return Lock(
+        state=LockState.FAILED,
+        job_id=job_id,
+        covers=(at,),
+        manifest=lock.manifest,
+        acquired_at=lock.acquired_at or now,
+        error=error,
+        failed_rel=at.rel,
+        unlock_command=unlock_command(table),
+        history=lock.history,
+        backfill_generation=lock.backfill_generation,
+        last_applied=lock.last_applied,
+    )
+
+
+def _log_failure(table: Table, lock: Lock) -> None:
+    log.error(
+        f"batch {lock.failed_rel!r} of {table.uri} failed; the table is blocked. Fix the cause, then run: "
+        f"{lock.unlock_command}",
+        extra={
+            "event": "table_blocked",
+            "table": table.prefix,
+            "bucket": table.bucket,
+            "job_id": lock.job_id,
+            "rel": lock.failed_rel,
+            "error": lock.error,
+            "unlock_command": lock.unlock_command,
+        },
+    )
+
+
+def _log_blocked(inv: Invocation, table: Table, lock: Lock) -> None:
+    age = (inv.clock.now() - lock.updated_at).total_seconds() if lock.updated_at else None
+    log.warning(
+        f"{table.uri} is blocked at batch {lock.failed_rel!r}; nothing more is applied until: "
+        f"{lock.unlock_command}",
+        extra={
+            "event": "table_still_blocked",
+            "table": table.prefix,
+            "job_id": lock.job_id,
+            "rel": lock.failed_rel,
+            "lock_age_seconds": age,
+        },
+    )
+
+
+def _exit_if_empty(inv: Invocation, table: Table) -> None:
+    """Remove `_BACKFILL`, then look at the backlog once more (the publisher writes its pointer
+    before it looks at `_BACKFILL`, so one of the two always sees the other). True: exited."""
+    current = inv.store.stat(table.backfill)
+    if current is not None:
+        try:
+            inv.store.delete(table.backfill, if_generation=current.generation)
+        except PreconditionFailed:
+            return  # a newer _BACKFILL arrived: its own run takes over
+    if backlog_head(inv, table, 1):
+        ensure_subscriber(inv, table)

@@ -1,0 +1,155 @@
+"""The JSON documents turnstile keeps in the bucket, as typed, validated values.
+
+Lock, claim, pointer, manifest, per-batch result and job-done signal. Each knows how to encode
+itself; `decode` names the object when its content is not what turnstile wrote.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from turnstile.errors import ConfigError
+
+T = TypeVar("T", bound="Record")
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    def encode(self) -> bytes:
+        return self.model_dump_json(indent=1).encode()
+
+    @classmethod
+    def decode(cls: type[T], data: bytes, where: str) -> T:
+        try:
+            return cls.model_validate_json(data or b"{}")
+        except ValidationError as exc:
+            raise ConfigError(
+                f"{where} does not hold a turnstile {cls.__name__.lower()} ({exc.error_count()} problems: "
+                f"{exc.errors(include_url=False)[0]['msg']}); it was written by something else"
+            ) from exc
+
+
+class LockState(StrEnum):
+    FREE = "FREE"  # nobody holds the table
+    RUNNING = "RUNNING"  # a job holds it: submitted, or about to be
+    FAILED = "FAILED"  # a job failed: the table is blocked until a human unlocks it
+
+
+class CoveredBatch(BaseModel):
+    """One backlog pointer a job covers: which generation of which batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rel: str
+    pointer: str
+    pointer_generation: int
+    success_generation: int
+
+
+class Lock(Record):
+    """`<table>/_bqlock`. Changed only by compare-and-swap on the generation last read; a released
+    lock is rewritten as FREE rather than deleted, so every transition has a precondition (GCS
+    enforces preconditions on writes everywhere, including the emulator)."""
+
+    state: LockState = LockState.FREE
+    job_id: str | None = None
+    covers: tuple[CoveredBatch, ...] = ()
+    manifest: str | None = None
+    acquired_at: datetime | None = None
+    updated_at: datetime | None = None
+    error: str | None = None
+    failed_rel: str | None = None
+    unlock_command: str | None = None
+    history: tuple[str, ...] = ()  # the last few job ids that held this table, newest last
+    last_applied: str | None = None  # rel of the last batch applied
+    backfill_generation: int | None = None  # the _BACKFILL that started the last job (WAIT_FOR_VALIDATION)
+
+
+class ClaimState(StrEnum):
+    IN_PROGRESS = "IN_PROGRESS"
+    DONE = "DONE"
+
+
+class Claim(Record):
+    """`_claimed_<name>_created_at_<generation>`: one event generation is acted on once."""
+
+    state: ClaimState
+    owner: str
+    expires_at: datetime  # an IN_PROGRESS claim past this is abandoned and may be taken over
+
+
+class Pointer(Record):
+    """`<table>/_backlog/<rel>/_SUCCESS`: a batch waiting to be applied in order."""
+
+    success: str
+    success_generation: int
+    published_at: datetime
+
+
+class ManifestBatch(BaseModel):
+    """One batch of a job, with everything the Spark job needs and nothing of the protocol."""
+
+    model_config = ConfigDict(frozen=True)
+
+    dataset: str
+    table: str
+    table_prefix: str
+    rel: str
+    success_generation: int
+    data_uris: tuple[str, ...]
+    load: dict[str, Any]
+    transform_sql: str | None = None
+    config_digest: str
+    max_batches_per_job: int = 1
+    result: str  # object name of this batch's result record
+    failed_prefix: str  # where bad rows go
+
+
+class Manifest(Record):
+    """What one job applies, in order. Written by the submitter before the job is submitted."""
+
+    job_id: str
+    bucket: str
+    batches: tuple[ManifestBatch, ...]
+    done_signal: str  # object the job writes when it ends, success or failure
+    ordered: bool
+
+
+class BatchOutcome(StrEnum):
+    COMMITTED = "COMMITTED"
+    SKIPPED = "SKIPPED"  # already committed by an earlier run: not applied again
+    FAILED = "FAILED"
+
+
+class BatchResult(Record):
+    """Per batch, written by the job right after its commit (or its failure)."""
+
+    job_id: str
+    rel: str
+    success_generation: int
+    outcome: BatchOutcome
+    rows_read: int = 0
+    rows_written: int = 0
+    bad_rows: int = 0
+    bytes_read: int = 0
+    seconds: float = 0.0
+    snapshot_id: int | None = None
+    time_min: str | None = None
+    time_max: str | None = None
+    error: str | None = None
+    finished_at: datetime | None = None
+
+
+class JobDone(Record):
+    """The job's completion signal: its finalize event wakes the subscriber."""
+
+    job_id: str
+    succeeded: bool
+    ordered: bool = True
+    outcomes: dict[str, BatchOutcome] = Field(default_factory=dict)  # rel -> outcome, in order
+    error: str | None = None

@@ -1,0 +1,195 @@
+"""Settings: the only module that reads the environment, once per invocation, into a frozen value.
+
+Every field is named after its environment variable (the alias) and documented by its docstring;
+docs/CONFIGURATION.md and the Terraform structural tests are checked against this class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from turnstile.errors import SettingsError
+from turnstile.validation import explain
+
+
+def _comma_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def _upper(value: Any) -> Any:
+    """Accept `info` for `INFO`; anything else stays as given so the error shows it."""
+    if isinstance(value, str) and value.upper() in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        return value.upper()
+    return value
+
+
+def _json_object(value: Any) -> Any:
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else {}
+    return value
+
+
+CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
+JsonObject = Annotated[dict[str, str], BeforeValidator(_json_object)]
+
+
+class Settings(BaseModel):
+    """Everything turnstile reads from its environment."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="ignore", use_attribute_docstrings=True, populate_by_name=True
+    )
+
+    success_filename: str = Field("_SUCCESS", alias="SUCCESS_FILENAME", min_length=1)
+    """Name of the marker upstream writes last into a complete batch folder."""
+
+    destination_regex: str | None = Field(None, alias="DESTINATION_REGEX")
+    """Regex over a batch folder path with named groups `dataset` and `table` (and optionally
+    `kind`, `partition`, `yyyy`, `mm`, `dd`, `hh`, `batch`); default: the layout in README."""
+
+    order_per_table: bool = Field(False, alias="ORDER_PER_TABLE")
+    """Order every table, as if each had `_config/ORDERME`."""
+
+    start_backfill_filename: str | None = Field(None, alias="START_BACKFILL_FILENAME")
+    """When set (e.g. `_HISTORYDONE`), ordered batches only queue until this file exists at the
+    table prefix; its arrival starts the subscriber."""
+
+    wait_for_validation: bool = Field(False, alias="WAIT_FOR_VALIDATION")
+    """Pause an ordered table after each job until a new `_BACKFILL` is uploaded."""
+
+    function_timeout_sec: int = Field(540, alias="FUNCTION_TIMEOUT_SEC", ge=10, le=3600)
+    """The function's deployed timeout; the subscriber hands over before it."""
+
+    restart_buffer_seconds: int = Field(30, alias="RESTART_BUFFER_SECONDS", ge=0, le=600)
+    """How long before the timeout the subscriber stops working and retriggers itself."""
+
+    job_prefix: str = Field("turnstile", alias="JOB_PREFIX")
+    """Prefix of every job id (lowercase letters, digits, hyphens; at most 20 characters)."""
+
+    job_runner: Literal["local", "dataproc"] = Field("local", alias="JOB_RUNNER")
+    """Where jobs run: `dataproc` (Dataproc Serverless) or `local` (spark-submit on this machine)."""
+
+    gcp_project: str | None = Field(None, alias="GOOGLE_CLOUD_PROJECT")
+    """Project for storage and Dataproc clients; defaults to the credentials' project."""
+
+    storage_emulator_host: str | None = Field(None, alias="STORAGE_EMULATOR_HOST")
+    """URL of a GCS emulator (fake-gcs-server); unset means real GCS."""
+
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = Field(
+        "INFO", alias="LOG_LEVEL"
+    )
+    """Threshold of the JSON logs."""
+
+    stale_claim_seconds: int = Field(3600, alias="STALE_CLAIM_SECONDS", ge=60)
+    """Age after which the sweeper deletes a claim object."""
+
+    dataproc_region: str = Field("us-central1", alias="DATAPROC_REGION")
+    """Region of the Dataproc Serverless batches (the bucket's region is a good choice)."""
+
+    dataproc_endpoint: str | None = Field(None, alias="DATAPROC_ENDPOINT")
+    """Override of the Dataproc API endpoint (tests point it at a local stub)."""
+
+    dataproc_runtime_version: str = Field("2.2", alias="DATAPROC_RUNTIME_VERSION")
+    """Dataproc Serverless runtime (2.2: Spark 3.5.1, Scala 2.13, Python 3.12)."""
+
+    dataproc_service_account: str | None = Field(None, alias="DATAPROC_SERVICE_ACCOUNT")
+    """Service account the batches run as."""
+
+    dataproc_subnetwork: str | None = Field(None, alias="DATAPROC_SUBNETWORK")
+    """Subnetwork URI for the batches (needs Private Google Access)."""
+
+    dataproc_properties: JsonObject = Field(default_factory=dict, alias="DATAPROC_PROPERTIES")
+    """JSON object of extra Spark properties for every batch."""
+
+    dataproc_labels: JsonObject = Field(default_factory=dict, alias="DATAPROC_LABELS")
+    """JSON object of labels put on every batch."""
+
+    job_main_uri: str | None = Field(None, alias="JOB_MAIN_URI")
+    """gs:// URI of the staged PySpark main file."""
+
+    job_python_file_uris: CommaList = Field((), alias="JOB_PYTHON_FILE_URIS")
+    """Comma-separated gs:// URIs of staged Python files (the turnstile package zip)."""
+
+    job_jar_uris: CommaList = Field((), alias="JOB_JAR_URIS")
+    """Comma-separated gs:// URIs of staged jars (the Iceberg runtime)."""
+
+    iceberg_catalog: str = Field("turnstile", alias="ICEBERG_CATALOG")
+    """Spark catalog name the Iceberg tables live in (`<catalog>.<dataset>.<table>`)."""
+
+    iceberg_catalog_type: Literal["biglake", "rest", "hadoop"] = Field("hadoop", alias="ICEBERG_CATALOG_TYPE")
+    """Iceberg catalog implementation: BigLake metastore or REST in production, hadoop locally."""
+
+    iceberg_warehouse: str | None = Field(None, alias="ICEBERG_WAREHOUSE")
+    """Warehouse location (gs:// in the cloud, a folder locally)."""
+
+    iceberg_catalog_uri: str | None = Field(None, alias="ICEBERG_CATALOG_URI")
+    """URI of a REST catalog."""
+
+    turnstile_home: str = Field(".turnstile", alias="TURNSTILE_HOME")
+    """Folder of the local stack: emulator data, warehouse, job logs, stack.json."""
+
+    @field_validator("job_prefix")
+    @classmethod
+    def _job_prefix_shape(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9-]{0,19}", value):
+            raise ValueError(
+                "must be 1-20 characters of lowercase letters, digits and hyphens, starting with a letter"
+            )
+        return value
+
+    @field_validator("destination_regex")
+    @classmethod
+    def _regex_compiles(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            groups = re.compile(value).groupindex
+        except re.error as exc:
+            raise ValueError(f"is not a valid regular expression ({exc})") from exc
+        missing = {"dataset", "table"} - set(groups)
+        if missing:
+            raise ValueError(f"needs the named groups {sorted(missing)}")
+        return value
+
+    @model_validator(mode="after")
+    def _buffer_inside_timeout(self) -> Settings:
+        if self.restart_buffer_seconds >= self.function_timeout_sec:
+            raise ValueError(
+                f"RESTART_BUFFER_SECONDS ({self.restart_buffer_seconds}) must be less than "
+                f"FUNCTION_TIMEOUT_SEC ({self.function_timeout_sec}), or the subscriber has no time to work"
+            )
+        return self
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Resolve settings from `environ` (default: this process's environment, read now)."""
+        # An empty variable means unset: Terraform and shells often export "" for "no value".
+        source = {k: v for k, v in (os.environ if environ is None else environ).items() if v != ""}
+        try:
+            return cls.model_validate(source, by_alias=True, by_name=False)  # `log_level` is not LOG_LEVEL
+        except ValidationError as exc:
+            problems = "; ".join(line.replace("key ", "environment variable ", 1) for line in explain(exc))
+            raise SettingsError(f"bad settings: {problems}") from exc
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"bad settings: a JSON environment variable does not parse: {exc}") from exc
+
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Environment variable name -> its documentation, for docs and deployment checks."""
+        return {str(f.alias): f.description or "" for f in cls.model_fields.values()}

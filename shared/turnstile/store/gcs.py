@@ -1,0 +1,137 @@
+"""Object store adapter on the google-cloud-storage client.
+
+Preconditions are GCS's own (`if_generation_match`); transient failures (429, 5xx, timeouts,
+dropped connections) are retried by google.api_core's `Retry` and, when it gives up, surface as
+`StoreUnavailable`. A failed precondition becomes `PreconditionFailed` carrying what the bucket
+holds now, read once after the conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+from google.api_core import exceptions as gexc
+from google.api_core.retry import Retry
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import storage
+from google.cloud.storage.retry import DEFAULT_RETRY
+
+from turnstile.errors import PreconditionFailed, StoreUnavailable
+from turnstile.store.port import ObjectInfo, StoredObject
+
+_TRANSIENT = (
+    gexc.TooManyRequests,
+    gexc.ServerError,
+    gexc.RetryError,
+    requests.exceptions.ConnectionError,
+    requests.exceptions.Timeout,
+)
+
+
+def make_client(project: str | None, emulator_host: str | None) -> storage.Client:
+    """A storage client for real GCS (default credentials) or for an emulator (anonymous)."""
+    if emulator_host:
+        return storage.Client(
+            project=project or "local",
+            credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+            client_options={"api_endpoint": emulator_host},
+        )
+    return storage.Client(project=project)
+
+
+class GcsStore:
+    """One GCS bucket behind the `ObjectStore` port."""
+
+    def __init__(self, client: storage.Client, bucket: str, *, retry: Retry = DEFAULT_RETRY) -> None:
+        self._client = client
+        self._bucket = client.bucket(bucket)
+        self._retry = retry
+
+    @property
+    def bucket(self) -> str:
+        return str(self._bucket.name)
+
+    @contextmanager
+    def _translate(self, name: str, expected: int | None = None) -> Iterator[None]:
+        try:
+            yield
+        except gexc.PreconditionFailed as exc:
+            if expected is None:
+                raise
+            raise PreconditionFailed(name, expected, self.read(name)) from exc
+        except gexc.NotFound as exc:
+            if expected is None:
+                raise
+            # A conditional write or delete of an absent object: the precondition cannot hold.
+            raise PreconditionFailed(name, expected, None) from exc
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(f"gs://{self.bucket}/{name}: storage did not answer: {exc}") from exc
+
+    def read(self, name: str) -> StoredObject | None:
+        blob = self._bucket.blob(name)
+        try:
+            with self._translate(name):
+                data = blob.download_as_bytes(retry=self._retry)
+        except gexc.NotFound:
+            return None
+        return StoredObject(name, int(blob.generation), data)
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        with self._translate(name):
+            blob = self._bucket.get_blob(name, retry=self._retry)
+        return None if blob is None else _info(blob)
+
+    def _upload(self, name: str, data: bytes, **precondition: Any) -> int:
+        blob = self._bucket.blob(name)
+        with self._translate(name, precondition.get("if_generation_match")):
+            blob.upload_from_string(data, retry=self._retry, **precondition)
+        return int(blob.generation)
+
+    def create(self, name: str, data: bytes) -> int:
+        return self._upload(name, data, if_generation_match=0)
+
+    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
+        return self._upload(name, data, if_generation_match=if_generation)
+
+    def write(self, name: str, data: bytes) -> int:
+        return self._upload(name, data)
+
+    def delete(self, name: str, *, if_generation: int) -> None:
+        with self._translate(name, if_generation):
+            self._bucket.blob(name).delete(if_generation_match=if_generation, retry=self._retry)
+
+    def remove(self, name: str) -> bool:
+        try:
+            with self._translate(name):
+                self._bucket.blob(name).delete(retry=self._retry)
+        except gexc.NotFound:
+            return False
+        return True
+
+    def list_objects(
+        self, prefix: str, *, start_offset: str | None = None, limit: int | None = None
+    ) -> list[ObjectInfo]:
+        with self._translate(prefix):
+            blobs = self._client.list_blobs(
+                self._bucket, prefix=prefix, start_offset=start_offset, max_results=limit, retry=self._retry
+            )
+            return [_info(b) for b in blobs]
+
+    def list_folders(self, prefix: str) -> list[str]:
+        with self._translate(prefix):
+            pages = self._client.list_blobs(self._bucket, prefix=prefix, delimiter="/", retry=self._retry)
+            for _ in pages:  # the prefixes are collected while the pages are read
+                pass
+            return sorted(pages.prefixes)
+
+
+def _info(blob: storage.Blob) -> ObjectInfo:
+    return ObjectInfo(blob.name, int(blob.generation), int(blob.size or 0), blob.updated or _never())
+
+
+def _never() -> datetime:
+    return datetime.fromtimestamp(0, UTC)

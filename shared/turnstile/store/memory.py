@@ -1,0 +1,109 @@
+"""In-memory object store with GCS generation semantics, thread safe, for simulations and tests."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice, takewhile
+
+from sortedcontainers import SortedDict
+
+from turnstile.clock import Clock, SystemClock
+from turnstile.errors import PreconditionFailed
+from turnstile.store.port import ObjectInfo, StoredObject
+
+
+@dataclass(frozen=True)
+class _Entry:
+    data: bytes
+    generation: int
+    updated: datetime
+
+
+class MemoryStore:
+    """One bucket held in a dict. Generations grow across the whole bucket, as GCS's do."""
+
+    def __init__(self, bucket: str = "memory", clock: Clock | None = None) -> None:
+        self._bucket = bucket
+        self._clock = clock or SystemClock()
+        self._objects: SortedDict[str, _Entry] = SortedDict()
+        self._generation = 1_700_000_000_000_000
+        self._lock = threading.Lock()
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    def _found(self, name: str) -> StoredObject | None:
+        entry = self._objects.get(name)
+        if entry is None:
+            return None
+        return StoredObject(name, entry.generation, entry.data)
+
+    def _put(self, name: str, data: bytes) -> int:
+        self._generation += 1
+        self._objects[name] = _Entry(bytes(data), self._generation, self._clock.now())
+        return self._generation
+
+    def read(self, name: str) -> StoredObject | None:
+        with self._lock:
+            return self._found(name)
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        with self._lock:
+            entry = self._objects.get(name)
+            return (
+                None if entry is None else ObjectInfo(name, entry.generation, len(entry.data), entry.updated)
+            )
+
+    def create(self, name: str, data: bytes) -> int:
+        with self._lock:
+            if name in self._objects:
+                raise PreconditionFailed(name, 0, self._found(name))
+            return self._put(name, data)
+
+    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
+        with self._lock:
+            entry = self._objects.get(name)
+            if entry is None or entry.generation != if_generation:
+                raise PreconditionFailed(name, if_generation, self._found(name))
+            return self._put(name, data)
+
+    def delete(self, name: str, *, if_generation: int) -> None:
+        with self._lock:
+            entry = self._objects.get(name)
+            if entry is None or entry.generation != if_generation:
+                raise PreconditionFailed(name, if_generation, self._found(name))
+            del self._objects[name]
+
+    def write(self, name: str, data: bytes) -> int:
+        with self._lock:
+            return self._put(name, data)
+
+    def remove(self, name: str) -> bool:
+        with self._lock:
+            return self._objects.pop(name, None) is not None
+
+    def list_objects(
+        self, prefix: str, *, start_offset: str | None = None, limit: int | None = None
+    ) -> list[ObjectInfo]:
+        with self._lock:
+            low = max(prefix, start_offset or "")
+            # Names sharing a prefix are contiguous in sorted order: stop at the first one past it.
+            in_prefix = takewhile(lambda n: n.startswith(prefix), self._objects.irange(minimum=low))
+            names = islice(in_prefix, limit)
+            found = []
+            for n in names:
+                entry = self._objects[n]
+                found.append(ObjectInfo(n, entry.generation, len(entry.data), entry.updated))
+            return found
+
+    def list_folders(self, prefix: str) -> list[str]:
+        with self._lock:
+            folders = {
+                prefix + n[len(prefix) :].split("/", 1)[0] + "/"
+                for n in self._objects
+                if n.startswith(prefix) and "/" in n[len(prefix) :]
+            }
+            return sorted(folders)

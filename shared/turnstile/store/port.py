@@ -1,0 +1,76 @@
+"""The object store port: the few operations the ordering protocol needs, all generation-aware.
+
+Generations follow GCS: every write of a name gets a new, larger generation; generation 0 in a
+precondition means "the object must not exist".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """Metadata of one object, as listings return it."""
+
+    name: str
+    generation: int
+    size: int
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """An object's bytes together with the generation they belong to."""
+
+    name: str
+    generation: int
+    data: bytes
+
+    def text(self) -> str:
+        return self.data.decode("utf-8")
+
+
+class ObjectStore(Protocol):
+    """One bucket. Every method raises `StoreUnavailable` when the store cannot be reached."""
+
+    @property
+    def bucket(self) -> str: ...
+
+    def read(self, name: str) -> StoredObject | None:
+        """The object's bytes and generation, or None when absent."""
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        """The object's metadata without its bytes, or None when absent."""
+
+    def create(self, name: str, data: bytes) -> int:
+        """Write only if absent; return the new generation. Raises `PreconditionFailed`."""
+
+    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
+        """Compare-and-swap: write only if the live generation is `if_generation`.
+
+        Returns the new generation. Raises `PreconditionFailed` (also when the object is absent).
+        """
+
+    def delete(self, name: str, *, if_generation: int) -> None:
+        """Delete only if the live generation is `if_generation`. Raises `PreconditionFailed`."""
+
+    def write(self, name: str, data: bytes) -> int:
+        """Unconditional write, for objects nobody races on. Returns the new generation."""
+
+    def remove(self, name: str) -> bool:
+        """Unconditional delete; False when the object was already absent."""
+
+    def list_objects(
+        self, prefix: str, *, start_offset: str | None = None, limit: int | None = None
+    ) -> list[ObjectInfo]:
+        """Objects under `prefix` in lexicographic name order.
+
+        `start_offset` (inclusive) and `limit` let a caller read the head of a long listing
+        without paging through all of it.
+        """
+
+    def list_folders(self, prefix: str) -> list[str]:
+        """The immediate sub-folders of `prefix` (each ending in "/"), lexicographically."""

@@ -1,0 +1,19 @@
+"""Builds real clients from settings: the one place that decides which adapter serves a port."""
+
+from __future__ import annotations
+
+from turnstile.errors import SettingsError
+from turnstile.jobs.port import JobRunner
+from turnstile.settings import Settings
+from turnstile.store.gcs import GcsStore, make_client
+from turnstile.store.port import ObjectStore
+
+
+def object_store(settings: Settings, bucket: str) -> ObjectStore:
+    """GCS (or the emulator named by STORAGE_EMULATOR_HOST) for one bucket."""
+    return GcsStore(make_client(settings.gcp_project, settings.storage_emulator_host), bucket)
+
+
+def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
+    """The runner JOB_RUNNER names."""
+    raise SettingsError(f"JOB_RUNNER={settings.job_runner}: this runner is not available in this build")
