@@ -36,6 +36,9 @@ lint: setup ## ruff and mypy (strict on the library)
 test: lint ## Lint, type-check and run every test (emulator, functions, Spark, end to end)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+simulate: $(INSTALLED) ## Seeded simulation of the protocol: make simulate SEEDS=N SEED_BASE=B
+	$(BIN)/python -m turnstile.simulation --seeds $(SEEDS) --seed-base $(SEED_BASE)
+
 demo: setup ## Run the whole system on the embedded local stack and show the result
 	$(BIN)/python -m turnstile.demo
 

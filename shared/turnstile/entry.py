@@ -12,7 +12,6 @@ from typing import Any
 
 from turnstile import logs, wiring
 from turnstile.clock import Clock, SystemClock
-from turnstile.errors import PathError
 from turnstile.jobs.port import JobRunner
 from turnstile.paths import classify
 from turnstile.protocol import handler, sweeper
@@ -22,6 +21,7 @@ from turnstile.store.port import ObjectStore
 
 StoreFactory = Callable[[Settings, str], ObjectStore]
 RunnerFactory = Callable[[Settings, ObjectStore], JobRunner]
+log = logs.get("entry")
 
 
 def object_finalized(
@@ -37,10 +37,11 @@ def object_finalized(
     logs.configure(settings.log_level)
     try:
         bucket, name, generation = str(data["bucket"]), str(data["name"]), int(data["generation"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PathError(
-            f"not a storage object event (needs bucket, name, generation): {dict(data)!r}"
-        ) from exc
+    except (KeyError, IndexError, TypeError, ValueError):
+        # Retrying cannot fix the payload: log it and acknowledge, or Eventarc redelivers it for a day.
+        error = f"not a storage object event (needs bucket, name, generation): {data!r:.500}"
+        log.error(f"rejected: {error}", extra={"event": "rejected", "error": error})
+        return "rejected"
     if not classify(name, settings.success_filename, settings.start_backfill_filename).is_action:
         return "ignored"  # most events: data files, configs, claims, the lock, records
     store = (stores or wiring.object_store)(settings, bucket)

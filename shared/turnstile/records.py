@@ -66,7 +66,8 @@ class Lock(Record):
     failed_rel: str | None = None
     unlock_command: str | None = None
     history: tuple[str, ...] = ()  # the last few job ids that held this table, newest last
-    last_applied: str | None = None  # rel of the last batch applied
+    position: str | None = None  # rel of the last batch applied (or skipped by an operator)
+    allow_late: str | None = None  # a pointer an operator let through although it sorts before position
     backfill_generation: int | None = None  # the _BACKFILL that started the last job (WAIT_FOR_VALIDATION)
 
 

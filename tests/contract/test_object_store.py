@@ -212,3 +212,10 @@ def test_the_head_of_a_deep_listing_comes_back_without_listing_it_all(store: Obj
     assert [o.name for o in head] == [f"ds/t/_backlog/{i:05d}/_SUCCESS" for i in range(3)]
     after = store.list_objects("ds/t/_backlog/", start_offset=f"ds/t/_backlog/{depth - 2:05d}/", limit=5)
     assert [o.name for o in after] == [f"ds/t/_backlog/{i:05d}/_SUCCESS" for i in (depth - 2, depth - 1)]
+
+
+def test_listing_a_range_between_offsets(store: ObjectStore) -> None:
+    for name in ["t/a/1", "t/a/2", "t/b/1", "t/c/1", "t/_x/1", "u/b"]:
+        store.write(name, b"")
+    assert [o.name for o in store.list_objects("t/", start_offset="t/a0", end_offset="t/c/")] == ["t/b/1"]
+    assert [o.name for o in store.list_objects("t/", end_offset="t/a/2")] == ["t/_x/1", "t/a/1"]

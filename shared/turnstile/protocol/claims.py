@@ -23,7 +23,7 @@ class EventInProgress(TurnstileError, Transient):
 
 @dataclass
 class Held:
-    """A claim this invocation holds; `done()` marks the event handled."""
+    """A claim this invocation holds; `done()` marks the event handled, `release()` gives it back."""
 
     store: ObjectStore
     name: str
@@ -36,6 +36,14 @@ class Held:
             self.store.replace(self.name, finished.encode(), if_generation=self.generation)
         except PreconditionFailed:
             pass  # our lease ran out and another invocation took over: it will mark it
+
+    def release(self) -> None:
+        """Give the event back after a transient failure, so its redelivery is handled at once
+        instead of waiting for this claim's lease to run out. Best effort: the lease still holds."""
+        try:
+            self.store.delete(self.name, if_generation=self.generation)
+        except TurnstileError:
+            pass  # taken over, or the store is down: the lease ends the claim anyway
 
 
 def claim(
@@ -70,3 +78,13 @@ def claim(
         raise EventInProgress(
             f"gs://{store.bucket}/{name}#{generation}: another invocation took it over"
         ) from exc
+
+
+def mark_handled(store: ObjectStore, name: str, generation: int, *, owner: str, now: datetime) -> None:
+    """Record event (name, generation) as handled by someone other than its own invocation; a
+    claim already there (in progress or done) is left alone."""
+    record = Claim(state=ClaimState.DONE, owner=owner, expires_at=now)
+    try:
+        store.create(claim_name(name, generation), record.encode())
+    except PreconditionFailed:
+        pass

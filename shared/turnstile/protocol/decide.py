@@ -30,6 +30,7 @@ class View:
     outcomes: Mapping[str, BatchOutcome] | None = None  # rel -> outcome, once the job finished
     gate_open: bool = True
     may_start: bool = True  # False under WAIT_FOR_VALIDATION until a new _BACKFILL arrives
+    head_is_late: bool = False  # the head sorts before a batch already applied
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ class Submit:
 
 
 @dataclass(frozen=True)
+class Late:
+    """The head batch arrived after a later batch was applied: applying it would break the order."""
+
+    head: PointerRef
+
+
+@dataclass(frozen=True)
 class Acquire:
     """Lock the table for a job covering the first of these pointers, in order (as many as the
     head batch's `max_batches_per_job` allows)."""
@@ -83,7 +91,7 @@ class Finish:
     error: str | None
 
 
-Action = Blocked | Gated | Idle | Paused | Wait | Submit | Acquire | Finish
+Action = Blocked | Gated | Idle | Paused | Wait | Submit | Late | Acquire | Finish
 
 
 def decide(view: View) -> Action:
@@ -101,6 +109,8 @@ def decide(view: View) -> Action:
         return Gated()
     if not view.head:
         return Idle()
+    if view.head_is_late:
+        return Late(view.head[0])
     if not view.may_start:
         return Paused()
     return Acquire(view.head)

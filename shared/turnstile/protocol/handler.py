@@ -7,11 +7,15 @@ acknowledged; transient ones propagate so the platform redelivers the event.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from turnstile import logs
-from turnstile.errors import Terminal, TurnstileError
-from turnstile.paths import ObjectKind, classify, table_of_state_object
+from turnstile.config import LOAD_JSON, ORDERME, levels
+from turnstile.errors import ConfigError, PathError, Terminal, TurnstileError
+from turnstile.paths import CONFIG, Batch, ObjectKind, classify, parse_success, table_of_state_object
 from turnstile.protocol import publisher, subscriber, unordered
-from turnstile.protocol.claims import claim
+from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation
 from turnstile.records import JobDone
 
@@ -42,20 +46,8 @@ def _route(inv: Invocation, kind: ObjectKind, name: str, generation: int) -> str
         )
         if held is None:
             return "duplicate"
-        try:
-            batch, resolved = inv.batch(name)
-            if resolved.ordered or inv.settings.order_per_table:
-                publisher.publish(inv, batch, generation)
-                outcome = "queued"
-            else:
-                unordered.apply(inv, batch, name, generation)
-                outcome = "submitted"
-        except TurnstileError as exc:
-            if isinstance(exc, Terminal):
-                held.done()  # acknowledged: a redelivery would fail the same way
-            raise
-        held.done()
-        return outcome
+        with _settled(held):
+            return _success(inv, name, generation)
     table = table_of_state_object(bucket, name)
     if kind in (ObjectKind.POINTER, ObjectKind.GATE):
         publisher.ensure_subscriber(inv, table)
@@ -66,9 +58,8 @@ def _route(inv: Invocation, kind: ObjectKind, name: str, generation: int) -> str
         )
         if held is None:
             return "duplicate"
-        outcome = subscriber.run(inv, table)
-        held.done()
-        return outcome
+        with _settled(held):
+            return subscriber.run(inv, table)
     # JOB_DONE: wake the subscriber of an ordered table; report the end of an unordered job.
     found = inv.store.read(name)
     if found is None:
@@ -87,3 +78,69 @@ def _route(inv: Invocation, kind: ObjectKind, name: str, generation: int) -> str
             )
         return "reported"
     return subscriber.run(inv, table)
+
+
+@contextmanager
+def _settled(held: Held) -> Iterator[None]:
+    """Mark the claimed event handled, also when retrying cannot help (terminal: acknowledged); on
+    any other error give the claim back, so the redelivery is not refused until the lease ends."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, Terminal):
+            held.done()
+        else:
+            held.release()
+        raise
+    held.done()
+
+
+def _success(inv: Invocation, name: str, generation: int) -> str:
+    try:
+        batch, resolved = inv.batch(name)
+    except ConfigError as exc:
+        queued = _ordered_despite_config(inv, name)
+        if queued is None:
+            raise
+        # Rejecting it would lose it (its claim is done); queued, it blocks its table with this
+        # error, and the unlock after the fix applies it in order.
+        log.warning(
+            f"{exc}; the batch is queued anyway and its table will stop on it until this is fixed",
+            extra={
+                "event": "config_error",
+                "table": queued.table.prefix,
+                "rel": queued.rel,
+                "error": str(exc),
+            },
+        )
+        publisher.publish(inv, queued, generation)
+        return "queued"
+    if resolved.ordered or inv.settings.order_per_table:
+        publisher.publish(inv, batch, generation)
+        return "queued"
+    unordered.apply(inv, batch, name, generation)
+    return "submitted"
+
+
+def _ordered_despite_config(inv: Invocation, name: str) -> Batch | None:
+    """The batch of a `_SUCCESS` whose config cascade does not validate, if it is certainly ordered
+    (ORDER_PER_TABLE or an ORDERME on its path) and certainly of the table the default layout
+    names (no `load.json` on its path mentions destinationRegex); else None."""
+    settings = inv.settings
+    ordered = settings.order_per_table
+    for level in levels(name.rpartition("/")[0] + "/"):
+        folder = f"{level}{CONFIG}/"
+        for info in inv.store.list_objects(folder):
+            base = info.name[len(folder) :]
+            if base == ORDERME:
+                ordered = True
+            elif base == LOAD_JSON:
+                found = inv.store.read(info.name)
+                if found is not None and b"destinationRegex" in found.data:
+                    return None
+    if not ordered:
+        return None
+    try:
+        return parse_success(inv.store.bucket, name, settings.destination_regex)
+    except PathError:
+        return None

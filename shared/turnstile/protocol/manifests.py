@@ -19,7 +19,10 @@ def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
     return tuple(uris)
 
 
-def manifest_batch(inv: Invocation, success_name: str, success_generation: int) -> ManifestBatch:
+def manifest_batch(
+    inv: Invocation, success_name: str, success_generation: int, *, data_uris: tuple[str, ...] | None = None
+) -> ManifestBatch:
+    """Everything the job needs about one batch; lists its folder unless the caller already did."""
     batch, resolved = inv.batch(success_name)
     table = batch.table
     return ManifestBatch(
@@ -28,7 +31,7 @@ def manifest_batch(inv: Invocation, success_name: str, success_generation: int) 
         table_prefix=table.prefix,
         rel=batch.rel,
         success_generation=success_generation,
-        data_uris=data_objects(inv, batch),
+        data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
         load=resolved.load.model_dump(mode="json", by_alias=True),
         transform_sql=resolved.transform_sql,
         config_digest=resolved.digest,

@@ -46,18 +46,23 @@ def unlock(
             "unlocked by hand"
         )
     dropped = None
-    if skip_head and lock.covers:
-        head = lock.covers[0]
+    head = lock.covers[0] if lock.covers else None
+    if skip_head and head:
         try:
             inv.store.delete(head.pointer, if_generation=head.pointer_generation)
             dropped = head.pointer
         except PreconditionFailed:
             pass  # already gone, or re-published with a new generation that must still apply
+    position = lock.position
+    success = inv.settings.success_filename
+    if dropped and head and (position is None or head.pointer > table.pointer(position, success)):
+        position = head.rel  # skipped: the batches before it must not be pulled in again
     released = Lock(
         state=LockState.FREE,
         history=lock.history,
-        last_applied=lock.last_applied,
+        position=position,
         backfill_generation=lock.backfill_generation,
+        allow_late=None if skip_head or head is None else head.pointer,  # "apply it anyway"
     )
     try:
         write_lock(inv, table, released, generation)

@@ -17,6 +17,12 @@ log = logs.get("publisher")
 
 
 def publish(inv: Invocation, batch: Batch, success_generation: int) -> None:
+    queue(inv, batch, success_generation)
+    ensure_subscriber(inv, batch.table)
+
+
+def queue(inv: Invocation, batch: Batch, success_generation: int) -> None:
+    """Write (or advance) the batch's pointer in the table's backlog."""
     settings = inv.settings
     pointer = batch.pointer(settings.success_filename)
     record = Pointer(

@@ -11,7 +11,9 @@ from datetime import datetime
 
 from turnstile import logs
 from turnstile.errors import ConfigError, JobError, PathError, PreconditionFailed
-from turnstile.paths import Table
+from turnstile.paths import ObjectKind, Table, classify
+from turnstile.protocol import publisher
+from turnstile.protocol.claims import mark_handled
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -19,6 +21,7 @@ from turnstile.protocol.decide import (
     Finish,
     Gated,
     Idle,
+    Late,
     Paused,
     PointerRef,
     Submit,
@@ -40,7 +43,7 @@ from turnstile.records import (
     ManifestBatch,
     Pointer,
 )
-from turnstile.store.port import StoredObject
+from turnstile.store.port import ObjectInfo, StoredObject
 
 log = logs.get("subscriber")
 HISTORY = 5
@@ -102,6 +105,8 @@ def run(inv: Invocation, table: Table) -> str:
                 return "idle"
             case Submit(job_id=job_id):
                 _submit(inv, table, lock, lock_generation, job_id)
+            case Late(head=head):
+                _block_late(inv, table, lock, lock_generation, head)
             case Acquire(covers=covers):
                 _acquire(inv, table, lock, lock_generation, covers)
             case Finish():
@@ -127,7 +132,13 @@ def _view(inv: Invocation, table: Table, lock: Lock) -> View:
         # One job per _BACKFILL generation: the one that started the last job cannot start another.
         current = inv.store.stat(table.backfill)
         may_start = current is not None and current.generation != lock.backfill_generation
-    return View(lock=lock, head=head, may_start=may_start)
+    late = (
+        bool(head)
+        and lock.position is not None
+        and head[0].name <= table.pointer(lock.position, inv.settings.success_filename)
+        and head[0].name != lock.allow_late
+    )
+    return View(lock=lock, head=head, may_start=may_start, head_is_late=late)
 
 
 def _pointer(inv: Invocation, found: StoredObject) -> Pointer:
@@ -155,54 +166,46 @@ def _acquire(
     lock_generation: int,
     covers: tuple[PointerRef, ...],
 ) -> None:
+    pointers: list[tuple[PointerRef, Pointer]] = []
+    limit = len(covers)
+    for pointer in covers[:limit]:
+        if len(pointers) >= limit:
+            break
+        found = inv.store.read(pointer.name)
+        if found is None or found.generation != pointer.generation:
+            break  # changed since listed: cover what is certain, the next turn sees the rest
+        record = _pointer(inv, found)
+        if not pointers:  # the head's config says how many batches one job may cover
+            try:
+                _, resolved = inv.batch(record.success)
+            except (ConfigError, PathError) as exc:
+                _block(inv, table, lock, lock_generation, _covered(pointer, record), error=str(exc))
+                return
+            limit = 1 if inv.settings.wait_for_validation else resolved.load.max_batches_per_job
+        pointers.append((pointer, record))
+    if not pointers:
+        return
+    listing = _pending_objects(inv, table, lock.position, pointers[0][0].rel, pointers[-1][0].rel)
+    covered_rels = {pointer.rel for pointer, _ in pointers}
+    late = [name for name, rel in _ordered_successes(inv, table, listing) if rel not in covered_rels]
+    if late:  # upstream wrote these before the batches about to be covered: queue them first
+        _publish_late_events(inv, late)
+        return
+    batches: list[ManifestBatch] = []
+    for pointer, record in pointers:
+        folder = table.batch_folder(pointer.rel)
+        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if _directly_in(folder, o.name))
+        try:
+            batches.append(manifest_batch(inv, record.success, record.success_generation, data_uris=files))
+        except (ConfigError, PathError) as exc:
+            if not batches:
+                _block(inv, table, lock, lock_generation, _covered(pointer, record), error=str(exc))
+                return
+            break
+    covered = tuple(_covered(pointer, record) for pointer, record in pointers[: len(batches)])
     job_id = ordered_job_id(
         inv.settings.job_prefix, table, covers[0].name, covers[0].generation, lock_generation
     )
-    batches: list[ManifestBatch] = []
-    covered: list[CoveredBatch] = []
-    error: str | None = None
-    limit = len(covers)
-    for index, pointer in enumerate(covers):
-        if index >= limit:
-            break
-        try:
-            found = inv.store.read(pointer.name)
-            if found is None or found.generation != pointer.generation:
-                break  # changed since listed: cover what is certain, the next turn sees the rest
-            record = _pointer(inv, found)
-            batches.append(manifest_batch(inv, record.success, record.success_generation))
-            if index == 0:  # the head's config says how many batches one job may cover
-                limit = 1 if inv.settings.wait_for_validation else batches[0].max_batches_per_job
-        except (ConfigError, PathError) as exc:
-            if not batches:
-                covered.append(
-                    CoveredBatch(
-                        rel=pointer.rel,
-                        pointer=pointer.name,
-                        pointer_generation=pointer.generation,
-                        success_generation=0,
-                    )
-                )
-                error = str(exc)
-            break
-        covered.append(
-            CoveredBatch(
-                rel=pointer.rel,
-                pointer=pointer.name,
-                pointer_generation=pointer.generation,
-                success_generation=record.success_generation,
-            )
-        )
-    if not covered:
-        return
-    if error is not None:  # the head batch cannot even be described: block the table on it
-        failed = _failed_lock(table, lock, None, covered[0], error=error, now=inv.clock.now())
-        try:
-            write_lock(inv, table, failed, lock_generation)
-        except PreconditionFailed:
-            return
-        _log_failure(table, failed)
-        return
     manifest = Manifest(
         job_id=job_id,
         bucket=inv.store.bucket,
@@ -214,11 +217,12 @@ def _acquire(
     held = Lock(
         state=LockState.RUNNING,
         job_id=job_id,
-        covers=tuple(covered),
+        covers=covered,
         manifest=table.manifest(job_id),
         acquired_at=inv.clock.now(),
         backfill_generation=_authorizing_backfill(inv, table, lock),
         history=lock.history,
+        position=lock.position,  # kept while held: a job that applies nothing must not reset it
     )
     try:
         generation = write_lock(inv, table, held, lock_generation)
@@ -234,6 +238,135 @@ def _acquire(
         },
     )
     _submit(inv, table, held, generation, job_id)
+
+
+def _covered(pointer: PointerRef, record: Pointer) -> CoveredBatch:
+    return CoveredBatch(
+        rel=pointer.rel,
+        pointer=pointer.name,
+        pointer_generation=pointer.generation,
+        success_generation=record.success_generation,
+    )
+
+
+def _block(
+    inv: Invocation, table: Table, lock: Lock, lock_generation: int, at: CoveredBatch, *, error: str
+) -> None:
+    """Fail the lock on a batch that cannot even be described (bad path or config)."""
+    failed = _failed_lock(table, lock, None, at, error=error, now=inv.clock.now())
+    try:
+        write_lock(inv, table, failed, lock_generation)
+    except PreconditionFailed:
+        return
+    _log_failure(table, failed)
+
+
+def _directly_in(folder: str, name: str) -> bool:
+    rest = name[len(folder) :] if name.startswith(folder) else "/"
+    return "/" not in rest and not rest.startswith(("_", "."))
+
+
+def _pending_objects(
+    inv: Invocation, table: Table, position: str | None, first_rel: str, last_rel: str
+) -> list[ObjectInfo]:
+    """Every object from just past the last applied batch to the end of the last covered one,
+    skipping the reserved `_` folders: the covered batches' files, and the `_SUCCESS` of any batch
+    upstream wrote in between whose event has not arrived yet. One or two listings."""
+    prefix = f"{table.prefix}/"
+    after_position = prefix if position is None else _past(table.batch_folder(position))
+    start = min(after_position, table.batch_folder(first_rel))  # an operator may let a late head through
+    end = _past(table.batch_folder(last_rel))
+    reserved_start, reserved_end = prefix + "_", prefix + "`"  # names whose first segment starts with "_"
+    found: list[ObjectInfo] = []
+    for low, high in ((start, min(end, reserved_start)), (max(start, reserved_end), end)):
+        if low < high:
+            found.extend(inv.store.list_objects(prefix, start_offset=low, end_offset=high))
+    return found
+
+
+def _past(folder: str) -> str:
+    """The first name after everything in `folder` ("a/b/" -> "a/b0": "0" follows "/")."""
+    return folder[:-1] + "0"
+
+
+def _ordered_successes(inv: Invocation, table: Table, listing: list[ObjectInfo]) -> list[tuple[str, str]]:
+    """(name, rel) of the ordered `_SUCCESS` objects of this table in a listing."""
+    settings = inv.settings
+    found = []
+    for info in listing:
+        if (
+            classify(info.name, settings.success_filename, settings.start_backfill_filename)
+            is not ObjectKind.SUCCESS
+        ):
+            continue
+        try:
+            batch, resolved = inv.batch(info.name)
+        except (ConfigError, PathError):
+            continue  # its own event reports the problem
+        if batch.table.prefix == table.prefix and (resolved.ordered or settings.order_per_table):
+            found.append((info.name, batch.rel))
+    return found
+
+
+def _publish_late_events(inv: Invocation, successes: list[str]) -> None:
+    """Queue batches whose events have not arrived, marking those events handled first (if this
+    stops halfway, the next turn finds the same range again)."""
+    for name in successes:
+        info = inv.store.stat(name)
+        if info is None:
+            continue
+        batch, _ = inv.batch(name)
+        mark_handled(inv.store, name, info.generation, owner=inv.invocation_id, now=inv.clock.now())
+        publisher.queue(inv, batch, info.generation)
+
+
+def _block_late(inv: Invocation, table: Table, lock: Lock, lock_generation: int, head: PointerRef) -> None:
+    found = inv.store.read(head.name)
+    if found is None or found.generation != head.generation:
+        return  # changed since listed: decide again
+    pointer = _pointer(inv, found)
+    if _already_applied(inv, table, head.rel, pointer.success_generation):
+        # A copy of an event already acted on (at-least-once delivery; its claim may have been
+        # swept): this very `_SUCCESS` generation is in the table. Drop the pointer, do not block.
+        try:
+            inv.store.delete(head.name, if_generation=head.generation)
+        except PreconditionFailed:
+            return
+        log.info(
+            "dropped the pointer of a batch already applied",
+            extra={"table": table.prefix, "rel": head.rel, "generation": pointer.success_generation},
+        )
+        return
+    covered = CoveredBatch(
+        rel=head.rel,
+        pointer=head.name,
+        pointer_generation=head.generation,
+        success_generation=pointer.success_generation,
+    )
+    error = (
+        f"batch {head.rel!r} arrived after {lock.position!r} had been applied; applying it now would break "
+        "the table's order. To apply it now anyway: turnstile unlock "
+        + table.uri
+        + "; to drop it: add --skip-head"
+    )
+    failed = _failed_lock(table, lock, None, covered, error=error, now=inv.clock.now())
+    try:
+        write_lock(inv, table, failed, lock_generation)
+    except PreconditionFailed:
+        return
+    _log_failure(table, failed)
+
+
+def _already_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
+    """The batch's result record says this `_SUCCESS` generation was committed (or found committed)."""
+    found = inv.store.read(table.result(rel, success_generation))
+    if found is None:
+        return False
+    try:
+        outcome = BatchResult.decode(found.data, found.name).outcome
+    except ConfigError:
+        return False
+    return outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
 
 
 def _authorizing_backfill(inv: Invocation, table: Table, lock: Lock) -> int | None:
@@ -272,12 +405,16 @@ def _finish(inv: Invocation, table: Table, lock: Lock, lock_generation: int, fin
             pass  # gone already (a repeated finish) or re-published with a new generation: keep that
     history = (*lock.history, lock.job_id or "")[-HISTORY:]
     now = inv.clock.now()
+    # A late batch an operator let through sorts before the position: it must not move it back.
+    position = _furthest(inv, table, lock.position, *(c.rel for c in finish.applied))
     if finish.failed is None:
         released = Lock(
             state=LockState.FREE,
             history=history,
-            backfill_generation=lock.backfill_generation,
-            last_applied=finish.applied[-1].rel if finish.applied else lock.last_applied,
+            # WAIT_FOR_VALIDATION: a _BACKFILL written before the job ended (the sweeper waking
+            # the subscriber) is used up here; only one written after it is a go-ahead.
+            backfill_generation=_authorizing_backfill(inv, table, lock),
+            position=position,
         )
         try:
             write_lock(inv, table, released, lock_generation)
@@ -294,7 +431,7 @@ def _finish(inv: Invocation, table: Table, lock: Lock, lock_generation: int, fin
     failed = failed.model_copy(
         update={
             "history": history,
-            "last_applied": finish.applied[-1].rel if finish.applied else lock.last_applied,
+            "position": position,
         }
     )
     try:
@@ -302,6 +439,13 @@ def _finish(inv: Invocation, table: Table, lock: Lock, lock_generation: int, fin
     except PreconditionFailed:
         return
     _log_failure(table, failed)
+
+
+def _furthest(inv: Invocation, table: Table, *rels: str | None) -> str | None:
+    """The rel whose pointer sorts last: the position after applying `rels` in this order."""
+    known = [rel for rel in rels if rel is not None]
+    success = inv.settings.success_filename
+    return max(known, key=lambda rel: table.pointer(rel, success)) if known else None
 
 
 def _failed_lock(
@@ -318,7 +462,7 @@ def _failed_lock(
         unlock_command=unlock_command(table),
         history=lock.history,
         backfill_generation=lock.backfill_generation,
-        last_applied=lock.last_applied,
+        position=lock.position,
     )
 
 

@@ -113,11 +113,21 @@ class GcsStore:
         return True
 
     def list_objects(
-        self, prefix: str, *, start_offset: str | None = None, limit: int | None = None
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
     ) -> list[ObjectInfo]:
         with self._translate(prefix):
             blobs = self._client.list_blobs(
-                self._bucket, prefix=prefix, start_offset=start_offset, max_results=limit, retry=self._retry
+                self._bucket,
+                prefix=prefix,
+                start_offset=start_offset,
+                end_offset=end_offset,
+                max_results=limit,
+                retry=self._retry,
             )
             return [_info(b) for b in blobs]
 

@@ -86,12 +86,20 @@ class MemoryStore:
             return self._objects.pop(name, None) is not None
 
     def list_objects(
-        self, prefix: str, *, start_offset: str | None = None, limit: int | None = None
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
     ) -> list[ObjectInfo]:
         with self._lock:
             low = max(prefix, start_offset or "")
             # Names sharing a prefix are contiguous in sorted order: stop at the first one past it.
-            in_prefix = takewhile(lambda n: n.startswith(prefix), self._objects.irange(minimum=low))
+            in_prefix = takewhile(
+                lambda n: n.startswith(prefix) and (end_offset is None or n < end_offset),
+                self._objects.irange(minimum=low),
+            )
             names = islice(in_prefix, limit)
             found = []
             for n in names:

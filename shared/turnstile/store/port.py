@@ -64,12 +64,17 @@ class ObjectStore(Protocol):
         """Unconditional delete; False when the object was already absent."""
 
     def list_objects(
-        self, prefix: str, *, start_offset: str | None = None, limit: int | None = None
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
     ) -> list[ObjectInfo]:
         """Objects under `prefix` in lexicographic name order.
 
-        `start_offset` (inclusive) and `limit` let a caller read the head of a long listing
-        without paging through all of it.
+        `start_offset` (inclusive), `end_offset` (exclusive) and `limit` let a caller read the head
+        or a range of a long listing without paging through all of it.
         """
 
     def list_folders(self, prefix: str) -> list[str]:

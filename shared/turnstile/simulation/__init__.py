@@ -1,0 +1,1 @@
+"""Deterministic simulation of the protocol under duplicated, reordered and failing events."""

@@ -1,0 +1,181 @@
+"""The simulation's store and job runner: real adapters' semantics, with pauses and faults."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from turnstile.errors import JobServiceUnavailable
+from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.jobs.port import JobState, JobStatus
+from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.simulation.engine import Crash, Loop, SimClock, Task
+from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+
+
+class FaultyStore:
+    """Pauses at every operation and may crash the running task before or after it lands."""
+
+    def __init__(self, inner: ObjectStore, loop: Loop) -> None:
+        self.inner = inner
+        self._loop = loop
+
+    @property
+    def bucket(self) -> str:
+        return self.inner.bucket
+
+    def _before(self) -> None:
+        rng = self._loop.rng
+        slow = self._loop.faults_on and rng.random() < 0.004  # a stalled call: timeouts and handovers
+        self._loop.pause(rng.uniform(30, 400) if slow else rng.uniform(0.005, 0.08))
+        self._loop.maybe_crash()
+
+    def read(self, name: str) -> StoredObject | None:
+        self._before()
+        return self.inner.read(name)
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        self._before()
+        return self.inner.stat(name)
+
+    def create(self, name: str, data: bytes) -> int:
+        self._before()
+        generation = self.inner.create(name, data)
+        self._loop.maybe_crash()  # landed, but the caller never learns it
+        return generation
+
+    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
+        self._before()
+        generation = self.inner.replace(name, data, if_generation=if_generation)
+        self._loop.maybe_crash()
+        return generation
+
+    def write(self, name: str, data: bytes) -> int:
+        self._before()
+        generation = self.inner.write(name, data)
+        self._loop.maybe_crash()
+        return generation
+
+    def delete(self, name: str, *, if_generation: int) -> None:
+        self._before()
+        self.inner.delete(name, if_generation=if_generation)
+        self._loop.maybe_crash()
+
+    def remove(self, name: str) -> bool:
+        self._before()
+        removed = self.inner.remove(name)
+        self._loop.maybe_crash()
+        return removed
+
+    def list_objects(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ObjectInfo]:
+        self._before()
+        return self.inner.list_objects(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
+
+    def list_folders(self, prefix: str) -> list[str]:
+        self._before()
+        return self.inner.list_folders(prefix)
+
+
+@dataclass
+class Commit:
+    table: str
+    rel: str
+    generation: int
+    at: float
+
+
+@dataclass
+class SimTables:
+    """The Iceberg tables: a commit log per table, with the job's skip rule for committed batches.
+
+    Check and commit are separate steps with a pause between, as with Iceberg's optimistic commits:
+    two jobs applying the same batch at once would both commit it, and the invariants would see it."""
+
+    loop: Loop
+    failing: set[tuple[str, str]] = field(default_factory=set)  # (table, rel) whose application fails
+    commits: list[Commit] = field(default_factory=list)
+
+    def already_applied(self, batch: ManifestBatch) -> bool:
+        return any(
+            c.table == batch.table_prefix and (c.rel, c.generation) == (batch.rel, batch.success_generation)
+            for c in self.commits
+        )
+
+    def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
+        if (batch.table_prefix, batch.rel) in self.failing:
+            raise BatchFailed(f"injected failure of {batch.rel!r}")
+        self.commits.append(Commit(batch.table_prefix, batch.rel, batch.success_generation, self.loop.now))
+        return BatchResult(
+            job_id=job_id,
+            rel=batch.rel,
+            success_generation=batch.success_generation,
+            outcome=BatchOutcome.COMMITTED,
+        )
+
+
+class SimRunner:
+    """Dataproc's contract: submit under an id (a second submit attaches), state, cancel. Jobs start
+    after a random delay, sometimes a long one, and may crash mid-way without their done signal."""
+
+    def __init__(
+        self,
+        loop: Loop,
+        job_store: Callable[[], ObjectStore],
+        tables: SimTables,
+        *,
+        transient_probability: float,
+        job_crash_probability: float,
+    ) -> None:
+        self._loop = loop
+        self._job_store = job_store
+        self._tables = tables
+        self._transient = transient_probability
+        self._job_crash = job_crash_probability
+        self.jobs: dict[str, JobStatus] = {}
+
+    def _call(self) -> None:
+        self._loop.pause(self._loop.rng.uniform(0.05, 0.5))
+        self._loop.maybe_crash()
+        if self._loop.faults_on and self._loop.rng.random() < self._transient:
+            raise JobServiceUnavailable("the job service answered 503")
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        self._call()
+        if job_id in self.jobs:
+            return
+        self.jobs[job_id] = JobStatus(job_id, JobState.PENDING)
+        rng = self._loop.rng
+        startup = rng.uniform(40, 60) if rng.random() < 0.9 else rng.uniform(300, 1200)  # some finish late
+        task = Task(f"job {job_id}", None, self._job_crash if self._loop.faults_on else 0.0)
+        self._loop.spawn(
+            startup, task, lambda: self._run(job_id, manifest_uri), lambda exc: self._ended(job_id, exc)
+        )
+
+    def _run(self, job_id: str, manifest_uri: str) -> None:
+        self.jobs[job_id] = JobStatus(job_id, JobState.RUNNING)
+        store = self._job_store()
+        done = execute(store, read_manifest(store, manifest_uri), self._tables, SimClock(self._loop))
+        self.jobs[job_id] = JobStatus(
+            job_id, JobState.SUCCEEDED if done.succeeded else JobState.FAILED, done.error
+        )
+
+    def _ended(self, job_id: str, exc: BaseException | None) -> None:
+        if isinstance(exc, Crash | BatchFailed):
+            self.jobs[job_id] = JobStatus(job_id, JobState.FAILED, f"the job died: {exc}")
+        elif exc is not None:
+            raise exc
+
+    def status(self, job_id: str) -> JobStatus | None:
+        self._call()
+        return self.jobs.get(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        self._call()

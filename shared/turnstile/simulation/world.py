@@ -1,0 +1,327 @@
+"""One seeded schedule: upstream, Eventarc, functions, jobs, the sweeper and an operator, then the
+invariants every schedule must keep.
+
+- Upstream writes each table's batches in rel order (or, behind a START_BACKFILL_FILENAME gate, in
+  any order and the gate last). Every finalized object is delivered 1 to 3 times, after random
+  delays, in any order; a failed invocation is redelivered with backoff, as Eventarc does.
+- Until `fault_end`, store operations crash the running invocation (before or after they land),
+  the job service answers 503, jobs crash or fail on chosen batches, and invocations are killed at
+  their timeout. An operator fixes a failed batch and unlocks its table a while later.
+- Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
+  nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
+  lock is FREE.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from turnstile import entry, logs
+from turnstile.clock import Clock
+from turnstile.errors import Transient
+from turnstile.paths import Table
+from turnstile.protocol import operator, sweeper
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.subscriber import backlog_head, read_lock
+from turnstile.records import Lock, LockState
+from turnstile.settings import Settings
+from turnstile.simulation.adapters import FaultyStore, SimRunner, SimTables
+from turnstile.simulation.engine import Crash, Killed, Loop, SimClock, Task
+from turnstile.store.memory import MemoryStore
+from turnstile.store.port import ObjectStore
+from turnstile.store.recording import RecordingStore
+
+BUCKET = "sim-bucket"
+GATE = "_HISTORYDONE"
+
+
+@dataclass
+class Plan:
+    """What a seed decides about its schedule."""
+
+    tables: dict[str, list[str]]  # table prefix -> rels, sorted
+    gated: bool
+    wait_for_validation: bool
+    max_batches: int
+    crash_probability: float
+    failing: set[tuple[str, str]]
+    timeout: int
+    fault_end: float
+
+    @staticmethod
+    def draw(rng: random.Random) -> Plan:
+        tables = {}
+        for t in range(rng.randint(1, 3)):
+            hours = sorted(rng.sample(range(48), rng.randint(2, 8)))
+            tables[f"ds{t}/tbl{t}"] = [f"incremental/2026/01/{1 + h // 24:02d}/{h % 24:02d}" for h in hours]
+        failing = {(t, rng.choice(rels)) for t, rels in tables.items() if rng.random() < 0.3}
+        return Plan(
+            tables=tables,
+            gated=rng.random() < 0.25,
+            wait_for_validation=rng.random() < 0.15,
+            max_batches=rng.choice([1, 2, 3, 10]),
+            crash_probability=rng.choice([0.0, 0.01, 0.03, 0.06]),
+            failing=failing,
+            timeout=rng.choice([60, 120, 540]),
+            fault_end=rng.uniform(1800, 7200),
+        )
+
+
+@dataclass
+class World:
+    seed: int
+    plan: Plan
+    loop: Loop
+    memory: MemoryStore
+    bucket: RecordingStore
+    tables: SimTables
+    runner: SimRunner
+    env: dict[str, str]
+    published: dict[str, set[str]] = field(default_factory=dict)
+    failed_windows: dict[str, list[list[float]]] = field(default_factory=dict)  # [failed_at, unlocked_at]
+    unexpected: list[str] = field(default_factory=list)
+    stats: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def clock(self) -> Clock:
+        return SimClock(self.loop)
+
+    def function_store(self) -> ObjectStore:
+        return FaultyStore(self.bucket, self.loop)
+
+    # --- Eventarc -------------------------------------------------------------------------
+    def finalized(self, name: str, generation: int) -> None:
+        if name.endswith("/_bqlock"):
+            self._watch_lock(name)
+        copies = self.loop.rng.randint(1, 3)
+        self.stats["events"] += 1
+        self.stats["duplicate deliveries"] += copies - 1
+        for _ in range(copies):
+            self._deliver(name, generation, self._delay(), attempt=0)
+
+    def _delay(self) -> float:
+        rng = self.loop.rng
+        return rng.uniform(0.05, 3.0) if rng.random() < 0.8 else rng.uniform(5, 120)
+
+    def _deliver(self, name: str, generation: int, delay: float, attempt: int) -> None:
+        crash = self.plan.crash_probability
+        task = Task(f"invocation {name}#{generation}", float(self.plan.timeout), crash)
+
+        def body() -> None:
+            self.stats["invocations"] += 1
+            entry.object_finalized(
+                {"bucket": BUCKET, "name": name, "generation": str(generation)},
+                environ=self.env,
+                stores=lambda s, b: self.function_store(),
+                runners=lambda s, st: self.runner,
+                clock=self.clock,
+            )
+
+        def ended(exc: BaseException | None) -> None:
+            if exc is None:
+                return
+            self.stats[f"invocations ended by {type(exc).__name__}"] += 1
+            if not isinstance(exc, Crash | Killed | Transient):
+                self.unexpected.append(f"{name}#{generation}: {type(exc).__name__}: {exc}")
+            backoff = min(10 * 2**attempt, 600) * self.loop.rng.uniform(0.5, 1.5)
+            self._deliver(name, generation, backoff, attempt + 1)  # Eventarc redelivers
+
+        self.loop.spawn(delay, task, body, ended)
+
+    # --- observation ------------------------------------------------------------------------
+    def _watch_lock(self, name: str) -> None:
+        found = self.memory.read(name)
+        if found is None:
+            return
+        table = name.rsplit("/", 1)[0]
+        windows = self.failed_windows.setdefault(table, [])
+        state = Lock.decode(found.data, name).state
+        if state is LockState.FAILED and (not windows or windows[-1][1] >= 0):
+            windows.append([self.loop.now, -1.0])
+        elif state is not LockState.FAILED and windows and windows[-1][1] < 0:
+            windows[-1][1] = self.loop.now
+
+    def invocation(self) -> Invocation:
+        settings = Settings.from_env(self.env)
+        return Invocation(
+            self.function_store(), self.runner, settings, self.clock, uuid.uuid4().hex, self.clock.now()
+        )
+
+    # --- actors ---------------------------------------------------------------------------
+    def upstream(self) -> None:
+        rng = self.loop.rng
+        t = 0.0
+        for prefix in self.plan.tables:
+            self.memory.write(f"{prefix}/incremental/_config/ORDERME", b"")
+            self.memory.write(
+                f"{prefix}/_config/load.json", b'{"max_batches_per_job": %d}' % self.plan.max_batches
+            )
+            self.published[prefix] = set()
+        uploads = [(prefix, rel) for prefix, rels in self.plan.tables.items() for rel in rels]
+        if self.plan.gated:
+            rng.shuffle(uploads)  # a parallel historical load: any order, then the gate
+        else:
+            rng.shuffle(uploads)
+            uploads.sort(key=lambda u: self.plan.tables[u[0]].index(u[1]))  # in order per table
+        for prefix, rel in uploads:
+            t += rng.uniform(0.1, 90)
+            self.loop.at(t, functools.partial(self._put, prefix, rel))
+        if self.plan.gated:
+            for prefix in self.plan.tables:
+                t += rng.uniform(1, 30)
+                self.loop.at(t, functools.partial(self._open_gate, prefix))
+
+    def _open_gate(self, prefix: str) -> None:
+        self.bucket.write(f"{prefix}/{GATE}", b"")
+
+    def _put(self, prefix: str, rel: str) -> None:
+        self.bucket.write(f"{prefix}/{rel}/part-0.csv", b"id\n1\n")
+        self.bucket.write(f"{prefix}/{rel}/_SUCCESS", b"")
+        self.published[prefix].add(rel)
+
+    def periodic(self, every: float, name: str, action: Any) -> None:
+        def tick() -> None:
+            task = Task(name, None, 0.0)
+            self.loop.spawn(0, task, action, self._operator_ended(name))
+            self.loop.at(every * self.loop.rng.uniform(0.8, 1.2), tick)
+
+        self.loop.at(every, tick)
+
+    def _operator_ended(self, name: str) -> Any:
+        def ended(exc: BaseException | None) -> None:
+            if exc is not None and not isinstance(exc, Crash | Killed | Transient | operator.UnlockRefused):
+                self.unexpected.append(f"{name}: {type(exc).__name__}: {exc}")
+
+        return ended
+
+    def sweep(self) -> None:
+        sweeper.sweep(self.invocation())
+
+    def operate(self) -> None:
+        """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
+        inv = self.invocation()
+        for prefix in self.plan.tables:
+            lock, _ = read_lock(inv, _table(prefix))
+            if lock.state is LockState.FAILED and (not self.loop.faults_on or self.loop.rng.random() < 0.3):
+                self.tables.failing.discard((prefix, lock.failed_rel or ""))
+                operator.unlock(inv, _table(prefix), skip_head=False)
+
+    def validate(self) -> None:
+        inv = self.invocation()
+        for prefix in self.plan.tables:
+            operator.resume(inv, _table(prefix))
+
+    # --- the end --------------------------------------------------------------------------
+    def settled(self) -> bool:
+        if self.loop.faults_on or self.loop.now < self.plan.fault_end:
+            return False
+        for prefix, rels in self.plan.tables.items():
+            if len(self.published[prefix]) < len(rels):
+                return False
+            lock = self.memory.read(f"{prefix}/_bqlock")
+            if lock is not None and Lock.decode(lock.data, prefix).state is not LockState.FREE:
+                return False
+            if self.memory.list_objects(f"{prefix}/_backlog/", limit=1):
+                return False
+        return (
+            sorted(c.rel for c in self.tables.commits)
+            == sorted(r for rels in self.plan.tables.values() for r in rels)
+            or self.loop.now > self.plan.fault_end + 4 * 3600
+        )
+
+    def violations(self, settled: bool) -> list[str]:
+        found = list(self.unexpected)
+        for prefix, rels in self.plan.tables.items():
+            committed = [c for c in self.tables.commits if c.table == prefix]
+            order = [c.rel for c in committed]
+            if order != sorted(rels):
+                found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
+            for start, end in self.failed_windows.get(prefix, []):
+                during = [c.rel for c in committed if start < c.at < (end if end >= 0 else float("inf"))]
+                if during:
+                    found.append(f"{prefix}: committed {during} while the table was FAILED")
+            inv = self.invocation()
+            self.loop.faults_on = False
+            lock, _ = read_lock(inv, _table(prefix))
+            if lock.state is not LockState.FREE:
+                found.append(f"{prefix}: lock left {lock.state.value} ({lock.failed_rel}: {lock.error})")
+            if backlog_head(inv, _table(prefix), 1):
+                found.append(f"{prefix}: backlog not drained")
+        if not settled and not found:
+            found.append("did not settle within 4 h after faults stopped")
+        return found
+
+
+def _table(prefix: str) -> Table:
+    dataset, table = prefix.split("/")
+    return Table(BUCKET, prefix, dataset, table)
+
+
+def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
+    """Play schedule `seed`; return its invariant violations (empty: it held)."""
+    rng = random.Random(seed)
+    plan = Plan.draw(rng)
+    loop = Loop(rng)
+    logs.configure("CRITICAL", io.StringIO())
+    memory = MemoryStore(BUCKET, clock=SimClock(loop))
+    world_ref: list[World] = []
+
+    def finalized(name: str, generation: int) -> None:  # the world exists by the time objects are written
+        world_ref[0].finalized(name, generation)
+
+    bucket = RecordingStore(memory, finalized)
+    tables = SimTables(loop, failing=set(plan.failing))
+
+    def job_store() -> ObjectStore:
+        return FaultyStore(bucket, loop)
+
+    runner = SimRunner(
+        loop,
+        job_store,
+        tables,
+        transient_probability=plan.crash_probability,
+        job_crash_probability=plan.crash_probability / 3,
+    )
+    env = {
+        "ORDER_PER_TABLE": "false",
+        "START_BACKFILL_FILENAME": GATE if plan.gated else "",
+        "WAIT_FOR_VALIDATION": str(plan.wait_for_validation).lower(),
+        "FUNCTION_TIMEOUT_SEC": str(plan.timeout),
+        "RESTART_BUFFER_SECONDS": "15",
+        "LOG_LEVEL": "ERROR",
+        "STALE_CLAIM_SECONDS": "86400",
+    }
+    world = World(seed, plan, loop, memory, bucket, tables, runner, env)
+    world_ref.append(world)
+    world.upstream()
+    world.periodic(300, "sweeper", world.sweep)
+    world.periodic(240, "operator", world.operate)
+    if plan.wait_for_validation:
+        world.periodic(90, "validator", world.validate)
+
+    def stop_faults() -> None:
+        loop.faults_on = False
+
+    loop.at(plan.fault_end, stop_faults)
+    settled = loop.run(plan.fault_end + 4 * 3600 + 1, world.settled)
+    if stats is not None:
+        stats.update(world.stats)
+        stats["batches"] += sum(len(rels) for rels in plan.tables.values())
+        stats["jobs"] += len(runner.jobs)
+        stats["failed jobs"] += sum(1 for j in runner.jobs.values() if j.state.value == "FAILED")
+    return world.violations(settled)
+
+
+def run_many(seeds: int, seed_base: int, stats: Counter[str]) -> tuple[int, list[tuple[int, list[str]]]]:
+    failures = []
+    for seed in range(seed_base, seed_base + seeds):
+        problems = run_schedule(seed, stats)
+        if problems:
+            failures.append((seed, problems))
+    return seeds, failures

@@ -1,0 +1,56 @@
+"""The seeded simulation holds its invariants, and it catches a protocol that breaks them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+import pytest
+
+from turnstile.jobs.port import JobStatus
+from turnstile.protocol import decide as decide_module
+from turnstile.protocol import subscriber
+from turnstile.records import BatchOutcome, Lock
+from turnstile.simulation.adapters import SimTables
+from turnstile.simulation.world import run_many, run_schedule
+
+
+def test_three_hundred_schedules_keep_every_invariant() -> None:
+    stats: Counter[str] = Counter()
+    count, failures = run_many(300, 50_000, stats)
+    assert failures == [], failures[:3]
+    assert count == 300
+    # The schedules really were hostile: crashes, kills, duplicates and failed jobs all happened.
+    assert stats["invocations ended by Crash"] > 100
+    assert stats["invocations ended by Killed"] > 10
+    assert stats["duplicate deliveries"] > 1000
+    assert stats["failed jobs"] > 10
+
+
+def test_a_schedule_replays_identically() -> None:
+    first: Counter[str] = Counter()
+    second: Counter[str] = Counter()
+    assert run_schedule(4242, first) == run_schedule(4242, second)
+    assert first == second
+
+
+def _violations(seeds: range) -> list[str]:
+    return [problem for seed in seeds for problem in run_schedule(seed)]
+
+
+def test_it_catches_a_subscriber_that_ignores_late_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subscriber, "_ordered_successes", lambda inv, table, listing: [])
+    assert any("expected" in p for p in _violations(range(60)))
+
+
+def test_it_catches_a_job_that_applies_a_committed_batch_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SimTables, "already_applied", lambda self, batch: False)
+    assert any("each once" in p for p in _violations(range(60)))
+
+
+def test_it_catches_a_subscriber_that_moves_past_a_failed_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forgiving(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) -> decide_module.Finish:
+        return decide_module.Finish(lock.covers, None, None)  # as if every covered batch had applied
+
+    monkeypatch.setattr(decide_module, "_finish", forgiving)
+    assert any("expected" in p for p in _violations(range(60)))
