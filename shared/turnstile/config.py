@@ -61,6 +61,10 @@ class LoadConfig(BaseModel):
     delete_column: str | None = None
     """Boolean column of change-data batches: a true value deletes the row in `mode: merge`."""
 
+    table_schema: str | None = None
+    """Spark DDL of the destination when the job creates it (`id INT, s STRING`); default: the
+    batch's own columns. Needed when a DML transform.sql writes columns the batch does not have."""
+
     partition_by: tuple[str, ...] = ()
     """Iceberg partition transforms used when the table is created, e.g. `["days(ts)"]`."""
 

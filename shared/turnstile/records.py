@@ -6,11 +6,10 @@ itself; `decode` names the object when its content is not what turnstile wrote.
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from turnstile.errors import ConfigError
 
@@ -60,8 +59,8 @@ class Lock(Record):
     job_id: str | None = None
     covers: tuple[CoveredBatch, ...] = ()
     manifest: str | None = None
-    acquired_at: datetime | None = None
-    updated_at: datetime | None = None
+    acquired_at: AwareDatetime | None = None
+    updated_at: AwareDatetime | None = None
     error: str | None = None
     failed_rel: str | None = None
     unlock_command: str | None = None
@@ -81,7 +80,7 @@ class Claim(Record):
 
     state: ClaimState
     owner: str
-    expires_at: datetime  # an IN_PROGRESS claim past this is abandoned and may be taken over
+    expires_at: AwareDatetime  # an IN_PROGRESS claim past this is abandoned and may be taken over
 
 
 class Pointer(Record):
@@ -89,7 +88,7 @@ class Pointer(Record):
 
     success: str
     success_generation: int
-    published_at: datetime
+    published_at: AwareDatetime
 
 
 class ManifestBatch(BaseModel):
@@ -143,7 +142,7 @@ class BatchResult(Record):
     time_min: str | None = None
     time_max: str | None = None
     error: str | None = None
-    finished_at: datetime | None = None
+    finished_at: AwareDatetime | None = None
 
 
 class JobDone(Record):

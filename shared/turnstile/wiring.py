@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from turnstile.errors import SettingsError
+from turnstile.jobs.dataproc import DataprocRunner
+from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
 from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore, make_client
@@ -15,5 +16,7 @@ def object_store(settings: Settings, bucket: str) -> ObjectStore:
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
-    """The runner JOB_RUNNER names."""
-    raise SettingsError(f"JOB_RUNNER={settings.job_runner}: this runner is not available in this build")
+    """The runner JOB_RUNNER names: Dataproc Serverless, or spark-submit on this machine."""
+    if settings.job_runner == "dataproc":
+        return DataprocRunner.from_settings(settings)
+    return LocalRunner.from_settings(settings)

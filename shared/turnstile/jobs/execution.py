@@ -69,6 +69,7 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
         store.write(batch.result, result.encode())
         outcomes[batch.rel] = result.outcome
         if result.outcome is BatchOutcome.FAILED:
+            error = error or f"batch {batch.rel!r}: {result.error or 'failed'}"
             break
     done = JobDone(
         job_id=manifest.job_id,

@@ -34,7 +34,9 @@ def handle(inv: Invocation, name: str, generation: int) -> str:
     except TurnstileError as exc:
         if not isinstance(exc, Terminal):
             raise
-        log.error(f"rejected: {exc}", extra=fields | {"event": "rejected", "error": str(exc)})
+        # A rejected batch is not queued anywhere: say how to get it applied.
+        retry = f"; fix it, then upload {fields['object']} again" if kind is ObjectKind.SUCCESS else ""
+        log.error(f"rejected: {exc}{retry}", extra=fields | {"event": "rejected", "error": str(exc)})
         return "rejected"
 
 

@@ -132,10 +132,13 @@ def _view(inv: Invocation, table: Table, lock: Lock) -> View:
         # One job per _BACKFILL generation: the one that started the last job cannot start another.
         current = inv.store.stat(table.backfill)
         may_start = current is not None and current.generation != lock.backfill_generation
+    # Strictly before: a new `_SUCCESS` generation of the last batch applied (a re-upload, or every
+    # batch of a flat `<ds>/<tbl>/_SUCCESS` table) is the next batch, not a late one; a copy of the
+    # same generation is skipped by the job as already committed.
     late = (
         bool(head)
         and lock.position is not None
-        and head[0].name <= table.pointer(lock.position, inv.settings.success_filename)
+        and head[0].name < table.pointer(lock.position, inv.settings.success_filename)
         and head[0].name != lock.allow_late
     )
     return View(lock=lock, head=head, may_start=may_start, head_is_late=late)

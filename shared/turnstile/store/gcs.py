@@ -17,7 +17,7 @@ import requests
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry
 from google.auth.credentials import AnonymousCredentials
-from google.cloud import storage
+from google.cloud.storage import Blob, Client
 from google.cloud.storage.retry import DEFAULT_RETRY
 
 from turnstile.errors import PreconditionFailed, StoreUnavailable
@@ -32,21 +32,21 @@ _TRANSIENT = (
 )
 
 
-def make_client(project: str | None, emulator_host: str | None) -> storage.Client:
+def make_client(project: str | None, emulator_host: str | None) -> Client:
     """A storage client for real GCS (default credentials) or for an emulator (anonymous)."""
     if emulator_host:
-        return storage.Client(
+        return Client(
             project=project or "local",
             credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
             client_options={"api_endpoint": emulator_host},
         )
-    return storage.Client(project=project)
+    return Client(project=project)
 
 
 class GcsStore:
     """One GCS bucket behind the `ObjectStore` port."""
 
-    def __init__(self, client: storage.Client, bucket: str, *, retry: Retry = DEFAULT_RETRY) -> None:
+    def __init__(self, client: Client, bucket: str, *, retry: Retry = DEFAULT_RETRY) -> None:
         self._client = client
         self._bucket = client.bucket(bucket)
         self._retry = retry
@@ -139,7 +139,7 @@ class GcsStore:
             return sorted(pages.prefixes)
 
 
-def _info(blob: storage.Blob) -> ObjectInfo:
+def _info(blob: Blob) -> ObjectInfo:
     return ObjectInfo(blob.name, int(blob.generation), int(blob.size or 0), blob.updated or _never())
 
 

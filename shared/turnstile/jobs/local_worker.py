@@ -1,0 +1,62 @@
+"""Runs one local job: spark-submit of the job's main file, then records how it ended.
+
+`python -m turnstile.jobs.local_worker <job folder>`, started detached by `LocalRunner.submit`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyspark
+
+from turnstile.jobs.local import LOG, REQUEST, STATE, _now, read_json, write_json
+from turnstile.jobs.port import JobState
+from turnstile.spark import main as job_main
+
+
+def spark_submit() -> Path:
+    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+
+
+def run(folder: Path) -> int:
+    request = read_json(folder / REQUEST)
+    if request is None:
+        write_json(folder / STATE, {"state": JobState.FAILED.value, "detail": f"no {REQUEST} in {folder}"})
+        return 1
+    base = {"submitted_at": (read_json(folder / STATE) or {}).get("submitted_at"), "pid": os.getpid()}
+    write_json(folder / STATE, base | {"state": JobState.RUNNING.value, "started_at": _now()})
+    command = [str(spark_submit())]
+    for key, value in request["conf"].items():
+        command += ["--conf", f"{key}={value}"]
+    command += [
+        str(Path(job_main.__file__)),
+        "--manifest",
+        request["manifest"],
+        "--stage-to",
+        str(folder / "staged"),
+    ]
+    with (folder / LOG).open("ab") as log:
+        code = subprocess.call(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    detail = None if code == 0 else _failure(folder / LOG, code)
+    state = JobState.SUCCEEDED if code == 0 else JobState.FAILED
+    write_json(
+        folder / STATE,
+        base | {"state": state.value, "finished_at": _now(), "exit_code": code, "detail": detail},
+    )
+    return code
+
+
+def _failure(log: Path, code: int) -> str:
+    lines = log.read_text(errors="replace").splitlines()
+    reported = [line for line in lines if line.startswith("turnstile job failed:")]
+    if reported:
+        return reported[-1].removeprefix("turnstile job failed:").strip()
+    tail = [line for line in lines if line.strip()][-3:]
+    return f"spark-submit exited {code}: " + " | ".join(tail)
+
+
+if __name__ == "__main__":
+    sys.exit(run(Path(sys.argv[1])))

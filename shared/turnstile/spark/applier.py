@@ -1,0 +1,281 @@
+"""Applies one batch to its Iceberg table: read, transform, evolve the schema, write, tag."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from string import Template
+from typing import Any
+
+from pyspark.sql import Window
+from pyspark.sql import functions as f
+
+from turnstile.config import LoadConfig
+from turnstile.jobs.execution import BatchFailed
+from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.spark import commits, reading, schema
+from turnstile.spark.staging import Staging
+from turnstile.store.port import ObjectStore
+
+BAD_ROW_SAMPLE = 1000
+# Leading comments are skipped: a transform.sql that opens with `-- what it does` is still DML.
+_DML = re.compile(
+    r"^(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*(MERGE|UPDATE|DELETE|INSERT)\b", re.IGNORECASE | re.DOTALL
+)
+
+
+class IcebergApplier:
+    """`BatchApplier` over a Spark session with an Iceberg catalog."""
+
+    def __init__(
+        self, spark: Any, catalog: str, staging: Staging, stores: Callable[[str], ObjectStore], bucket: str
+    ) -> None:
+        self._spark = spark
+        self._catalog = catalog
+        self._staging = staging
+        self._stores = stores
+        self._bucket = bucket
+        self._ledger: dict[str, dict[str, int]] = {}  # table -> committed batch key -> snapshot id
+
+    def table(self, batch: ManifestBatch) -> str:
+        return f"{self._catalog}.{batch.dataset}.{batch.table}"
+
+    def _committed(self, table: str) -> dict[str, int]:
+        if table not in self._ledger:
+            self._ledger[table] = commits.committed_batches(self._spark, table)
+        return self._ledger[table]
+
+    def already_applied(self, batch: ManifestBatch) -> bool:
+        return commits.batch_key(batch.rel, batch.success_generation) in self._committed(self.table(batch))
+
+    def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        started = time.monotonic()
+        load = LoadConfig.model_validate(batch.load)
+        table = self.table(batch)
+        located = self._staging.locate(batch.data_uris)
+        try:
+            read = reading.read(self._spark, located.paths, load)
+        except ValueError as exc:
+            raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
+        except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
+            raise BatchFailed(f"reading {batch.rel!r} failed: {_first_line(exc)}") from exc
+        try:
+            written, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
+        finally:
+            read.release()
+        return BatchResult(
+            job_id=job_id,
+            rel=batch.rel,
+            success_generation=batch.success_generation,
+            outcome=BatchOutcome.COMMITTED,
+            rows_read=read.rows_read,
+            rows_written=written,
+            bad_rows=read.bad_rows,
+            bytes_read=located.bytes,
+            seconds=round(time.monotonic() - started, 3),
+            snapshot_id=snapshot,
+            time_min=low,
+            time_max=high,
+        )
+
+    def _apply(
+        self, batch: ManifestBatch, job_id: str, load: LoadConfig, table: str, read: reading.ReadBatch
+    ) -> tuple[int, int, tuple[str | None, str | None]]:
+        """Set bad rows aside, write, and find the tagged commit: (rows written, snapshot, time range)."""
+        if read.bad is not None:
+            self._set_aside(batch, read.bad, read.bad_rows, load)
+        if load.time_column and load.time_column.lower() not in {c.lower() for c in read.rows.columns}:
+            # Checked before the commit: failing after it would end the job without a done signal.
+            raise BatchFailed(
+                f"time_column {load.time_column!r} is not a column of batch {batch.rel!r} "
+                f"(its columns: {', '.join(read.rows.columns)})"
+            )
+        self._spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._catalog}.{batch.dataset}")
+        read.rows.createOrReplaceTempView("batch")
+        properties = {
+            commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation),
+            "turnstile.table": batch.table_prefix,
+            "turnstile.rel": batch.rel,
+            "turnstile.success-generation": str(batch.success_generation),
+            "turnstile.config-digest": batch.config_digest,
+            "turnstile.job-id": job_id,
+            "turnstile.position": batch.rel,  # the last applied position, on every commit
+        }
+        try:
+            written = self._write(table, batch, load, properties)
+        except BatchFailed:
+            raise
+        except Exception as exc:
+            raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {_first_line(exc)}") from exc
+        key = properties[commits.BATCH_KEY]
+        self._ledger.pop(table, None)
+        snapshot = self._committed(table).get(key)
+        if snapshot is None:
+            raise BatchFailed(
+                f"the commit of {batch.rel!r} to {table} is not tagged with {key}; "
+                "the Iceberg version may not support commit properties"
+            )
+        return written, snapshot, self._time_range(table, load, snapshot)
+
+    # --- writing ------------------------------------------------------------------------
+    def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> int:
+        spark = self._spark
+        sql = self._transform(batch, table) if batch.transform_sql else None
+        if sql is not None and _DML.match(sql):
+            self._ensure_table(table, load, None)
+            with commits.commit_properties(spark, properties):
+                spark.sql(sql)
+            return self._added_records(table, properties[commits.BATCH_KEY])
+        frame = spark.sql(sql) if sql is not None else spark.table("batch")
+        if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
+            raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
+        stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
+        self._ensure_table(table, load, stored)
+        frame = self._fit(table, frame, load, batch)
+        rows = frame.count()
+        with commits.commit_properties(spark, properties):
+            if load.mode == "append":
+                frame.writeTo(table).append()
+            elif load.mode == "overwrite":
+                frame.writeTo(table).overwrite(f.lit(True))
+            else:
+                self._merge(table, frame, load)
+        return int(rows)
+
+    def _transform(self, batch: ManifestBatch, table: str) -> str:
+        assert batch.transform_sql is not None
+        sql = batch.transform_sql.strip().rstrip(";").strip()
+        if ";" in _without_literals(sql).strip().rstrip(";"):
+            raise BatchFailed(
+                "transform.sql must hold one statement (a SELECT over `batch`, or one "
+                "MERGE/UPDATE/DELETE/INSERT); it holds several"
+            )
+        try:
+            return Template(sql).substitute(
+                table=table,
+                catalog=self._catalog,
+                dataset=batch.dataset,
+                table_name=batch.table,
+                rel=batch.rel,
+                generation=str(batch.success_generation),
+            )
+        except (KeyError, ValueError) as exc:
+            raise BatchFailed(
+                f"transform.sql has an unknown placeholder {exc}; known: ${{table}}, "
+                "${catalog}, ${dataset}, ${table_name}, ${rel}, ${generation}"
+            ) from exc
+
+    def _ensure_table(self, table: str, load: LoadConfig, frame: Any | None) -> None:
+        if commits.table_exists(self._spark, table):
+            return
+        if load.table_schema:
+            columns = load.table_schema
+        elif frame is not None:
+            columns = ", ".join(
+                f"`{field.name}` {field.dataType.simpleString()}" for field in frame.schema.fields
+            )
+        else:
+            raise BatchFailed(
+                f"{table} does not exist and a DML transform cannot create it; set table_schema in load.json"
+            )
+        clauses = ""
+        if load.partition_by:
+            clauses += f" PARTITIONED BY ({', '.join(load.partition_by)})"
+        if load.table_properties:
+            props = ", ".join(f"'{k}'='{v}'" for k, v in load.table_properties.items())
+            clauses += f" TBLPROPERTIES ({props})"
+        self._spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg{clauses}")
+
+    def _fit(self, table: str, frame: Any, load: LoadConfig, batch: ManifestBatch) -> Any:
+        """Evolve the table if allowed, then shape the batch to the table's columns."""
+        keep = {load.delete_column.lower()} if load.mode == "merge" and load.delete_column else set()
+        target = self._spark.table(table).schema
+        columns = [
+            (x.name, x.dataType.simpleString()) for x in frame.schema.fields if x.name.lower() not in keep
+        ]
+        evolution = schema.plan(
+            [(x.name, x.dataType.simpleString()) for x in target.fields],
+            columns,
+            evolve=load.schema_evolution == "add_columns",
+            where=table,
+        )
+        for statement in evolution.statements(table):
+            self._spark.sql(statement)
+        target = self._spark.table(table).schema
+        present = {c.lower(): c for c in frame.columns}
+        shaped = [
+            (f.col(f"`{present[x.name.lower()]}`") if x.name.lower() in present else f.lit(None))
+            .cast(x.dataType)
+            .alias(x.name)
+            for x in target.fields
+        ]
+        extra = [f.col(f"`{present[k]}`") for k in keep if k in present]
+        return frame.select(*shaped, *extra)
+
+    def _merge(self, table: str, frame: Any, load: LoadConfig) -> None:
+        keys = [f.col(f"`{k}`") for k in load.merge_keys]
+        order = [f.col(f"`{load.merge_order_by}`").desc_nulls_last()] if load.merge_order_by else []
+        order.append(f.sha2(f.to_json(f.struct(*[f.col(f"`{c}`") for c in frame.columns])), 256).desc())
+        ranked = frame.withColumn(
+            "_turnstile_rank", f.row_number().over(Window.partitionBy(*keys).orderBy(*order))
+        )
+        ranked.filter("_turnstile_rank = 1").drop("_turnstile_rank").createOrReplaceTempView(
+            "turnstile_source"
+        )
+        columns = [
+            c for c in frame.columns if not load.delete_column or c.lower() != load.delete_column.lower()
+        ]
+        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in load.merge_keys)
+        sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
+        names = ", ".join(f"`{c}`" for c in columns)
+        values = ", ".join(f"s.`{c}`" for c in columns)
+        deleted = f"coalesce(s.`{load.delete_column}`, false)" if load.delete_column else "false"
+        clauses = f"WHEN MATCHED AND {deleted} THEN DELETE " if load.delete_column else ""
+        clauses += f"WHEN MATCHED THEN UPDATE SET {sets} "
+        clauses += f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT ({names}) VALUES ({values})"
+        self._spark.sql(f"MERGE INTO {table} t USING turnstile_source s ON {on} {clauses}")
+
+    # --- reporting ----------------------------------------------------------------------
+    def _set_aside(self, batch: ManifestBatch, bad: Any, count: int, load: LoadConfig) -> None:
+        sample = [row[0] for row in bad.limit(BAD_ROW_SAMPLE).collect()]
+        name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
+        reason = f"does not match the schema {load.schema_}"
+        lines = "".join(json.dumps({"row": row, "reason": reason}) + "\n" for row in sample)
+        self._stores(self._bucket).write(name, lines.encode())
+        if count > load.max_bad_records:
+            raise BatchFailed(
+                f"{count} rows of {batch.rel!r} could not be parsed (max_bad_records is "
+                f"{load.max_bad_records}); they are in gs://{self._bucket}/{name}. Fix the data and "
+                "re-upload, or raise max_bad_records."
+            )
+
+    def _added_records(self, table: str, key: str) -> int:
+        rows = self._spark.sql(
+            f"SELECT summary['added-records'] AS n FROM {table}.snapshots "
+            f"WHERE summary['{commits.BATCH_KEY}'] = '{key}'"
+        ).collect()
+        return int(rows[-1]["n"] or 0) if rows else 0
+
+    def _time_range(self, table: str, load: LoadConfig, snapshot: int) -> tuple[str | None, str | None]:
+        if not load.time_column:
+            return None, None
+        column = f.col(f"`{load.time_column}`")
+        row = self._spark.table("batch").agg(f.min(column), f.max(column)).collect()[0]
+        return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _without_literals(sql: str) -> str:
+    """The SQL with string literals emptied and comments dropped (a `;` in either is no separator)."""
+    return re.sub(
+        r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/",
+        lambda m: "''" if m.group().startswith("'") else " ",
+        sql,
+        flags=re.DOTALL,
+    )

@@ -1,0 +1,55 @@
+"""Iceberg commit tagging and the table's committed-batch ledger, over the Spark session.
+
+Every commit a batch makes carries `turnstile.*` snapshot properties. They are set through Iceberg's
+thread-local commit properties (`org.apache.iceberg.spark.CommitMetadata`), which apply to any
+commit made on the calling thread, so DataFrame writes, `MERGE INTO` and a transform's own DML are
+tagged alike. PySpark pins each Python thread to one JVM thread, and Spark commits a V2 write on the
+thread that runs the query, so the properties reach exactly the commit made inside the block. The
+tests check the tag on every kind of write, so an Iceberg upgrade that changes this fails loudly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
+
+
+def batch_key(rel: str, success_generation: int) -> str:
+    return f"{rel}#{success_generation}"
+
+
+@contextmanager
+def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
+    jvm = spark._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    field = loader.loadClass("org.apache.iceberg.spark.CommitMetadata").getDeclaredField("COMMIT_PROPERTIES")
+    field.setAccessible(True)
+    local = field.get(None)
+    values = jvm.java.util.HashMap()
+    for key, value in properties.items():
+        values.put(key, value)
+    local.set(values)
+    try:
+        yield
+    finally:
+        local.remove()
+
+
+def table_exists(spark: Any, table: str) -> bool:
+    return bool(spark.catalog.tableExists(table))
+
+
+def committed_batches(spark: Any, table: str) -> dict[str, int]:
+    """batch key -> snapshot id, over the snapshots that are current ancestors (a rolled-back
+    snapshot stays in `snapshots` but does not count as applied)."""
+    if not table_exists(spark, table):
+        return {}
+    rows = spark.sql(
+        f"SELECT s.summary['{BATCH_KEY}'] AS batch, s.snapshot_id AS id FROM {table}.snapshots s "
+        f"JOIN {table}.history h ON s.snapshot_id = h.snapshot_id "
+        f"WHERE h.is_current_ancestor AND s.summary['{BATCH_KEY}'] IS NOT NULL"
+    ).collect()
+    return {row["batch"]: int(row["id"]) for row in rows}

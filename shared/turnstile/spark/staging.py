@@ -1,0 +1,69 @@
+"""The one seam between the cloud and this machine: where Spark reads a batch's files from.
+
+On Dataproc the GCS connector is built in and Spark reads `gs://` URIs directly. Locally Spark
+cannot read `gs://` (the connector is a Maven artifact out of reach), so the files are first copied
+from the bucket (the emulator) to a local folder through the storage client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from turnstile.errors import StoreUnavailable
+from turnstile.jobs.execution import BatchFailed
+from turnstile.paths import parse_gs_uri
+from turnstile.store.port import ObjectStore
+
+
+@dataclass(frozen=True)
+class Located:
+    paths: list[str]
+    bytes: int
+
+
+class Staging(Protocol):
+    def locate(self, uris: Sequence[str]) -> Located: ...
+
+
+class DirectStaging:
+    """Spark reads the URIs as they are (Dataproc); sizes come from a listing-free stat per file."""
+
+    def __init__(self, stores: Callable[[str], ObjectStore]) -> None:
+        self._stores = stores
+
+    def locate(self, uris: Sequence[str]) -> Located:
+        size = 0
+        for uri in uris:
+            bucket, name = parse_gs_uri(uri)
+            info = self._stores(bucket).stat(name)
+            size += info.size if info else 0
+        return Located(list(uris), size)
+
+
+class LocalStaging:
+    """Copies each object to `root/<bucket>/<name>` (names keep their extension, so `.gz` is
+    decompressed by Spark as usual) and hands Spark the local paths."""
+
+    def __init__(self, stores: Callable[[str], ObjectStore], root: Path) -> None:
+        self._stores = stores
+        self._root = root
+
+    def locate(self, uris: Sequence[str]) -> Located:
+        paths, size = [], 0
+        for uri in uris:
+            bucket, name = parse_gs_uri(uri)
+            try:
+                found = self._stores(bucket).read(name)
+            except StoreUnavailable as exc:
+                raise BatchFailed(f"cannot read {uri}: {exc}") from exc
+            if found is None:
+                raise BatchFailed(f"{uri} is listed in the manifest but no longer exists")
+            target = self._root / bucket / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(found.data)
+            paths.append(str(target))
+            size += len(found.data)
+        return Located(paths, size)

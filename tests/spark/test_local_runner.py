@@ -1,0 +1,121 @@
+"""The local runner: the real job under spark-submit, against fake-gcs-server, outliving its submitter."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turnstile.config import LoadConfig
+from turnstile.jobs.local import STATE, LocalRunner, read_json
+from turnstile.jobs.port import JobState, JobStatus
+from turnstile.local.emulator import Emulator
+from turnstile.local.jars import spark_conf
+from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.store.gcs import GcsStore
+
+pytestmark = pytest.mark.spark
+
+
+def _batch(store: GcsStore, table: str, rel: str, generation: int, rows: str) -> ManifestBatch:
+    name = f"ds/{table}/{rel}/part-0.csv"
+    store.write(name, f"id,v\n{rows}".encode())
+    return ManifestBatch(
+        dataset="ds",
+        table=table,
+        table_prefix=f"ds/{table}",
+        rel=rel,
+        success_generation=generation,
+        data_uris=(f"gs://{store.bucket}/{name}",),
+        load=LoadConfig().model_dump(mode="json", by_alias=True),
+        config_digest="d",
+        result=f"ds/{table}/_turnstile/results/{rel}/{generation}.json",
+        failed_prefix=f"ds/{table}/_failed/{rel}/",
+    )
+
+
+def _manifest(store: GcsStore, job_id: str, batches: list[ManifestBatch]) -> str:
+    table = batches[0].table_prefix
+    manifest = Manifest(
+        job_id=job_id,
+        bucket=store.bucket,
+        batches=tuple(batches),
+        done_signal=f"{table}/_turnstile/jobs/{job_id}.done",
+        ordered=True,
+    )
+    store.write(f"{table}/_turnstile/jobs/{job_id}.manifest.json", manifest.encode())
+    return f"gs://{store.bucket}/{table}/_turnstile/jobs/{job_id}.manifest.json"
+
+
+def _wait(runner: LocalRunner, job_id: str, timeout: float = 180) -> JobStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = runner.status(job_id)
+        assert status is not None
+        if status.state.finished:
+            return status
+        time.sleep(0.3)
+    raise AssertionError(f"{job_id} did not finish in {timeout}s: {runner.status(job_id)}")
+
+
+@pytest.fixture
+def runner(
+    tmp_path: Path,
+    iceberg_jars: list[Path],
+    warehouse: Path,
+    emulator_env: Emulator,
+    monkeypatch: pytest.MonkeyPatch,
+) -> LocalRunner:
+    monkeypatch.setenv("ICEBERG_CATALOG", "local")  # the job process inherits the environment
+    return LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"))
+
+
+def test_a_job_runs_under_spark_submit_and_a_second_submit_attaches(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    batches = [
+        _batch(gcs_store, "runner_a", "h01", 11, "1,a\n2,b\n"),
+        _batch(gcs_store, "runner_a", "h02", 12, "3,c\n"),
+    ]
+    uri = _manifest(gcs_store, "local-job-1", batches)
+    assert runner.status("local-job-1") is None
+    runner.submit("local-job-1", uri)
+    first_pid = read_json(runner.job_dir("local-job-1") / STATE)["pid"]  # type: ignore[index]
+    runner.submit("local-job-1", uri)  # attaches: no second process
+    assert read_json(runner.job_dir("local-job-1") / STATE)["pid"] == first_pid  # type: ignore[index]
+    status = _wait(runner, "local-job-1")
+    assert status.state is JobState.SUCCEEDED, (runner.job_dir("local-job-1") / "job.log").read_text()[-3000:]
+    done = JobDone.decode(gcs_store.read("ds/runner_a/_turnstile/jobs/local-job-1.done").data, "done")  # type: ignore[union-attr]
+    assert done.outcomes == {"h01": BatchOutcome.COMMITTED, "h02": BatchOutcome.COMMITTED}
+    result = BatchResult.decode(gcs_store.read(batches[0].result).data, "result")  # type: ignore[union-attr]
+    assert (result.rows_read, result.rows_written) == (2, 2)
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.runner_a").collect())
+    assert rows == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_killed_job_is_rerun_without_duplicating_a_row(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    batches = [_batch(gcs_store, "runner_b", f"h{i:02d}", 100 + i, f"{i},x\n") for i in range(1, 6)]
+    uri = _manifest(gcs_store, "local-job-2", batches)
+    runner.submit("local-job-2", uri)
+    deadline = time.monotonic() + 180
+    while gcs_store.stat(batches[0].result) is None:  # kill it once the first batch has committed
+        assert time.monotonic() < deadline, (runner.job_dir("local-job-2") / "job.log").read_text()[-3000:]
+        time.sleep(0.1)
+    pid = read_json(runner.job_dir("local-job-2") / STATE)["pid"]  # type: ignore[index]
+    os.killpg(pid, signal.SIGKILL)
+    status = _wait(runner, "local-job-2")
+    assert status.state is JobState.FAILED
+    assert "died" in (status.detail or "")
+    rerun = _manifest(gcs_store, "local-job-3", batches)
+    runner.submit("local-job-3", rerun)
+    assert _wait(runner, "local-job-3").state is JobState.SUCCEEDED
+    done = JobDone.decode(gcs_store.read("ds/runner_b/_turnstile/jobs/local-job-3.done").data, "done")  # type: ignore[union-attr]
+    assert done.outcomes["h01"] is BatchOutcome.SKIPPED
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.runner_b").collect())
+    assert rows == [(i, "x") for i in range(1, 6)]

@@ -1,0 +1,209 @@
+"""The bucket side of a job (turnstile.jobs.execution) over an in-memory table (MemoryTables)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.jobs.inline import MemoryTables
+from turnstile.paths import Table
+from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.store.memory import MemoryStore
+from turnstile.store.recording import RecordingStore
+
+BUCKET = "bkt"
+TABLE = Table(BUCKET, "ds/tbl", "ds", "tbl")
+JOB = "turnstile-ds-tbl-0123456789abcdef"
+NOW = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+COMMITTED, SKIPPED, FAILED = BatchOutcome.COMMITTED, BatchOutcome.SKIPPED, BatchOutcome.FAILED
+
+
+class FixedClock:
+    def now(self) -> datetime:
+        return NOW
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("execute never sleeps")
+
+
+def mbatch(rel: str, generation: int = 1, n_files: int = 2) -> ManifestBatch:
+    return ManifestBatch(
+        dataset="ds",
+        table="tbl",
+        table_prefix=TABLE.prefix,
+        rel=rel,
+        success_generation=generation,
+        data_uris=tuple(f"gs://{BUCKET}/ds/tbl/{rel}/part-{i}.parquet" for i in range(n_files)),
+        load={"format": "parquet"},
+        config_digest="abc",
+        result=TABLE.result(rel, generation),
+        failed_prefix=TABLE.failed_rows(rel),
+    )
+
+
+def manifest(*batches: ManifestBatch, ordered: bool = True) -> Manifest:
+    return Manifest(
+        job_id=JOB, bucket=BUCKET, batches=batches, done_signal=TABLE.done_signal(JOB), ordered=ordered
+    )
+
+
+class Recorded:
+    """A store that remembers the order of its writes."""
+
+    def __init__(self) -> None:
+        self.writes: list[str] = []
+        self.store = RecordingStore(MemoryStore(BUCKET), lambda name, _gen: self.writes.append(name))
+
+    def result(self, batch: ManifestBatch) -> BatchResult | None:
+        found = self.store.read(batch.result)
+        return None if found is None else BatchResult.decode(found.data, batch.result)
+
+    def done(self) -> JobDone:
+        found = self.store.read(TABLE.done_signal(JOB))
+        assert found is not None
+        return JobDone.decode(found.data, "done")
+
+
+def run(m: Manifest, tables: MemoryTables | None = None) -> tuple[JobDone, Recorded, MemoryTables]:
+    recorded, tables = Recorded(), tables or MemoryTables()
+    done = execute(recorded.store, m, tables, FixedClock())
+    return done, recorded, tables
+
+
+def test_all_batches_committed_in_order_with_one_result_each() -> None:
+    batches = (mbatch("b1", 11, 1), mbatch("b2", 12, 2), mbatch("b3", 13, 3))
+    done, recorded, tables = run(manifest(*batches))
+    assert recorded.writes == [b.result for b in batches] + [TABLE.done_signal(JOB)]
+    assert tables.commits == {"ds/tbl": [("b1", 11), ("b2", 12), ("b3", 13)]}
+    for b in batches:
+        result = recorded.result(b)
+        assert result is not None
+        assert (result.job_id, result.rel, result.success_generation) == (JOB, b.rel, b.success_generation)
+        assert result.outcome is COMMITTED
+        assert result.rows_read == len(b.data_uris)
+        assert result.finished_at == NOW
+        assert result.seconds >= 0
+        assert result.error is None
+    assert done == JobDone(
+        job_id=JOB, succeeded=True, ordered=True, outcomes={"b1": COMMITTED, "b2": COMMITTED, "b3": COMMITTED}
+    )
+    assert recorded.done() == done
+
+
+def test_stops_at_the_first_failure() -> None:
+    batches = (mbatch("b1"), mbatch("b2"), mbatch("b3"))
+    tables = MemoryTables(failing={"b2", "b3"})
+    done, recorded, tables = run(manifest(*batches), tables)
+    assert recorded.writes == [batches[0].result, batches[1].result, TABLE.done_signal(JOB)]
+    assert tables.applied_rels("ds/tbl") == ["b1"]
+    failed = recorded.result(batches[1])
+    assert failed is not None
+    assert failed.outcome is FAILED
+    assert failed.error == "injected failure of 'b2'"
+    assert failed.finished_at == NOW
+    assert recorded.result(batches[2]) is None  # never attempted
+    assert done.succeeded is False
+    assert done.outcomes == {"b1": COMMITTED, "b2": FAILED}
+    assert done.error is not None
+    assert "'b2'" in done.error and "injected failure" in done.error
+    assert recorded.done() == done
+
+
+def test_failure_of_the_first_batch_applies_nothing() -> None:
+    done, recorded, tables = run(manifest(mbatch("b1"), mbatch("b2")), MemoryTables(failing={"b1"}))
+    assert tables.commits == {}
+    assert done.outcomes == {"b1": FAILED}
+    assert not done.succeeded
+    assert recorded.writes == [mbatch("b1").result, TABLE.done_signal(JOB)]
+
+
+def test_already_applied_batch_is_skipped_not_applied_again() -> None:
+    tables = MemoryTables(commits={"ds/tbl": [("b1", 11)]})
+    batches = (mbatch("b1", 11), mbatch("b2", 12))
+    done, recorded, tables = run(manifest(*batches), tables)
+    assert tables.commits == {"ds/tbl": [("b1", 11), ("b2", 12)]}  # b1 not committed twice
+    skipped = recorded.result(batches[0])
+    assert skipped is not None
+    assert skipped.outcome is SKIPPED
+    assert (skipped.job_id, skipped.rel, skipped.success_generation) == (JOB, "b1", 11)
+    assert skipped.finished_at == NOW
+    assert done.succeeded
+    assert done.outcomes == {"b1": SKIPPED, "b2": COMMITTED}
+
+
+def test_skip_wins_over_an_injected_failure() -> None:
+    # An already-committed batch is never re-applied, so it cannot fail again.
+    tables = MemoryTables(commits={"ds/tbl": [("b1", 11)]}, failing={"b1"})
+    done, _, _ = run(manifest(mbatch("b1", 11)), tables)
+    assert done.succeeded and done.outcomes == {"b1": SKIPPED}
+
+
+def test_another_generation_of_an_applied_rel_is_applied_again() -> None:
+    tables = MemoryTables(commits={"ds/tbl": [("b1", 11)]})
+    done, _, tables = run(manifest(mbatch("b1", 12)), tables)
+    assert done.outcomes == {"b1": COMMITTED}
+    assert tables.commits == {"ds/tbl": [("b1", 11), ("b1", 12)]}
+
+
+def test_commits_of_other_tables_do_not_cause_skips() -> None:
+    tables = MemoryTables(commits={"ds/other": [("b1", 11)]})
+    done, _, _ = run(manifest(mbatch("b1", 11)), tables)
+    assert done.outcomes == {"b1": COMMITTED}
+
+
+def test_done_signal_keeps_the_manifest_order_of_outcomes() -> None:
+    rels = ["2024/03", "2024/01", "2024/02"]  # whatever order the manifest says, not sorted
+    done, recorded, _ = run(manifest(*(mbatch(r) for r in rels)))
+    assert list(done.outcomes) == rels
+    assert list(recorded.done().outcomes) == rels
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_done_signal_carries_the_ordered_flag(ordered: bool) -> None:
+    done, recorded, _ = run(manifest(mbatch("b1"), ordered=ordered))
+    assert done.ordered is ordered
+    assert recorded.done().ordered is ordered
+    assert recorded.done().job_id == JOB
+
+
+def test_empty_manifest_succeeds_with_no_outcomes() -> None:
+    done, recorded, _ = run(manifest())
+    assert done == JobDone(job_id=JOB, succeeded=True, ordered=True, outcomes={}, error=None)
+    assert recorded.writes == [TABLE.done_signal(JOB)]
+
+
+def test_read_manifest_round_trip_and_missing() -> None:
+    store = MemoryStore(BUCKET)
+    m = manifest(mbatch("b1"), mbatch("b2"))
+    uri = f"gs://{BUCKET}/{TABLE.manifest(JOB)}"
+    with pytest.raises(BatchFailed, match="does not exist"):
+        read_manifest(store, uri)
+    store.write(TABLE.manifest(JOB), m.encode())
+    assert read_manifest(store, uri) == m
+
+
+class ReturnsFailed(MemoryTables):
+    """An applier that reports a failure by returning a FAILED result instead of raising."""
+
+    def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        return BatchResult(
+            job_id=job_id,
+            rel=batch.rel,
+            success_generation=batch.success_generation,
+            outcome=BatchOutcome.FAILED,
+            error="returned, not raised",
+        )
+
+
+def test_a_returned_failed_result_still_stops_the_job() -> None:
+    done, recorded, _ = run(manifest(mbatch("b1"), mbatch("b2")), ReturnsFailed())
+    assert done.outcomes == {"b1": FAILED}
+    assert recorded.result(mbatch("b2")) is None
+
+
+def test_a_returned_failed_result_is_not_reported_as_success() -> None:
+    done, _, _ = run(manifest(mbatch("b1"), mbatch("b2")), ReturnsFailed())
+    assert done.succeeded is False
+    assert done.error is not None and "'b1'" in done.error

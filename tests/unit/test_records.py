@@ -1,0 +1,233 @@
+"""The JSON records kept in the bucket (turnstile.records): encode/decode, and errors naming the object."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from turnstile.errors import ConfigError, Terminal
+from turnstile.records import (
+    BatchOutcome,
+    BatchResult,
+    Claim,
+    ClaimState,
+    CoveredBatch,
+    JobDone,
+    Lock,
+    LockState,
+    Manifest,
+    ManifestBatch,
+    Pointer,
+    Record,
+)
+
+T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
+WHERE = "gs://bkt/ds/tbl/_bqlock"
+
+COVER = CoveredBatch(
+    rel="2024/01", pointer="ds/tbl/_backlog/2024/01/_SUCCESS", pointer_generation=7, success_generation=3
+)
+MANIFEST_BATCH = ManifestBatch(
+    dataset="ds",
+    table="tbl",
+    table_prefix="ds/tbl",
+    rel="2024/01",
+    success_generation=3,
+    data_uris=("gs://bkt/ds/tbl/2024/01/a.parquet", "gs://bkt/ds/tbl/2024/01/b.parquet"),
+    load={"format": "parquet", "options": {"mergeSchema": True}, "columns": ["a", "b"]},
+    transform_sql="SELECT * FROM batch",
+    config_digest="d1g",
+    max_batches_per_job=4,
+    result="ds/tbl/_turnstile/results/2024/01/3.json",
+    failed_prefix="ds/tbl/_failed/2024/01/",
+)
+
+EXAMPLES: dict[str, Record] = {
+    "lock-default": Lock(),
+    "lock-running": Lock(
+        state=LockState.RUNNING,
+        job_id="turnstile-ds-tbl-0123456789abcdef",
+        covers=(COVER, COVER.model_copy(update={"rel": "2024/02", "pointer_generation": 8})),
+        manifest="gs://bkt/ds/tbl/_turnstile/jobs/j.manifest.json",
+        acquired_at=T0,
+        updated_at=T0 + timedelta(seconds=1),
+        history=("j0", "j1"),
+        position="2023/12",
+        allow_late="ds/tbl/_backlog/2023/11/_SUCCESS",
+        backfill_generation=99,
+    ),
+    "lock-failed": Lock(
+        state=LockState.FAILED,
+        job_id="j",
+        covers=(COVER,),
+        error='boom: ünïcode and "quotes"\nnewline',
+        failed_rel="2024/01",
+        unlock_command="turnstile unlock gs://bkt/ds/tbl",
+        updated_at=T0,
+    ),
+    "claim-in-progress": Claim(state=ClaimState.IN_PROGRESS, owner="inv-1", expires_at=T0),
+    "claim-done": Claim(state=ClaimState.DONE, owner="inv-2", expires_at=T0 + timedelta(days=1)),
+    "pointer": Pointer(success="ds/tbl/2024/01/_SUCCESS", success_generation=2**62, published_at=T0),
+    "manifest": Manifest(
+        job_id="j",
+        bucket="bkt",
+        batches=(MANIFEST_BATCH, MANIFEST_BATCH.model_copy(update={"rel": "2024/02", "transform_sql": None})),
+        done_signal="ds/tbl/_turnstile/jobs/j.done",
+        ordered=True,
+    ),
+    "manifest-unordered-empty": Manifest(
+        job_id="j", bucket="bkt", batches=(), done_signal="d", ordered=False
+    ),
+    "result-minimal": BatchResult(job_id="j", rel="", success_generation=1, outcome=BatchOutcome.SKIPPED),
+    "result-full": BatchResult(
+        job_id="j",
+        rel="2024/01",
+        success_generation=3,
+        outcome=BatchOutcome.COMMITTED,
+        rows_read=10,
+        rows_written=9,
+        bad_rows=1,
+        bytes_read=1234,
+        seconds=1.5,
+        snapshot_id=8_000_000_000_000_000_000,
+        time_min="2024-01-01T00:00:00Z",
+        time_max="2024-01-31T23:59:59Z",
+        finished_at=T0,
+    ),
+    "result-failed": BatchResult(
+        job_id="j", rel="x", success_generation=1, outcome=BatchOutcome.FAILED, error="bad rows"
+    ),
+    "done-succeeded": JobDone(
+        job_id="j",
+        succeeded=True,
+        outcomes={"2024/03": BatchOutcome.SKIPPED, "2024/01": BatchOutcome.COMMITTED},
+    ),
+    "done-failed-unordered": JobDone(
+        job_id="j",
+        succeeded=False,
+        ordered=False,
+        outcomes={"a": BatchOutcome.FAILED},
+        error="batch 'a': boom",
+    ),
+}
+
+RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone]
+
+
+def test_examples_cover_every_record_type() -> None:
+    assert {type(r) for r in EXAMPLES.values()} == set(RECORD_TYPES)
+    assert set(Record.__subclasses__()) == set(RECORD_TYPES)
+
+
+@pytest.mark.parametrize("record", list(EXAMPLES.values()), ids=list(EXAMPLES))
+def test_round_trip(record: Record) -> None:
+    data = record.encode()
+    assert isinstance(data, bytes)
+    json.loads(data)  # plain JSON that any tool reads
+    back = type(record).decode(data, WHERE)
+    assert back == record
+    assert back.encode() == data  # stable bytes
+
+
+def test_round_trip_keeps_datetimes_aware_and_outcome_order() -> None:
+    done = EXAMPLES["done-succeeded"]
+    assert isinstance(done, JobDone)
+    assert list(JobDone.decode(done.encode(), WHERE).outcomes) == ["2024/03", "2024/01"]
+    lock = Lock.decode(EXAMPLES["lock-running"].encode(), WHERE)
+    assert lock.acquired_at == T0
+    assert lock.acquired_at is not None and lock.acquired_at.tzinfo is not None
+
+
+def test_decode_ignores_unknown_fields() -> None:
+    data = json.loads(EXAMPLES["claim-done"].encode())
+    data["added_in_a_later_version"] = 1
+    assert Claim.decode(json.dumps(data).encode(), WHERE) == EXAMPLES["claim-done"]
+
+
+def test_empty_lock_content_is_a_free_lock() -> None:
+    assert Lock.decode(b"", WHERE) == Lock()
+    assert Lock.decode(b"{}", WHERE).state is LockState.FREE
+
+
+@pytest.mark.parametrize("record_type", [Claim, Pointer, Manifest, BatchResult, JobDone])
+def test_empty_content_of_a_record_with_required_fields_is_rejected(record_type: type[Record]) -> None:
+    with pytest.raises(ConfigError, match=WHERE):
+        record_type.decode(b"", WHERE)
+
+
+GARBAGE = [
+    b"not json",
+    b"\xff\xfe\x00binary",
+    b"[1, 2]",
+    b"null",
+    b'"a string"',
+    b'{"state": "EXPLODED", "success_generation": "many", "job_id": 5, "outcome": "MEH"}',
+]
+
+
+@pytest.mark.parametrize("data", GARBAGE)
+@pytest.mark.parametrize("record_type", RECORD_TYPES, ids=lambda t: t.__name__)
+def test_decode_of_garbage_names_the_object(record_type: type[Record], data: bytes) -> None:
+    where = "gs://bkt/ds/tbl/_turnstile/some/object.json"
+    with pytest.raises(ConfigError) as caught:
+        record_type.decode(data, where)
+    message = str(caught.value)
+    assert where in message
+    assert record_type.__name__.lower() in message
+    assert isinstance(caught.value, Terminal)
+    assert isinstance(caught.value.__cause__, ValidationError)
+
+
+def test_decode_error_says_what_is_wrong() -> None:
+    with pytest.raises(ConfigError, match="IN_PROGRESS"):
+        Claim.decode(b'{"state": "MAYBE", "owner": "x", "expires_at": "2024-01-01T00:00:00Z"}', WHERE)
+
+
+def test_records_are_frozen() -> None:
+    with pytest.raises(ValidationError):
+        EXAMPLES["claim-done"].owner = "someone else"  # type: ignore[misc]
+
+
+text = st.text(max_size=20)
+generations = st.integers(min_value=0, max_value=2**63 - 1)
+aware = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 1, 1), timezones=st.just(UTC))
+covers = st.builds(
+    CoveredBatch, rel=text, pointer=text, pointer_generation=generations, success_generation=generations
+)
+
+
+@given(
+    st.builds(
+        Lock,
+        state=st.sampled_from(LockState),
+        job_id=st.none() | text,
+        covers=st.lists(covers, max_size=3).map(tuple),
+        updated_at=st.none() | aware,
+        error=st.none() | text,
+        history=st.lists(text, max_size=3).map(tuple),
+        backfill_generation=st.none() | generations,
+    )
+)
+def test_any_lock_round_trips(lock: Lock) -> None:
+    assert Lock.decode(lock.encode(), WHERE) == lock
+
+
+@given(
+    st.builds(
+        JobDone,
+        job_id=text,
+        succeeded=st.booleans(),
+        ordered=st.booleans(),
+        outcomes=st.dictionaries(text, st.sampled_from(BatchOutcome), max_size=5),
+        error=st.none() | text,
+    )
+)
+def test_any_job_done_round_trips_in_order(done: JobDone) -> None:
+    back = JobDone.decode(done.encode(), WHERE)
+    assert back == done
+    assert list(back.outcomes) == list(done.outcomes)
