@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from google.cloud import storage
 
 from turnstile.local import emulator as emu
+from turnstile.local.jars import check_java, ensure_jars, spark_conf
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
@@ -60,3 +62,32 @@ def store(request: pytest.FixtureRequest) -> ObjectStore:
 @pytest.fixture
 def tmp_home(tmp_path: Path) -> Path:
     return tmp_path
+
+
+# One local Spark session with Iceberg for every Spark and end-to-end test: starting the JVM is the slow part.
+
+
+@pytest.fixture(scope="session")
+def iceberg_jars(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """The jars built from scratch into a fresh folder, as on a new checkout."""
+    check_java()
+    return ensure_jars(tmp_path_factory.mktemp("jars"))
+
+
+@pytest.fixture(scope="session")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("warehouse")
+
+
+@pytest.fixture(scope="session")
+def spark(iceberg_jars: list[Path], warehouse: Path) -> Iterator[object]:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("turnstile-tests")
+    for key, value in spark_conf(iceberg_jars, warehouse).items():
+        builder = builder.config(key, value)
+    started = time.perf_counter()
+    session = builder.getOrCreate()
+    print(f"\nspark session started in {time.perf_counter() - started:.1f}s")
+    yield session
+    session.stop()

@@ -193,3 +193,8 @@ class Settings(BaseModel):
     def variables(cls) -> dict[str, str]:
         """Environment variable name -> its documentation, for docs and deployment checks."""
         return {str(f.alias): f.description or "" for f in cls.model_fields.values()}
+
+
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment plus `extra`, for a child process (the local stack's hosts)."""
+    return dict(os.environ) | dict(extra)
