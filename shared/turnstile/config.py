@@ -139,6 +139,8 @@ class _Level:
     transform_sql: str | None = None
     orderme: bool = False
     sources: list[str] = field(default_factory=list)
+    error: ConfigError | None = None  # its load.json is broken: `resolve` raises it
+    may_move_tables: bool = False  # its load.json mentions destinationRegex (read or not)
 
 
 class ConfigReader:
@@ -167,7 +169,13 @@ class ConfigReader:
                     continue
                 found.sources.append(info.name)
                 if base == LOAD_JSON:
-                    found.load = _parse_load_json(self._store.bucket, info.name, obj.data)
+                    found.may_move_tables = (
+                        b"destinationRegex" in obj.data or b"destination_regex" in obj.data
+                    )
+                    try:
+                        found.load = _parse_load_json(self._store.bucket, info.name, obj.data)
+                    except ConfigError as exc:
+                        found.error = exc
                 else:
                     found.transform_sql = obj.text()
         return found
@@ -180,6 +188,8 @@ class ConfigReader:
         sources: list[str] = []
         for level in levels(folder):
             found = self._level(level)
+            if found.error is not None:
+                raise found.error
             if found.load is not None:
                 merged = deep_merge(merged, found.load)
             transform = found.transform_sql if found.transform_sql is not None else transform
@@ -194,6 +204,15 @@ class ConfigReader:
                 f"is invalid: {'; '.join(explain(exc))}"
             ) from exc
         return ResolvedConfig(load, transform, ordered, tuple(sources))
+
+    def certainly_ordered(self, folder: str, *, everywhere: bool) -> bool:
+        """For a folder whose config does not validate: True when it is ordered all the same
+        (`everywhere`, or an ORDERME on its path) and no load.json on its path can move it to
+        another table (none mentions destinationRegex): its batch can then be queued, to block its
+        table until the config is fixed."""
+        found = [self._level(level) for level in levels(folder)]
+        ordered = everywhere or any(f.orderme for f in found)
+        return ordered and not any(f.may_move_tables for f in found)
 
 
 def _parse_load_json(bucket: str, name: str, data: bytes) -> dict[str, Any]:

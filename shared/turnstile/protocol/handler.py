@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from turnstile import logs
-from turnstile.config import LOAD_JSON, ORDERME, levels
 from turnstile.errors import ConfigError, PathError, Terminal, TurnstileError
-from turnstile.paths import CONFIG, Batch, ObjectKind, classify, parse_success, table_of_state_object
+from turnstile.paths import Batch, ObjectKind, classify, parse_success, table_of_state_object
 from turnstile.protocol import publisher, subscriber, unordered
 from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation
@@ -125,24 +124,12 @@ def _success(inv: Invocation, name: str, generation: int) -> str:
 
 
 def _ordered_despite_config(inv: Invocation, name: str) -> Batch | None:
-    """The batch of a `_SUCCESS` whose config cascade does not validate, if it is certainly ordered
-    (ORDER_PER_TABLE or an ORDERME on its path) and certainly of the table the default layout
-    names (no `load.json` on its path mentions destinationRegex); else None."""
-    settings = inv.settings
-    ordered = settings.order_per_table
-    for level in levels(name.rpartition("/")[0] + "/"):
-        folder = f"{level}{CONFIG}/"
-        for info in inv.store.list_objects(folder):
-            base = info.name[len(folder) :]
-            if base == ORDERME:
-                ordered = True
-            elif base == LOAD_JSON:
-                found = inv.store.read(info.name)
-                if found is not None and b"destinationRegex" in found.data:
-                    return None
-    if not ordered:
+    """The batch of a `_SUCCESS` whose config does not validate, when it is certainly ordered and
+    of the table the layout names; else None (it is rejected)."""
+    folder = name.rpartition("/")[0] + "/"
+    if not inv.configs.certainly_ordered(folder, everywhere=inv.settings.order_per_table):
         return None
     try:
-        return parse_success(inv.store.bucket, name, settings.destination_regex)
+        return parse_success(inv.store.bucket, name, inv.settings.destination_regex)
     except PathError:
         return None
