@@ -1,56 +1,201 @@
-"""`make demo`: starts a GCS emulator, drops sample batches, and shows what turnstile makes of them."""
+"""`make demo`: turnstile on the embedded local stack, through a realistic day.
+
+- `shop.stock`: hourly stock movements, ordered; each hour's transform.sql MERGEs its deltas into
+  the running stock and appends the hour to an audit trail, so the table is right only if the hours
+  apply in order. The hours arrive out of order.
+- `shop.orders`: a historical load uploaded in parallel (out of order) behind `_HISTORYDONE`, then
+  incremental hours; one hour is broken (a row that does not parse), which blocks the table until
+  the demo fixes the file and runs `turnstile unlock`.
+- `web.clicks`: unordered appends, applied as they arrive.
+"""
 
 from __future__ import annotations
 
-import tempfile
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from turnstile.config import ConfigReader
-from turnstile.explain import explain
-from turnstile.local import emulator
-from turnstile.paths import ObjectKind, classify
-from turnstile.settings import Settings
-from turnstile.store.gcs import GcsStore, make_client
+from pyspark.sql import SparkSession
 
-BUCKET = "turnstile-demo"
-SAMPLE = {
-    "_config/load.json": b'{"format": "csv"}',
-    "sales/orders/_config/load.json": b'{"mode": "merge", "merge_keys": ["order_id"], "time_column": "ts"}',
-    "sales/orders/incremental/_config/ORDERME": b"",
-    "sales/orders/incremental/2024/05/01/14/part-0.csv": b"order_id,ts\n2,2024-05-01T14:10:00\n",
-    "sales/orders/incremental/2024/05/01/14/_SUCCESS": b"",
-    "sales/orders/incremental/2024/05/01/13/part-0.csv": b"order_id,ts\n1,2024-05-01T13:05:00\n",
-    "sales/orders/incremental/2024/05/01/13/_SUCCESS": b"",
-    "sales/orders/historical/2023/_SUCCESS": b"",
-    "web/clicks/$20240501/_SUCCESS": b"",
-    "web/bad-name/_SUCCESS": b"",
-}
+from turnstile import logs
+from turnstile.clock import SystemClock
+from turnstile.local.jars import ensure_jars, spark_conf
+from turnstile.local.stack import Stack, StackOptions, settings_for
+from turnstile.paths import Table
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.operator import unlock
+from turnstile.records import Lock, LockState
+from turnstile.store.gcs import GcsStore, make_client
+from turnstile.wiring import job_runner
+
+GATE = "_HISTORYDONE"
+STOCK_SQL = """MERGE INTO ${table} t USING (
+  SELECT sku, sum(delta) AS delta, max('${rel}') AS hour FROM batch GROUP BY sku) b
+ON t.sku = b.sku
+WHEN MATCHED THEN UPDATE SET t.qty = t.qty + b.delta, t.trail = concat(t.trail, ' ', substr(b.hour, 12, 2))
+WHEN NOT MATCHED THEN INSERT (sku, qty, trail) VALUES (b.sku, b.delta, substr(b.hour, 12, 2))"""
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+class Demo:
+    def __init__(self, home: Path) -> None:
+        shutil.rmtree(home, ignore_errors=True)
+        self.stack = Stack(
+            StackOptions(home=home, sweep_every=20, environment={"START_BACKFILL_FILENAME": GATE})
+        )
+        self.store: GcsStore | None = None
+        self.started = time.monotonic()
+
+    @property
+    def bucket(self) -> GcsStore:
+        assert self.store is not None
+        return self.store
+
+    def put(self, folder: str, csv: str) -> None:
+        """Upstream: the data file, then `_SUCCESS` last."""
+        self.bucket.write(f"{folder}/part-0.csv", csv.encode())
+        self.bucket.write(f"{folder}/_SUCCESS", b"")
+
+    def lock(self, table: str) -> Lock:
+        found = self.bucket.read(f"{table}/_bqlock")
+        return Lock() if found is None else Lock.decode(found.data, table)
+
+    def waiting(self, table: str) -> int:
+        return len(self.bucket.list_objects(f"{table}/_backlog/"))
+
+    def applied(self, table: str) -> int:
+        return len(self.bucket.list_objects(f"{table}/_turnstile/results/"))
+
+    def wait(self, what: str, done: Callable[[], bool], timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while not done():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"demo: timed out waiting for {what}; logs in {self.stack.home / 'logs'}")
+            line = "  " + "  ".join(
+                f"{t}: {self.lock(t).state.value.lower()}, {self.waiting(t)} queued, {self.applied(t)} done"
+                for t in ("shop/stock", "shop/orders", "web/clicks")
+            )
+            if line != last:
+                say(f"{line}   [{time.monotonic() - self.started:4.0f}s]")
+                last = line
+            time.sleep(2)
+
+    def settled(self, table: str, results: int) -> bool:
+        return (
+            self.lock(table).state is LockState.FREE
+            and not self.waiting(table)
+            and self.applied(table) >= results
+        )
+
+    def run(self) -> None:
+        self.stack.home.mkdir(parents=True, exist_ok=True)
+        logs.configure("INFO", (self.stack.home / "demo.log").open("a"))  # the demo's own JSON logs
+        say("starting the local stack (GCS emulator, function hosts, event bridge, local Spark + Iceberg)...")
+        info = self.stack.start()
+        self.store = GcsStore(make_client("local", info.storage_url), info.bucket)
+        say(f"  storage {info.storage_url}  bucket gs://{info.bucket}  functions {info.function_url}\n")
+        self.configure()
+
+        say("1. upstream drops stock hours 13, 11, 12, 10 (out of order), click batches, a historical load")
+        for hour, rows in (("13", "a,-2\nb,5"), ("11", "a,-1"), ("12", "b,-3\na,4"), ("10", "a,10\nb,10")):
+            self.put(f"shop/stock/2024/05/01/{hour}", f"sku,delta\n{rows}\n")
+        self.put("web/clicks/2024/05/01", "user,page\nu1,/home\nu2,/cart\n")
+        self.put("web/clicks/2024/05/02", "user,page\nu3,/home\nu1,/checkout\n")
+        for month in ("03", "01", "02"):  # a parallel historical load
+            self.put(
+                f"shop/orders/historical/2024/{month}", f"order_id,amount\n{month}1,10.0\n{month}2,20.5\n"
+            )
+        self.bucket.write(f"shop/stock/{GATE}", b"")  # stock has no history: let it run
+        self.wait("stock and clicks", lambda: self.settled("shop/stock", 4) and self.settled("web/clicks", 2))
+        say("   the historical orders wait behind the gate; now upstream marks the history done")
+        self.bucket.write(f"shop/orders/{GATE}", b"")
+        self.wait("the historical orders", lambda: self.settled("shop/orders", 3))
+
+        say("\n2. incremental orders arrive; hour 10 has a broken row")
+        self.put("shop/orders/incremental/2024/05/01/10", "order_id,amount\n501,5.0\n502,not-a-number\n")
+        self.put("shop/orders/incremental/2024/05/01/11", "order_id,amount\n601,7.5\n")
+        self.wait(
+            "the broken batch to block its table", lambda: self.lock("shop/orders").state is LockState.FAILED
+        )
+        lock = self.lock("shop/orders")
+        say(f"   BLOCKED at {lock.failed_rel}: {lock.error}")
+        say(f"   hour 11 stays queued ({self.waiting('shop/orders')} queued)")
+        say(
+            "   the data team fixes the file and runs: "
+            + (lock.unlock_command or "").replace(" [--skip-head]", "")
+        )
+        self.bucket.write(
+            "shop/orders/incremental/2024/05/01/10/part-0.csv", b"order_id,amount\n501,5.0\n502,6.0\n"
+        )
+        settings = settings_for(info)
+        invocation = Invocation(
+            self.bucket,
+            job_runner(settings, self.bucket),
+            settings,
+            SystemClock(),
+            "demo",
+            SystemClock().now(),
+        )
+        done = unlock(invocation, Table(info.bucket, "shop/orders", "shop", "orders"), skip_head=False)
+        say(f"   unlocked {done.failed_rel}; the subscriber restarts and retries it, then hour 11")
+        self.wait("the orders to catch up", lambda: self.settled("shop/orders", 5))
+        say(f"\nall batches applied in {time.monotonic() - self.started:.0f}s\n")
+        self.show(info.warehouse, info.catalog)
+
+    def configure(self) -> None:
+        write = self.bucket.write
+        write("shop/stock/_config/ORDERME", b"")
+        write(
+            "shop/stock/_config/load.json",
+            json.dumps({"table_schema": "sku STRING, qty BIGINT, trail STRING"}).encode(),
+        )
+        write("shop/stock/_config/transform.sql", STOCK_SQL.encode())
+        write("shop/orders/_config/ORDERME", b"")
+        write(
+            "shop/orders/_config/load.json",
+            json.dumps({"schema": "order_id INT, amount DOUBLE", "max_batches_per_job": 5}).encode(),
+        )
+        write("web/clicks/_config/load.json", json.dumps({"format": "csv"}).encode())
+
+    def show(self, warehouse: str, catalog: str) -> None:
+        builder = SparkSession.builder.appName("turnstile-demo")
+        for key, value in spark_conf(ensure_jars(self.stack.home / "jars"), Path(warehouse), catalog).items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        try:
+            tables = (("shop.stock", "sku"), ("shop.orders", "order_id"), ("web.clicks", "user, page"))
+            for table, order in tables:
+                say(f"{catalog}.{table}:")
+                spark.sql(f"SELECT * FROM {catalog}.{table} ORDER BY {order}").show(truncate=False)
+            say("commits of shop.stock, in order (one per hour, whatever order they arrived in):")
+            spark.sql(
+                "SELECT committed_at, operation, summary['turnstile.rel'] AS rel "
+                f"FROM {catalog}.shop.stock.snapshots ORDER BY committed_at"
+            ).show(truncate=False)
+        finally:
+            spark.stop()
+
+    def stop(self) -> None:
+        self.stack.stop()
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as work:
-        server = emulator.start(Path(work))
-        try:
-            server.create_bucket(BUCKET)
-            store = GcsStore(make_client("local", server.url), BUCKET)
-            for name, data in SAMPLE.items():
-                store.write(name, data)
-            print(f"fake-gcs-server at {server.url}, bucket gs://{BUCKET}: {len(SAMPLE)} objects written\n")
-            settings = Settings.from_env({})
-            configs = ConfigReader(store)
-            for info in store.list_objects(""):
-                if classify(info.name) is not ObjectKind.SUCCESS:
-                    continue
-                try:
-                    d = explain(info.name, BUCKET, settings, configs)
-                    print(
-                        f"{d['object']}\n    table {d['table']}  rel {d['rel']!r}  ordered={d['ordered']}  "
-                        f"mode={d['mode']}  time={d['natural_time']}"
-                    )
-                except Exception as exc:  # the demo shows the error a user would get
-                    print(f"gs://{BUCKET}/{info.name}\n    rejected: {exc}")
-        finally:
-            server.stop()
+    demo = Demo(Path(".turnstile/demo"))
+    try:
+        demo.run()
+    except KeyboardInterrupt:
+        say("interrupted")
+        sys.exit(130)
+    finally:
+        demo.stop()
+        say("stack stopped")
 
 
 if __name__ == "__main__":

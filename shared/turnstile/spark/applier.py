@@ -246,7 +246,7 @@ class IcebergApplier:
         self._stores(self._bucket).write(name, lines.encode())
         if count > load.max_bad_records:
             raise BatchFailed(
-                f"{count} rows of {batch.rel!r} could not be parsed (max_bad_records is "
+                f"{count} row(s) could not be parsed (max_bad_records is "
                 f"{load.max_bad_records}); they are in gs://{self._bucket}/{name}. Fix the data and "
                 "re-upload, or raise max_bad_records."
             )
