@@ -18,7 +18,8 @@ LOGGER_NAME = "turnstile"
 def configure(level: str = "INFO", stream: object = None) -> None:
     """Install the JSON handler on the turnstile logger (idempotent; call once per process)."""
     logger = logging.getLogger(LOGGER_NAME)
-    logger.setLevel(level)
+    if logger.level != logging.getLevelName(level):
+        logger.setLevel(level)  # only on change: setLevel clears every logger's cache
     installed = [h for h in logger.handlers if getattr(h, "_turnstile", False)]
     if installed and stream is not None:
         installed[0].setStream(stream)  # type: ignore[attr-defined]  # a new stream is honoured, not ignored
