@@ -33,7 +33,7 @@ lint: setup ## ruff and mypy (strict on the library)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint ## Lint, type-check and run every test (emulator, functions, Spark, end to end)
+test: lint terraform-check ## Lint, type-check, check terraform/ offline and run every test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 simulate: $(INSTALLED) ## Seeded simulation of the protocol: make simulate SEEDS=N SEED_BASE=B
@@ -44,3 +44,22 @@ demo: setup ## Run the whole system on the embedded local stack and show the res
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .turnstile .pytest_cache .mypy_cache .ruff_cache
+
+# -- deployment (terraform/, docs/DEPLOY.md) ----------------------------------------------------------
+CHECKOV_VENV := .venv-checkov
+CHECKOV_REQUIREMENTS := tests/terraform/requirements-checkov.txt
+
+.PHONY: package terraform-check
+
+package: setup ## Build build/function.zip and build/job/ (main.py, turnstile.zip, jars) for terraform/
+	$(BIN)/python -m turnstile.packaging build
+
+# checkov pins versions that clash with the project's, so it gets a virtualenv of its own.
+$(CHECKOV_VENV)/.installed: $(CHECKOV_REQUIREMENTS)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q --disable-pip-version-check -r $(CHECKOV_REQUIREMENTS)
+	@touch $@
+
+terraform-check: $(INSTALLED) $(CHECKOV_VENV)/.installed ## Offline Terraform checks: terraform fmt -check (embedded Terraform) and checkov
+	$(BIN)/python tests/terraform/tfcheck.py terraform
+	$(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download --compact --quiet

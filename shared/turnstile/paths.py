@@ -38,7 +38,7 @@ _PARTITION = re.compile(r"[0-9]{4}([0-9]{2}){0,3}|__UNPARTITIONED__")
 
 
 class ObjectKind(Enum):
-    """What an object is to turnstile; only the first four make a function do anything."""
+    """What an object is to turnstile; `is_action` says which make a function do anything."""
 
     SUCCESS = "success"  # a batch is complete
     POINTER = "pointer"  # _backlog/<rel>/_SUCCESS
@@ -56,7 +56,9 @@ class ObjectKind(Enum):
         return self in _ACTIONS
 
 
-_ACTIONS = {ObjectKind.SUCCESS, ObjectKind.POINTER, ObjectKind.BACKFILL, ObjectKind.GATE, ObjectKind.JOB_DONE}
+# A pointer's own event does nothing: its publisher already started a subscriber (the sweeper
+# starts one for a pointer added by hand).
+_ACTIONS = {ObjectKind.SUCCESS, ObjectKind.BACKFILL, ObjectKind.GATE, ObjectKind.JOB_DONE}
 
 
 def classify(name: str, success_filename: str = "_SUCCESS", gate_filename: str | None = None) -> ObjectKind:

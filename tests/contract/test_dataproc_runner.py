@@ -25,6 +25,11 @@ from turnstile.protocol.jobids import request_id
 from turnstile.settings import Settings
 
 PROJECT, REGION = "proj-1", "europe-west1"
+# The job reads its settings on the driver: the runner forwards what it needs.
+DRIVER_ENV = {
+    "spark.dataproc.driverEnv.ICEBERG_CATALOG": "lake",
+    "spark.dataproc.driverEnv.GOOGLE_CLOUD_PROJECT": "proj-1",
+}
 JOB = "turnstile-sales-orders-0123456789abcdef"
 MANIFEST = "gs://bucket/sales/orders/_jobs/turnstile-sales-orders-0123456789abcdef/manifest.json"
 CREATE = rf"/v1/projects/{PROJECT}/locations/{REGION}/batches"
@@ -96,6 +101,7 @@ def test_submit_sends_the_whole_batch_and_does_not_wait(stub: DataprocStub) -> N
                 "spark.sql.catalog.lake.gcp_location": REGION,
                 "spark.sql.catalog.lake.blms_catalog": "lake",
                 "spark.sql.catalog.lake.warehouse": "gs://warehouse/iceberg",
+                **DRIVER_ENV,
                 "spark.executor.instances": "2",
             },
         },
@@ -150,6 +156,7 @@ def test_other_catalog_types(stub: DataprocStub, catalog: dict[str, str], expect
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.catalog.lake": "org.apache.iceberg.spark.SparkCatalog",
         **expected,
+        **DRIVER_ENV,
         "spark.executor.instances": "2",
     }
 

@@ -12,7 +12,7 @@ from turnstile.errors import PreconditionFailed, Transient
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.paths import claim_name, parse_success
 from turnstile.protocol import publisher
-from turnstile.protocol.claims import EventInProgress, Held, claim, mark_handled
+from turnstile.protocol.claims import EventInProgress, Held, claim
 from turnstile.protocol.context import Invocation
 from turnstile.records import Claim, ClaimState, Pointer
 from turnstile.settings import Settings
@@ -188,29 +188,6 @@ def test_claims_of_other_generations_are_independent() -> None:
     other = claim(store, EVENT, GEN + 1, owner="b", now=T0, lease=LEASE)
     assert other is not None
     assert other.name == claim_name(EVENT, GEN + 1) != CLAIMED
-
-
-# --- mark_handled ------------------------------------------------------------------------------------
-
-
-def test_mark_handled_creates_a_done_claim() -> None:
-    store = MemoryStore("bkt")
-    mark_handled(store, EVENT, GEN, owner="sub", now=T0)
-    record, _ = read_claim(store)
-    assert record == Claim(state=ClaimState.DONE, owner="sub", expires_at=T0)
-    assert take(store, "a") is None  # its own event, delivered late, is a duplicate
-
-
-@pytest.mark.parametrize("finish", [False, True], ids=["in-progress", "done"])
-def test_mark_handled_leaves_an_existing_claim_alone(finish: bool) -> None:
-    store = MemoryStore("bkt")
-    held = take(store, "a")
-    assert held is not None
-    if finish:
-        held.done()
-    before = read_claim(store)
-    mark_handled(store, EVENT, GEN, owner="sub", now=T0 + timedelta(hours=1))
-    assert read_claim(store) == before
 
 
 # --- publisher._write_pointer -------------------------------------------------------------------------

@@ -27,3 +27,16 @@ def test_readme_shows_the_two_commands() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "make demo" in readme
     assert "make test" in readme
+
+
+README = (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("variable", sorted(Settings.variables()))
+def test_the_readme_lists_every_environment_variable(variable: str) -> None:
+    assert f"| `{variable}` |" in README
+
+
+@pytest.mark.parametrize("key", sorted(str(f.alias or n) for n, f in LoadConfig.model_fields.items()))
+def test_the_readme_lists_every_load_json_key(key: str) -> None:
+    assert f"| `{key}` |" in README

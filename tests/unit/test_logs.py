@@ -21,7 +21,8 @@ def pristine_logger() -> Iterator[logging.Logger]:
     saved = (list(logger.handlers), logger.level, logger.propagate)
     logger.handlers = [h for h in logger.handlers if not getattr(h, "_turnstile", False)]
     yield logger
-    logger.handlers, logger.level, logger.propagate = saved[0], saved[1], saved[2]
+    logger.handlers, logger.propagate = saved[0], saved[2]
+    logger.setLevel(saved[1])  # through setLevel: it clears the loggers' cached levels
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:

@@ -120,7 +120,11 @@ def catalog_properties(settings: Settings) -> dict[str, str]:
     props = {
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         prefix: "org.apache.iceberg.spark.SparkCatalog",
+        # The job reads its settings on the driver, whose environment the functions' does not reach.
+        "spark.dataproc.driverEnv.ICEBERG_CATALOG": name,
     }
+    if settings.gcp_project:
+        props["spark.dataproc.driverEnv.GOOGLE_CLOUD_PROJECT"] = settings.gcp_project
     kind = settings.iceberg_catalog_type
     if kind == "rest":
         if not settings.iceberg_catalog_uri:

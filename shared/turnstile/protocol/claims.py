@@ -78,13 +78,3 @@ def claim(
         raise EventInProgress(
             f"gs://{store.bucket}/{name}#{generation}: another invocation took it over"
         ) from exc
-
-
-def mark_handled(store: ObjectStore, name: str, generation: int, *, owner: str, now: datetime) -> None:
-    """Record event (name, generation) as handled by someone other than its own invocation; a
-    claim already there (in progress or done) is left alone."""
-    record = Claim(state=ClaimState.DONE, owner=owner, expires_at=now)
-    try:
-        store.create(claim_name(name, generation), record.encode())
-    except PreconditionFailed:
-        pass

@@ -31,6 +31,7 @@ class View:
     gate_open: bool = True
     may_start: bool = True  # False under WAIT_FOR_VALIDATION until a new _BACKFILL arrives
     head_is_late: bool = False  # the head sorts before a batch already applied
+    head_applied: bool = False  # the head's very `_SUCCESS` generation is already committed
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,14 @@ class Submit:
 
 
 @dataclass(frozen=True)
+class Drop:
+    """The head is a copy of a batch already applied (a duplicate event delivered late): remove
+    its pointer, apply nothing."""
+
+    head: PointerRef
+
+
+@dataclass(frozen=True)
 class Late:
     """The head batch arrived after a later batch was applied: applying it would break the order."""
 
@@ -91,7 +100,7 @@ class Finish:
     error: str | None
 
 
-Action = Blocked | Gated | Idle | Paused | Wait | Submit | Late | Acquire | Finish
+Action = Blocked | Gated | Idle | Paused | Wait | Submit | Drop | Late | Acquire | Finish
 
 
 def decide(view: View) -> Action:
@@ -109,6 +118,8 @@ def decide(view: View) -> Action:
         return Gated()
     if not view.head:
         return Idle()
+    if view.head_applied:
+        return Drop(view.head[0])
     if view.head_is_late:
         return Late(view.head[0])
     if not view.may_start:

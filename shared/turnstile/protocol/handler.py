@@ -42,15 +42,14 @@ def handle(inv: Invocation, name: str, generation: int) -> str:
 def _route(inv: Invocation, kind: ObjectKind, name: str, generation: int) -> str:
     bucket = inv.store.bucket
     if kind is ObjectKind.SUCCESS:
-        held = claim(
-            inv.store, name, generation, owner=inv.invocation_id, now=inv.clock.now(), lease=inv.lease
-        )
-        if held is None:
-            return "duplicate"
-        with _settled(held):
-            return _success(inv, name, generation)
+        # No claim: queuing a pointer and submitting a job under a deterministic id are idempotent.
+        # Only the live generation is acted on: an older one's data has been overwritten.
+        live = inv.store.stat(name)
+        if live is None or live.generation != generation:
+            return "stale"
+        return _success(inv, name, generation)
     table = table_of_state_object(bucket, name)
-    if kind in (ObjectKind.POINTER, ObjectKind.GATE):
+    if kind is ObjectKind.GATE:
         publisher.ensure_subscriber(inv, table)
         return "ensured"
     if kind is ObjectKind.BACKFILL:
@@ -119,8 +118,7 @@ def _success(inv: Invocation, name: str, generation: int) -> str:
     if resolved.ordered or inv.settings.order_per_table:
         publisher.publish(inv, batch, generation)
         return "queued"
-    unordered.apply(inv, batch, name, generation)
-    return "submitted"
+    return "submitted" if unordered.apply(inv, batch, name, generation) else "duplicate"
 
 
 def _ordered_despite_config(inv: Invocation, name: str) -> Batch | None:

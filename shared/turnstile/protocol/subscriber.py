@@ -13,11 +13,11 @@ from turnstile import logs
 from turnstile.errors import ConfigError, JobError, PathError, PreconditionFailed
 from turnstile.paths import ObjectKind, Table, classify
 from turnstile.protocol import publisher
-from turnstile.protocol.claims import mark_handled
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
     Blocked,
+    Drop,
     Finish,
     Gated,
     Idle,
@@ -105,6 +105,8 @@ def run(inv: Invocation, table: Table) -> str:
                 return "idle"
             case Submit(job_id=job_id):
                 _submit(inv, table, lock, lock_generation, job_id)
+            case Drop(head=head):
+                _drop(inv, table, head)
             case Late(head=head):
                 _block_late(inv, table, lock, lock_generation, head)
             case Acquire(covers=covers):
@@ -135,13 +137,15 @@ def _view(inv: Invocation, table: Table, lock: Lock) -> View:
     # Strictly before: a new `_SUCCESS` generation of the last batch applied (a re-upload, or every
     # batch of a flat `<ds>/<tbl>/_SUCCESS` table) is the next batch, not a late one; a copy of the
     # same generation is skipped by the job as already committed.
-    late = (
-        bool(head)
-        and lock.position is not None
-        and head[0].name < table.pointer(lock.position, inv.settings.success_filename)
-        and head[0].name != lock.allow_late
+    position = None if lock.position is None else table.pointer(lock.position, inv.settings.success_filename)
+    behind = (
+        bool(head) and position is not None and head[0].name <= position and head[0].name != lock.allow_late
     )
-    return View(lock=lock, head=head, may_start=may_start, head_is_late=late)
+    # Strictly before: a new `_SUCCESS` generation of the last batch applied (a re-upload, or every
+    # batch of a flat `<ds>/<tbl>/_SUCCESS` table) is the next batch, not a late one.
+    late = behind and position is not None and head[0].name < position
+    applied = behind and _already_applied(inv, table, head[0])
+    return View(lock=lock, head=head, may_start=may_start, head_is_late=late, head_applied=applied)
 
 
 def _pointer(inv: Invocation, found: StoredObject) -> Pointer:
@@ -312,14 +316,13 @@ def _ordered_successes(inv: Invocation, table: Table, listing: list[ObjectInfo])
 
 
 def _publish_late_events(inv: Invocation, successes: list[str]) -> None:
-    """Queue batches whose events have not arrived, marking those events handled first (if this
-    stops halfway, the next turn finds the same range again)."""
+    """Queue batches whose events have not arrived (when their events do arrive, the pointer is
+    already there and the publisher does nothing)."""
     for name in successes:
         info = inv.store.stat(name)
         if info is None:
             continue
         batch, _ = inv.batch(name)
-        mark_handled(inv.store, name, info.generation, owner=inv.invocation_id, now=inv.clock.now())
         publisher.queue(inv, batch, info.generation)
 
 
@@ -328,18 +331,6 @@ def _block_late(inv: Invocation, table: Table, lock: Lock, lock_generation: int,
     if found is None or found.generation != head.generation:
         return  # changed since listed: decide again
     pointer = _pointer(inv, found)
-    if _already_applied(inv, table, head.rel, pointer.success_generation):
-        # A copy of an event already acted on (at-least-once delivery; its claim may have been
-        # swept): this very `_SUCCESS` generation is in the table. Drop the pointer, do not block.
-        try:
-            inv.store.delete(head.name, if_generation=head.generation)
-        except PreconditionFailed:
-            return
-        log.info(
-            "dropped the pointer of a batch already applied",
-            extra={"table": table.prefix, "rel": head.rel, "generation": pointer.success_generation},
-        )
-        return
     covered = CoveredBatch(
         rel=head.rel,
         pointer=head.name,
@@ -360,16 +351,29 @@ def _block_late(inv: Invocation, table: Table, lock: Lock, lock_generation: int,
     _log_failure(table, failed)
 
 
-def _already_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
-    """The batch's result record says this `_SUCCESS` generation was committed (or found committed)."""
-    found = inv.store.read(table.result(rel, success_generation))
+def _already_applied(inv: Invocation, table: Table, head: PointerRef) -> bool:
+    """The head's result record says its very `_SUCCESS` generation was committed (or found
+    committed). Read only when the head sorts at or before the position: the duplicate case."""
+    found = inv.store.read(head.name)
     if found is None:
         return False
+    generation = _pointer(inv, found).success_generation
+    result = inv.store.read(table.result(head.rel, generation))
+    if result is None:
+        return False
     try:
-        outcome = BatchResult.decode(found.data, found.name).outcome
+        outcome = BatchResult.decode(result.data, result.name).outcome
     except ConfigError:
         return False
     return outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+
+
+def _drop(inv: Invocation, table: Table, head: PointerRef) -> None:
+    try:
+        inv.store.delete(head.name, if_generation=head.generation)
+    except PreconditionFailed:
+        return
+    log.info("dropped the pointer of a batch already applied", extra={"table": table.prefix, "rel": head.rel})
 
 
 def _authorizing_backfill(inv: Invocation, table: Table, lock: Lock) -> int | None:

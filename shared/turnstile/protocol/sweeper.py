@@ -149,11 +149,12 @@ def _claim_live(inv: Invocation, name: str) -> bool:
 
 
 def _sweep_claims(inv: Invocation, table: Table, now: datetime) -> int:
-    """Delete claims older than STALE_CLAIM_SECONDS (longer than Eventarc redelivers an event)."""
+    """Delete claims older than STALE_CLAIM_SECONDS. Only `_BACKFILL` events are claimed, and their
+    claims sit in the table folder: one listing of that prefix finds them all."""
     stale = now - timedelta(seconds=inv.settings.stale_claim_seconds)
     deleted = 0
-    for info in inv.store.list_objects(f"{table.prefix}/"):
-        if info.name.rsplit("/", 1)[-1].startswith(CLAIM_PREFIX) and info.updated < stale:
+    for info in inv.store.list_objects(f"{table.prefix}/{CLAIM_PREFIX}"):
+        if info.updated < stale:
             try:
                 inv.store.delete(info.name, if_generation=info.generation)
                 deleted += 1

@@ -16,12 +16,13 @@ from turnstile.records import Manifest
 log = logs.get("unordered")
 
 
-def apply(inv: Invocation, batch: Batch, success_name: str, success_generation: int) -> str:
+def apply(inv: Invocation, batch: Batch, success_name: str, success_generation: int) -> bool:
+    """Submit the batch's job; False when that job exists already (a duplicate event)."""
     table = batch.table
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation)
     if inv.runner.status(job_id) is not None:
         log.info("job already submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
-        return job_id
+        return False
     manifest = Manifest(
         job_id=job_id,
         bucket=inv.store.bucket,
@@ -32,4 +33,4 @@ def apply(inv: Invocation, batch: Batch, success_name: str, success_generation: 
     uri = write_manifest(inv, table.manifest(job_id), manifest)
     inv.runner.submit(job_id, uri)
     log.info("job submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
-    return job_id
+    return True

@@ -1,0 +1,85 @@
+"""`turnstile history`: the result records of a table, in the order its batches are applied.
+
+The job writes one record per batch attempt at `<table>/_turnstile/results/<rel>/<generation>.json`.
+One listing gives every name; records are sorted as the backlog sorts pointers (by the name
+`<rel>/_SUCCESS`, then by `_SUCCESS` generation), and only the last `last` of them are read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from turnstile.errors import ConfigError
+from turnstile.paths import Table
+from turnstile.records import BatchResult
+from turnstile.store.port import ObjectStore
+
+
+@dataclass(frozen=True)
+class Entry:
+    rel: str
+    generation: int  # of the batch's `_SUCCESS`
+    outcome: str  # COMMITTED | SKIPPED | FAILED | UNREADABLE
+    rows_read: int
+    rows_written: int
+    bad_rows: int
+    seconds: float
+    snapshot_id: int | None
+    finished_at: datetime | None
+    job_id: str | None
+    error: str | None
+    object: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class History:
+    table: str
+    total: int  # records found; `entries` holds the last ones
+    entries: tuple[Entry, ...]
+
+
+def history(store: ObjectStore, table: Table, *, success_filename: str, last: int | None) -> History:
+    root = f"{table.internal}results/"
+    named: list[tuple[str, str, int]] = []  # (object, rel, generation)
+    for info in store.list_objects(root):
+        tail = info.name[len(root) :]
+        folder, _, base = tail.rpartition("/")
+        stem = base.removesuffix(".json")
+        if base.endswith(".json") and stem.isdigit():
+            named.append((info.name, folder, int(stem)))
+    named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2]))
+    chosen = named[-last:] if last else named
+    entries = []
+    for name, rel, generation in chosen:
+        found = store.read(name)
+        if found is None:
+            continue  # deleted since listed
+        entries.append(_entry(store.bucket, name, rel, generation, found.data))
+    return History(f"{table.dataset}.{table.table}", len(named), tuple(entries))
+
+
+def _entry(bucket: str, name: str, rel: str, generation: int, data: bytes) -> Entry:
+    where = f"gs://{bucket}/{name}"
+    try:
+        record = BatchResult.decode(data, where)
+    except ConfigError as exc:
+        return Entry(rel, generation, "UNREADABLE", 0, 0, 0, 0.0, None, None, None, str(exc), where)
+    return Entry(
+        rel=record.rel,
+        generation=record.success_generation,
+        outcome=record.outcome.value,
+        rows_read=record.rows_read,
+        rows_written=record.rows_written,
+        bad_rows=record.bad_rows,
+        seconds=record.seconds,
+        snapshot_id=record.snapshot_id,
+        finished_at=record.finished_at,
+        job_id=record.job_id,
+        error=record.error,
+        object=where,
+    )

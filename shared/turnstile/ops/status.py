@@ -1,0 +1,299 @@
+"""`turnstile status`: what each table's state objects say, read-only.
+
+Per table, about a dozen small reads: the lock, the head of the backlog (a listing capped at
+`BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+"), `_BACKFILL` and the claim of its
+generation, the gate file, the ORDERME files of the cascade down to the table's `incremental/` and
+`historical/` folders, and the newest result record (found by walking down the last folder of
+`_turnstile/results/`, not by listing every record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from turnstile.config import ORDERME, levels
+from turnstile.errors import ConfigError, PathError
+from turnstile.paths import CONFIG, LOCK, Table, claim_name, table_of_state_object
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.subscriber import backlog_head, read_lock
+from turnstile.protocol.sweeper import tables as all_tables
+from turnstile.records import BatchResult, Claim, ClaimState, Lock, LockState
+from turnstile.store.port import ObjectStore
+
+BACKLOG_CAP = 1000
+ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
+
+
+class Health:
+    """One word per table, worst first."""
+
+    UNREADABLE = "UNREADABLE"  # a state object does not hold what turnstile wrote
+    BLOCKED = "BLOCKED"  # FAILED lock: nothing moves until `turnstile unlock`
+    STALLED = "STALLED"  # a backlog, a free lock, and no live subscriber: the sweeper (or resume) restarts it
+    RUNNING = "RUNNING"  # a job holds the table
+    QUEUED = "QUEUED"  # a backlog and a live subscriber
+    GATED = "GATED"  # a backlog held until the gate file exists
+    PAUSED = "PAUSED"  # WAIT_FOR_VALIDATION: waiting for a new _BACKFILL
+    IDLE = "IDLE"  # nothing queued
+
+    PROBLEMS = frozenset({UNREADABLE, BLOCKED})
+
+
+@dataclass(frozen=True)
+class LockView:
+    state: str
+    generation: int  # 0: no lock object yet; pass it to `unlock --expect-generation`
+    job_id: str | None
+    updated_at: datetime | None
+    age_seconds: float | None
+    covers: tuple[str, ...]
+    failed_rel: str | None
+    error: str | None
+    unlock_command: str | None
+    position: str | None
+
+
+@dataclass(frozen=True)
+class SubscriberView:
+    state: str  # idle | pending | running | stopped | abandoned | lost
+    live: bool
+    backfill_generation: int | None = None
+    backfill_age_seconds: float | None = None
+    claim_owner: str | None = None
+    claim_expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class ResultView:
+    rel: str
+    success_generation: int
+    outcome: str
+    rows_written: int
+    bad_rows: int
+    finished_at: datetime | None
+    job_id: str
+    object: str
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    table: str  # dataset.table
+    uri: str
+    health: str
+    ordered: bool
+    ordered_by: tuple[str, ...]
+    backlog_depth: int
+    backlog_capped: bool  # more than `backlog_depth` pointers are queued
+    backlog_head: str | None
+    lock: LockView | None
+    subscriber: SubscriberView
+    gate: str | None  # the START_BACKFILL_FILENAME object, when one is configured
+    gate_present: bool | None
+    last_applied: str | None  # the lock's position: rel of the last batch applied or skipped
+    last_result: ResultView | None
+    errors: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tables_under(inv: Invocation, prefix: str) -> list[Table]:
+    """The tables a `gs://BUCKET[/PREFIX]` argument names: all of them, a dataset's, or one."""
+    parts = [p for p in prefix.split("/") if p]
+    bucket = inv.store.bucket
+    if not parts:
+        found = all_tables(inv)
+    elif len(parts) == 1:
+        table_of_state_object(bucket, f"{parts[0]}/any/{LOCK}")  # the dataset name must be valid
+        found = []
+        for folder in inv.store.list_folders(f"{parts[0]}/"):
+            name = folder.rstrip("/").rsplit("/", 1)[-1]
+            try:
+                found.append(table_of_state_object(bucket, f"{parts[0]}/{name}/{LOCK}"))
+            except PathError:
+                continue  # a folder whose name is no identifier is no table
+    else:
+        found = [table_of_state_object(bucket, f"{'/'.join(parts)}/{LOCK}")]
+    # Folders starting with `_` (`_config/`, `_failed/`...) are turnstile's own, never tables.
+    return [t for t in found if not t.dataset.startswith("_") and not t.table.startswith("_")]
+
+
+def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None = None) -> TableStatus:
+    settings = inv.settings
+    now = inv.clock.now()
+    lease = settings.function_timeout_sec
+    errors: list[str] = []
+    lock: Lock | None
+    try:
+        lock, lock_generation = read_lock(inv, table)
+    except ConfigError as exc:
+        lock, lock_generation = None, 0
+        errors.append(str(exc))
+    head = backlog_head(inv, table, BACKLOG_CAP + 1)
+    backfill = inv.store.stat(table.backfill)
+    subscriber = SubscriberView(state="idle", live=False)
+    if backfill is not None:
+        backfill_age = (now - backfill.updated).total_seconds()
+        found = inv.store.read(claim_name(table.backfill, backfill.generation))
+        claim: Claim | None = None
+        if found is not None:
+            try:
+                claim = Claim.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+            except ConfigError as exc:
+                errors.append(str(exc))
+        if claim is None:
+            state, live = ("pending", True) if backfill_age < lease else ("lost", False)
+        elif claim.state is ClaimState.DONE:
+            state, live = "stopped", False
+        elif claim.expires_at > now:
+            state, live = "running", True
+        else:
+            state, live = "abandoned", False
+        subscriber = SubscriberView(
+            state=state,
+            live=live,
+            backfill_generation=backfill.generation,
+            backfill_age_seconds=backfill_age,
+            claim_owner=claim.owner if claim else None,
+            claim_expires_at=claim.expires_at if claim else None,
+        )
+    gate_name = settings.start_backfill_filename
+    gate = table.gate(gate_name) if gate_name else None
+    gate_present = None if gate is None else inv.store.stat(gate) is not None
+    ordered_by = _ordered_by(inv, table, orderme_cache if orderme_cache is not None else {})
+    if head:
+        ordered_by.append("backlog")
+    if lock_generation:
+        ordered_by.append("lock")  # only the subscriber of an ordered table writes one
+    view = None
+    if lock is not None:
+        view = LockView(
+            state=lock.state.value,
+            generation=lock_generation,
+            job_id=lock.job_id,
+            updated_at=lock.updated_at,
+            age_seconds=(now - lock.updated_at).total_seconds() if lock.updated_at else None,
+            covers=tuple(c.rel for c in lock.covers),
+            failed_rel=lock.failed_rel,
+            error=lock.error,
+            unlock_command=lock.unlock_command,
+            position=lock.position,
+        )
+    paused = (
+        settings.wait_for_validation
+        and lock is not None
+        and backfill is not None
+        and backfill.generation == lock.backfill_generation
+    )
+    result, result_error = last_result(inv.store, table, lock.position if lock else None)
+    if result_error:
+        errors.append(result_error)
+    return TableStatus(
+        table=f"{table.dataset}.{table.table}",
+        uri=table.uri,
+        health=_health(
+            lock, errors, backlog=len(head), gate_present=gate_present, paused=paused, live=subscriber.live
+        ),
+        ordered=bool(ordered_by),
+        ordered_by=tuple(ordered_by),
+        backlog_depth=min(len(head), BACKLOG_CAP),
+        backlog_capped=len(head) > BACKLOG_CAP,
+        backlog_head=head[0].rel if head else None,
+        lock=view,
+        subscriber=subscriber,
+        gate=f"gs://{inv.store.bucket}/{gate}" if gate else None,
+        gate_present=gate_present,
+        last_applied=lock.position if lock else None,
+        last_result=result,
+        errors=tuple(errors),
+    )
+
+
+def _health(
+    lock: Lock | None,
+    errors: list[str],
+    *,
+    backlog: int,
+    gate_present: bool | None,
+    paused: bool,
+    live: bool,
+) -> str:
+    if lock is None or errors:
+        return Health.UNREADABLE
+    if lock.state is LockState.FAILED:
+        return Health.BLOCKED
+    if lock.state is LockState.RUNNING:
+        return Health.RUNNING
+    if not backlog:
+        return Health.IDLE
+    if gate_present is False:
+        return Health.GATED
+    if paused:
+        return Health.PAUSED
+    return Health.QUEUED if live else Health.STALLED
+
+
+def _ordered_by(inv: Invocation, table: Table, cache: dict[str, bool]) -> list[str]:
+    """Why the table counts as ordered: ORDER_PER_TABLE, or the ORDERME files on its cascade."""
+    found = ["ORDER_PER_TABLE"] if inv.settings.order_per_table else []
+    folders = [*levels(f"{table.prefix}/"), *(f"{table.prefix}/{kind}/" for kind in ORDERED_KINDS)]
+    for folder in folders:
+        name = f"{folder}{CONFIG}/{ORDERME}"
+        if name not in cache:
+            cache[name] = inv.store.stat(name) is not None
+        if cache[name]:
+            found.append(f"gs://{inv.store.bucket}/{name}")
+    return found
+
+
+def last_result(
+    store: ObjectStore, table: Table, position: str | None
+) -> tuple[ResultView | None, str | None]:
+    """The result record of the last applied batch: the lock's position when it has one, else the
+    batch last in rel order (the last folder at each level of `results/`). Returns (record, error)."""
+    root = f"{table.internal}results/"
+    records = []
+    if position is not None:
+        records = _direct_records(store, f"{root}{position}/" if position else root)
+    if not records:
+        folder = root
+        while subfolders := store.list_folders(folder):
+            folder = subfolders[-1]
+        records = _direct_records(store, folder)
+    if not records:
+        return None, None
+    newest = max(records, key=lambda pair: pair[1])[0]
+    found = store.read(newest)
+    if found is None:
+        return None, None
+    where = f"gs://{store.bucket}/{newest}"
+    try:
+        record = BatchResult.decode(found.data, where)
+    except ConfigError as exc:
+        return None, str(exc)
+    return (
+        ResultView(
+            rel=record.rel,
+            success_generation=record.success_generation,
+            outcome=record.outcome.value,
+            rows_written=record.rows_written,
+            bad_rows=record.bad_rows,
+            finished_at=record.finished_at,
+            job_id=record.job_id,
+            object=where,
+        ),
+        None,
+    )
+
+
+def _direct_records(store: ObjectStore, folder: str) -> list[tuple[str, int]]:
+    """(name, generation named) of the `<generation>.json` records directly in `folder`."""
+    found = []
+    for info in store.list_objects(folder):
+        base = info.name[len(folder) :]
+        stem = base.removesuffix(".json")
+        if "/" not in base and base.endswith(".json") and stem.isdigit():
+            found.append((info.name, int(stem)))
+    return found

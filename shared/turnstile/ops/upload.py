@@ -1,0 +1,98 @@
+"""`turnstile put`: upload a local folder as one batch, data files first and `_SUCCESS` last.
+
+Checked before anything is written (a refusal changes nothing):
+- the local folder exists, is not empty, holds only files (the job reads the files directly in a
+  batch folder, never sub-folders) and no file named like the success marker: turnstile writes
+  that one itself, last;
+- the destination is a batch folder turnstile accepts: its path parses with the destination regex
+  its config cascade selects, and the cascade validates;
+- the destination holds nothing yet (`force` skips this check: re-publishing a folder applies it
+  again, old files included).
+Files whose names start with `.` or `_` are skipped: the job would ignore them (`.crc` files and
+Hadoop's own markers of a local Spark output folder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from turnstile.config import ConfigReader
+from turnstile.errors import ConfigError, PathError
+from turnstile.ops.errors import Refused
+from turnstile.paths import Batch, parse_success
+from turnstile.settings import Settings
+from turnstile.store.port import ObjectStore
+
+
+@dataclass(frozen=True)
+class Plan:
+    batch: Batch
+    files: tuple[Path, ...]
+    skipped: tuple[str, ...]
+    total_bytes: int
+    success: str  # object name of the marker written last
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    object: str
+    generation: int
+    size: int
+
+
+def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *, force: bool) -> Plan:
+    """What `put` will upload, or `Refused` saying why not."""
+    success = settings.success_filename
+    if not local_dir.is_dir():
+        raise Refused(f"{local_dir} is not a folder; pass the folder holding the batch's data files")
+    files: list[Path] = []
+    skipped: list[str] = []
+    for path in sorted(local_dir.iterdir()):
+        if path.name == success:
+            raise Refused(
+                f"{path} is named like the success marker {success!r}; remove it: put uploads the "
+                "data files and writes the marker itself, last"
+            )
+        if path.is_dir():
+            raise Refused(
+                f"{path} is a folder; a batch is the files directly in one folder, so move them up or "
+                "put the sub-folder as its own batch"
+            )
+        if path.name.startswith((".", "_")):
+            skipped.append(path.name)
+            continue
+        files.append(path)
+    if not files:
+        raise Refused(f"{local_dir} holds no data file to upload; put the batch's files in it")
+    name = f"{folder.strip('/')}/{success}"
+    where = f"gs://{store.bucket}/{folder.strip('/')}"
+    try:
+        resolved = ConfigReader(store).resolve(name.rpartition("/")[0] + "/")
+        batch = parse_success(
+            store.bucket, name, resolved.load.destination_regex or settings.destination_regex
+        )
+    except (PathError, ConfigError) as exc:
+        raise Refused(f"{where} would be rejected: {exc}") from exc
+    if not force and store.list_objects(batch.folder, limit=1):
+        raise Refused(
+            f"{batch.uri} already holds objects; choose a new batch path, or pass --force to upload "
+            "into it and publish it again (its old files are part of the batch too)"
+        )
+    return Plan(
+        batch, tuple(files), tuple(skipped), sum(p.stat().st_size for p in files), batch.success(success)
+    )
+
+
+def put(store: ObjectStore, planned: Plan, advance: Callable[[int], None] = lambda n: None) -> list[Uploaded]:
+    """Upload the files in name order, then `_SUCCESS`; return what was written, marker last."""
+    done = []
+    for path in planned.files:
+        data = path.read_bytes()
+        name = f"{planned.batch.folder}{path.name}"
+        done.append(Uploaded(f"gs://{store.bucket}/{name}", store.write(name, data), len(data)))
+        advance(len(data))
+    generation = store.write(planned.success, b"")
+    done.append(Uploaded(f"gs://{store.bucket}/{planned.success}", generation, 0))
+    return done

@@ -1,0 +1,132 @@
+"""`turnstile validate`: every `_config/` file and every batch path under a prefix, against the
+rules the functions apply, with nothing applied or written.
+
+- each `_config/load.json` alone (the rule a function applies when it reads that file: JSON object,
+  known keys, allowed values), including those above the prefix, which apply to its batches too;
+- each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
+  files) and its path (`parse_success` with the destination regex the cascade selects);
+- warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from turnstile.config import LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
+from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
+from turnstile.errors import ConfigError, PathError
+from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
+from turnstile.settings import Settings
+from turnstile.store.port import ObjectInfo, ObjectStore
+
+
+@dataclass(frozen=True)
+class Problem:
+    object: str  # gs:// URI of the object at fault (or of the batch it makes unusable)
+    message: str
+
+
+@dataclass
+class Report:
+    configs: int = 0
+    batches: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+
+def objects_to_check(store: ObjectStore, prefix: str) -> list[ObjectInfo]:
+    """Everything under the prefix, plus the `_config/` files of the levels above it."""
+    folder = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    above = [level for level in levels(folder) if level != folder]
+    found = [info for level in above for info in store.list_objects(f"{level}{CONFIG}/")]
+    return found + store.list_objects(folder)
+
+
+def validate(
+    store: ObjectStore,
+    settings: Settings,
+    objects: list[ObjectInfo],
+    advance: Callable[[], None] = lambda: None,
+) -> Report:
+    report = Report()
+    bucket = store.bucket
+    configs = ConfigReader(store)
+    bad_load_json: dict[str, str] = {}  # object name -> its problem
+    successes: list[str] = []
+    for info in objects:
+        kind = classify(info.name, settings.success_filename, settings.start_backfill_filename)
+        if kind is ObjectKind.CONFIG:
+            report.configs += 1
+            problem = _check_config(store, info.name)
+            if problem is not None:
+                warning, message = problem
+                (report.warnings if warning else report.problems).append(
+                    Problem(f"gs://{bucket}/{info.name}", message)
+                )
+                if not warning:
+                    bad_load_json[info.name] = message
+            advance()
+        elif kind is ObjectKind.SUCCESS:
+            successes.append(info.name)
+        else:
+            advance()
+    for name in successes:  # after every load.json is known: a bad one is reported once, by name
+        report.batches += 1
+        batch_problem = _check_batch(store, settings, configs, name, bad_load_json)
+        if batch_problem is not None:
+            report.problems.append(Problem(f"gs://{bucket}/{name}", batch_problem))
+        advance()
+    return report
+
+
+def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
+    """(is_warning, message) for a `_config/` object, None when it is fine."""
+    base = name.partition(f"{CONFIG}/")[2]
+    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, ORDERME):
+        return True, (
+            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only; "
+            "rename or remove it"
+        )
+    if base == ORDERME:
+        return None
+    found = store.read(name)
+    if found is None:
+        return None  # deleted since listed
+    if base == TRANSFORM_SQL:
+        if not found.data.strip():
+            return True, "transform.sql is empty; write the SQL over the view `batch`, or remove it"
+        return None
+    try:
+        check_load_json(store.bucket, name, found.data)
+    except ConfigError as exc:
+        return False, _without_uri(str(exc), f"gs://{store.bucket}/{name}")
+    return None
+
+
+def _check_batch(
+    store: ObjectStore, settings: Settings, configs: ConfigReader, name: str, bad_load_json: dict[str, str]
+) -> str | None:
+    folder = name.rpartition("/")[0] + "/"
+    inherited = [
+        f"{level}{CONFIG}/{LOAD_JSON}"
+        for level in levels(folder)
+        if f"{level}{CONFIG}/{LOAD_JSON}" in bad_load_json
+    ]
+    if inherited:
+        files = ", ".join(f"gs://{store.bucket}/{n}" for n in inherited)
+        return f"cannot be applied: its config cascade includes the invalid {files} (see above)"
+    try:
+        resolved = configs.resolve(folder)
+        parse_success(store.bucket, name, resolved.load.destination_regex or settings.destination_regex)
+    except (ConfigError, PathError) as exc:
+        return _without_uri(str(exc), f"gs://{store.bucket}/{name}")
+    return None
+
+
+def _without_uri(message: str, uri: str) -> str:
+    """The problem is printed next to its object: do not repeat the object's URI in front of it."""
+    for lead in (f"{uri}: ", f"{uri} "):
+        if message.startswith(lead):
+            return message[len(lead) :]
+    return message

@@ -1,0 +1,202 @@
+"""Build what the Terraform deployment uploads: the functions' source and the Dataproc job's files.
+
+    python -m turnstile.packaging [BUILD_DIR] [--scala 2.13] [--no-jars]
+
+BUILD_DIR (default `build/`) receives:
+
+    function/            the Cloud Functions source folder: main.py and requirements.txt from
+                         functions/, and the turnstile package beside them, so `import turnstile`
+                         works in the cloud without path tricks
+    function.zip         that folder zipped (Terraform uploads it; the buildpack installs the
+                         requirements, which hold only the functions' dependencies, no pyspark)
+    job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
+    job/turnstile.zip    the turnstile package for python_file_uris
+    job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
+                         relocated Jackson classes it needs (see turnstile.local.jars)
+
+The zips are deterministic (sorted entries, fixed timestamps and modes): unchanged code gives
+byte-identical archives, so `terraform plan` shows no change and the function is not rebuilt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+
+from turnstile.errors import SettingsError
+from turnstile.local import jars as local_jars
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository root (shared/turnstile/packaging.py -> the checkout)."""
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+FUNCTIONS_DIR = ROOT / "functions"
+JOB_MAIN = PACKAGE_DIR / "spark" / "main.py"
+DEFAULT_BUILD = Path("build")
+
+FUNCTION_FILES = ("main.py", "requirements.txt")
+"""What functions/ contributes to the function source folder."""
+
+SCALA_VERSIONS = ("2.12", "2.13")
+DEFAULT_SCALA = "2.13"
+"""Dataproc Serverless runtime 2.x (Spark 3.5, Scala 2.13); runtime 1.2 would need 2.12."""
+
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+_SKIPPED_DIRS = {"__pycache__"}
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
+
+
+@dataclass(frozen=True)
+class Built:
+    """Paths of everything `build` wrote."""
+
+    function_dir: Path
+    function_zip: Path
+    job_main: Path
+    job_package: Path
+    jars: tuple[Path, ...]
+
+
+def package_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """The package's source files (no caches), sorted, relative to the package's parent."""
+    found = []
+    for path in sorted(package_dir.rglob("*")):
+        rel = path.relative_to(package_dir.parent)
+        if not path.is_file() or _SKIPPED_DIRS & set(rel.parts) or path.name.endswith(_SKIPPED_SUFFIXES):
+            continue
+        found.append(rel)
+    return found
+
+
+def deterministic_zip(entries: Iterable[tuple[str, Path | bytes]], target: Path) -> Path:
+    """Write `(name in archive, file or content)` pairs to `target`, sorted by name, with fixed
+    times and modes, through a temporary file renamed into place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, source in sorted(entries, key=lambda entry: entry[0]):
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            out.writestr(info, source if isinstance(source, bytes) else source.read_bytes())
+    tmp.replace(target)
+    return target
+
+
+def _fresh_dir(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path, Path]:
+    """`out/function/` (main.py, requirements.txt, turnstile/) and `out/function.zip`."""
+    folder = _fresh_dir(out / "function")
+    entries: list[tuple[str, Path | bytes]] = []
+    for name in FUNCTION_FILES:
+        source = functions_dir / name
+        if not source.is_file():
+            raise SettingsError(f"{source} is missing; the function source needs functions/{name}")
+        shutil.copy2(source, folder / name)
+        entries.append((name, source))
+    for rel in package_files():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(PACKAGE_DIR.parent / rel, target)
+        entries.append((rel.as_posix(), PACKAGE_DIR.parent / rel))
+    return folder, deterministic_zip(entries, out / "function.zip")
+
+
+def build_job(out: Path) -> tuple[Path, Path]:
+    """`out/job/main.py` and `out/job/turnstile.zip` (the package, importable from the zip).
+
+    turnstile is a namespace package (no `__init__.py`), which zipimport does not find; the zip
+    gets an empty `turnstile/__init__.py` so Python imports it from python_file_uris."""
+    job = out / "job"
+    job.mkdir(parents=True, exist_ok=True)
+    main = job / "main.py"
+    shutil.copy2(JOB_MAIN, main)
+    entries: list[tuple[str, Path | bytes]] = [
+        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in package_files()
+    ]
+    init = f"{PACKAGE_DIR.name}/__init__.py"
+    if init not in {name for name, _ in entries}:
+        entries.append((init, b""))
+    return main, deterministic_zip(entries, job / "turnstile.zip")
+
+
+def iceberg_runtime_jar(scala: str) -> Path:
+    """The Iceberg Spark 3.5 runtime for `scala` from the snowpark-connect-deps-iceberg package."""
+    if scala not in SCALA_VERSIONS:
+        raise SettingsError(f"Scala {scala!r} is not one of {', '.join(SCALA_VERSIONS)}")
+    spec = find_spec("snowpark_connect_deps_iceberg")
+    if spec is None or not spec.submodule_search_locations:
+        raise SettingsError(
+            "Python package snowpark_connect_deps_iceberg is not installed; pip install -r requirements.txt"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    pattern = re.compile(rf"iceberg-spark-runtime-3\.5_{re.escape(scala)}-(\d[\w.]*)\.jar")
+    found = sorted(p for p in folder.glob("*.jar") if pattern.fullmatch(p.name))
+    if not found:
+        raise SettingsError(f"no Iceberg Spark runtime for Scala {scala} in {folder}")
+    return found[-1]
+
+
+def build_jars(out: Path, scala: str = DEFAULT_SCALA) -> tuple[Path, ...]:
+    """`out/job/jars/`: the Iceberg runtime for `scala` and the relocated Jackson jar.
+
+    The relocated Jackson classes do not depend on Scala, so the jar built for local Spark serves
+    Dataproc too; it is (re)built only when missing or stale."""
+    folder = out / "job" / "jars"
+    folder.mkdir(parents=True, exist_ok=True)
+    runtime = iceberg_runtime_jar(scala)
+    jackson = local_jars.ensure_jars(folder)[-1]
+    wanted = {runtime.name, jackson.name}
+    for stale in folder.glob("*.jar"):
+        if stale.name not in wanted:
+            stale.unlink()
+    staged = folder / runtime.name
+    if not staged.is_file() or staged.stat().st_size != runtime.stat().st_size:
+        shutil.copy2(runtime, staged)
+    return tuple(sorted((staged, jackson)))
+
+
+def build(out: Path = DEFAULT_BUILD, *, scala: str = DEFAULT_SCALA, with_jars: bool = True) -> Built:
+    """Everything the Terraform configuration reads from `out`."""
+    function_dir, function_zip = build_function(out)
+    job_main, job_package = build_job(out)
+    jars = build_jars(out, scala) if with_jars else ()
+    return Built(function_dir, function_zip, job_main, job_package, jars)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m turnstile.packaging",
+        description="Build the function source and the Dataproc job files the Terraform deployment uploads.",
+    )
+    parser.add_argument("build_dir", nargs="?", type=Path, default=DEFAULT_BUILD)
+    parser.add_argument(
+        "--scala", choices=SCALA_VERSIONS, default=DEFAULT_SCALA, help="Scala of the Dataproc runtime"
+    )
+    parser.add_argument("--no-jars", action="store_true", help="skip the Iceberg jars (no Java needed)")
+    args = parser.parse_args(argv)
+    try:
+        built = build(args.build_dir, scala=args.scala, with_jars=not args.no_jars)
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for path in (built.function_zip, built.job_main, built.job_package, *built.jars):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

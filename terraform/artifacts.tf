@@ -1,0 +1,80 @@
+# What the functions and the Dataproc batches run, built by `make package` into build/ and staged in
+# the artifacts bucket. Object names carry the content's hash: a changed build gets new names (the
+# function is rebuilt and new batches use the new job files), an unchanged one changes nothing.
+#
+# Caveat: Terraform deletes the objects a new build replaces. A batch created before the apply but
+# started after it would not find its files and fail, blocking its table until `turnstile unlock`.
+# Deploy when no batch is pending (docs/DEPLOY.md).
+
+locals {
+  build_dir     = abspath(coalesce(var.build_dir, "${path.module}/../build"))
+  function_zip  = "${local.build_dir}/function.zip"
+  job_main_file = "${local.build_dir}/job/main.py"
+  job_package   = "${local.build_dir}/job/turnstile.zip"
+  job_jar_files = fileset("${local.build_dir}/job/jars", "*.jar")
+
+  job_version = substr(sha256(join(",", [filesha256(local.job_main_file), filesha256(local.job_package)])), 0, 16)
+}
+
+# Functions source: functions/main.py and requirements.txt with the turnstile package beside them.
+resource "google_storage_bucket_object" "function_source" {
+  name         = "functions/source-${filemd5(local.function_zip)}.zip"
+  bucket       = google_storage_bucket.artifacts.name
+  source       = local.function_zip
+  content_type = "application/zip"
+}
+
+resource "google_storage_bucket_object" "job_main" {
+  name         = "job/${local.job_version}/main.py"
+  bucket       = google_storage_bucket.artifacts.name
+  source       = local.job_main_file
+  content_type = "text/x-python"
+}
+
+resource "google_storage_bucket_object" "job_package" {
+  name         = "job/${local.job_version}/turnstile.zip"
+  bucket       = google_storage_bucket.artifacts.name
+  source       = local.job_package
+  content_type = "application/zip"
+}
+
+# The Iceberg Spark runtime (Scala 2.13 for runtime 2.x) and the relocated Jackson classes it needs.
+resource "google_storage_bucket_object" "job_jars" {
+  for_each = local.job_jar_files
+
+  name         = "jars/${substr(filesha256("${local.build_dir}/job/jars/${each.value}"), 0, 16)}/${each.value}"
+  bucket       = google_storage_bucket.artifacts.name
+  source       = "${local.build_dir}/job/jars/${each.value}"
+  content_type = "application/java-archive"
+}
+
+# Images of the functions, built by Cloud Build with the build service account (iam.tf).
+resource "google_artifact_registry_repository" "functions" {
+  #checkov:skip=CKV_GCP_84:The repository holds only the functions' build images (this repository's code and public PyPI packages), no data; Google-managed encryption is enough. The data buckets take var.kms_key_name.
+  project       = var.project_id
+  location      = var.region
+  repository_id = "${var.name}-functions"
+  description   = "Images of the turnstile functions"
+  format        = "DOCKER"
+  labels        = local.labels
+
+  cleanup_policy_dry_run = false
+
+  cleanup_policies {
+    id     = "keep-recent"
+    action = "KEEP"
+    most_recent_versions {
+      keep_count = 5
+    }
+  }
+
+  cleanup_policies {
+    id     = "delete-old"
+    action = "DELETE"
+    condition {
+      older_than = "2592000s"
+    }
+  }
+
+  depends_on = [google_project_service.apis]
+}

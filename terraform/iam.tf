@@ -1,0 +1,236 @@
+# Service accounts and every grant, least privilege. Only additive *_iam_member resources (never
+# authoritative bindings or policies); no basic roles; storage access is granted per bucket, never
+# project-wide. tests/terraform checks every role here against an allow-list.
+#
+#   <name>-fn       runs both functions: objects of the inbound bucket, create/get Dataproc
+#                   batches, act as <name>-batch (and as no other service account)
+#   <name>-batch    runs the Dataproc batches: dataproc.worker, the three buckets, the catalog
+#   <name>-trigger  Eventarc's identity: receives the bucket's events, invokes <name>-events
+#   <name>-sched    Cloud Scheduler's OIDC identity: invokes <name>-sweeper
+#   <name>-build    Cloud Build's identity when it builds the functions' images
+
+resource "google_service_account" "functions" {
+  project      = var.project_id
+  account_id   = "${var.name}-fn"
+  display_name = "turnstile functions (${var.name})"
+  description  = "Runs the turnstile event and sweeper functions."
+}
+
+resource "google_service_account" "batch" {
+  project      = var.project_id
+  account_id   = "${var.name}-batch"
+  display_name = "turnstile Dataproc batches (${var.name})"
+  description  = "Identity of the Dataproc Serverless batches that apply batches to Iceberg tables."
+}
+
+resource "google_service_account" "trigger" {
+  project      = var.project_id
+  account_id   = "${var.name}-trigger"
+  display_name = "turnstile Eventarc trigger (${var.name})"
+  description  = "Delivers the inbound bucket's object events to the event function."
+}
+
+resource "google_service_account" "scheduler" {
+  project      = var.project_id
+  account_id   = "${var.name}-sched"
+  display_name = "turnstile sweeper schedule (${var.name})"
+  description  = "Cloud Scheduler's OIDC identity for calling the sweeper."
+}
+
+resource "google_service_account" "build" {
+  project      = var.project_id
+  account_id   = "${var.name}-build"
+  display_name = "turnstile function builds (${var.name})"
+  description  = "Cloud Build identity for building the turnstile functions' images."
+}
+
+# -- the functions ------------------------------------------------------------------------------------
+
+# Read, create, overwrite and delete objects in the inbound bucket (state objects, claims, pointers,
+# manifests): objectUser, on this bucket only.
+resource "google_storage_bucket_iam_member" "functions_inbound" {
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.functions.member
+}
+
+# Create and get Dataproc batches, nothing else: roles/dataproc.editor would also let the functions
+# delete batches, manage clusters and workflow templates, so a custom role with the two permissions
+# DataprocRunner uses (CreateBatch, GetBatch) instead.
+resource "google_project_iam_custom_role" "batch_submitter" {
+  project     = var.project_id
+  role_id     = "${replace(var.name, "-", "_")}_batch_submitter"
+  title       = "turnstile batch submitter (${var.name})"
+  description = "Create and read Dataproc Serverless batches; nothing else."
+  permissions = [
+    "dataproc.batches.create",
+    "dataproc.batches.get",
+  ]
+}
+
+resource "google_project_iam_member" "functions_batch_submitter" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.batch_submitter.id
+  member  = google_service_account.functions.member
+}
+
+# CreateBatch with DATAPROC_SERVICE_ACCOUNT needs actAs on that service account: granted on the batch
+# service account alone, never project-wide.
+resource "google_service_account_iam_member" "functions_act_as_batch" {
+  service_account_id = google_service_account.batch.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = google_service_account.functions.member
+}
+
+# -- the Dataproc batches -----------------------------------------------------------------------------
+
+# Required of a Serverless batch's service account: the agent's calls, logs and metrics, and the
+# Dataproc staging and temp buckets.
+resource "google_project_iam_member" "batch_worker" {
+  project = var.project_id
+  role    = "roles/dataproc.worker"
+  member  = google_service_account.batch.member
+}
+
+# Reads the batches' data files, writes result records, done signals and rejected rows (_failed/).
+resource "google_storage_bucket_iam_member" "batch_inbound" {
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.batch.member
+}
+
+# Iceberg data and metadata files: create, read, delete (snapshot expiry).
+resource "google_storage_bucket_iam_member" "batch_warehouse" {
+  bucket = google_storage_bucket.warehouse.name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.batch.member
+}
+
+# The job's main file, the turnstile package and the jars: read only.
+resource "google_storage_bucket_iam_member" "batch_artifacts" {
+  bucket = google_storage_bucket.artifacts.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.batch.member
+}
+
+# The catalog. roles/biglake.admin would do, but it also grants deleting catalogs and setting IAM
+# policies; roles/biglake.editor lacks the databases.* permissions the BigLake catalog plugin uses.
+# So a custom role with what committing to tables needs: read the catalog, create and read
+# namespaces (CREATE NAMESPACE IF NOT EXISTS), create, read and update tables (each commit swaps the
+# metadata pointer). The REST catalog type also needs serviceusage.services.use on the project named
+# in the x-goog-user-project header.
+locals {
+  catalog_permissions = var.iceberg_catalog_type == "rest" ? [
+    "biglake.catalogs.get",
+    "biglake.namespaces.create",
+    "biglake.namespaces.get",
+    "biglake.namespaces.list",
+    "biglake.tables.create",
+    "biglake.tables.get",
+    "biglake.tables.list",
+    "biglake.tables.update",
+    "serviceusage.services.use",
+    ] : [
+    "biglake.catalogs.get",
+    "biglake.databases.create",
+    "biglake.databases.get",
+    "biglake.databases.list",
+    "biglake.tables.create",
+    "biglake.tables.get",
+    "biglake.tables.list",
+    "biglake.tables.update",
+  ]
+}
+
+resource "google_project_iam_custom_role" "catalog_writer" {
+  project     = var.project_id
+  role_id     = "${replace(var.name, "-", "_")}_catalog_writer"
+  title       = "turnstile Iceberg catalog writer (${var.name})"
+  description = "Create namespaces and tables and commit to them in the BigLake metastore."
+  permissions = sort(distinct(concat(local.catalog_permissions, var.catalog_extra_permissions)))
+}
+
+resource "google_project_iam_member" "batch_catalog" {
+  project = var.project_id
+  role    = google_project_iam_custom_role.catalog_writer.id
+  member  = google_service_account.batch.member
+}
+
+# -- event delivery -----------------------------------------------------------------------------------
+
+# Cloud Storage publishes the bucket's object events to the Pub/Sub topic Eventarc manages; that
+# topic is created by Eventarc, so the grant is on the project (as Google documents it).
+resource "google_project_iam_member" "gcs_agent_publisher" {
+  project = var.project_id
+  role    = "roles/pubsub.publisher"
+  member  = "serviceAccount:${data.google_storage_project_service_account.gcs.email_address}"
+}
+
+# The trigger's service account receives events (project-level role, the only level it exists at)...
+resource "google_project_iam_member" "trigger_receiver" {
+  project = var.project_id
+  role    = "roles/eventarc.eventReceiver"
+  member  = google_service_account.trigger.member
+}
+
+# ...and invokes the event function's Cloud Run service, that service only.
+resource "google_cloud_run_service_iam_member" "trigger_invokes_events" {
+  project  = var.project_id
+  location = google_cloudfunctions2_function.events.location
+  service  = google_cloudfunctions2_function.events.name
+  role     = "roles/run.invoker"
+  member   = google_service_account.trigger.member
+}
+
+# Cloud Scheduler's OIDC identity invokes the sweeper's Cloud Run service only.
+resource "google_cloud_run_service_iam_member" "scheduler_invokes_sweeper" {
+  project  = var.project_id
+  location = google_cloudfunctions2_function.sweeper.location
+  service  = google_cloudfunctions2_function.sweeper.name
+  role     = "roles/run.invoker"
+  member   = google_service_account.scheduler.member
+}
+
+# -- building the functions ---------------------------------------------------------------------------
+
+resource "google_project_iam_member" "build_logs" {
+  project = var.project_id
+  role    = "roles/logging.logWriter"
+  member  = google_service_account.build.member
+}
+
+resource "google_artifact_registry_repository_iam_member" "build_pushes_images" {
+  project    = var.project_id
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = google_service_account.build.member
+}
+
+# Reads the function source archive.
+resource "google_storage_bucket_iam_member" "build_reads_source" {
+  bucket = google_storage_bucket.artifacts.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.build.member
+}
+
+# -- people and keys ----------------------------------------------------------------------------------
+
+# Operators read state (turnstile status) and release FAILED locks (turnstile unlock): objects of
+# the inbound bucket only.
+resource "google_storage_bucket_iam_member" "operators_inbound" {
+  for_each = toset(var.operator_members)
+
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectUser"
+  member = each.value
+}
+
+# With CMEK, the Cloud Storage service agent encrypts and decrypts with the key: on that key only.
+resource "google_kms_crypto_key_iam_member" "gcs_agent" {
+  count = var.kms_key_name == null ? 0 : 1
+
+  crypto_key_id = var.kms_key_name
+  role          = "roles/cloudkms.cryptoKeyEncrypterDecrypter"
+  member        = "serviceAccount:${data.google_storage_project_service_account.gcs.email_address}"
+}

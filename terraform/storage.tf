@@ -1,0 +1,156 @@
+# Buckets: inbound (upstream's batches and turnstile's state objects), artifacts (what the functions
+# and the batches run), warehouse (the Iceberg tables). All: uniform bucket-level access, public
+# access prevention enforced, optional CMEK, IAM granted per bucket in iam.tf (never project-wide).
+
+resource "google_storage_bucket" "inbound" {
+  #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access; they also record the caller's identity.
+  #checkov:skip=CKV_GCP_78:No versioning on purpose: turnstile rewrites _bqlock and _BACKFILL and creates and deletes claims and pointers for every batch, so noncurrent copies would multiply objects and cost; they are no recovery path either (restoring an old lock generation would undo a compare-and-swap), and the batches are upstream's copies.
+  name                        = local.inbound_bucket
+  project                     = var.project_id
+  location                    = var.region # the Eventarc trigger must be in the bucket's region
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = var.force_destroy_buckets
+  labels                      = local.labels
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  # turnstile's own leftovers. Lifecycle conditions match name prefixes and suffixes only, so:
+  # - job manifests and done signals under <table>/_turnstile/jobs/ are matched by their suffixes
+  #   (.manifest.json, .done), which no other object of the layout ends with: a manifest is read
+  #   while its job runs and when a FAILED table is unlocked, so they are kept for weeks;
+  # - claims (<folder>/_claimed_<name>_created_at_<generation>) can be matched neither way: the
+  #   sweeper deletes those older than STALE_CLAIM_SECONDS;
+  # - rejected rows (_failed/) and result records live under each table's prefix: one rule per
+  #   table listed in var.table_prefixes;
+  # - never a blanket age rule: _bqlock, _backlog/ pointers and _config/ must outlive any age.
+  lifecycle_rule {
+    condition {
+      age            = var.job_record_retention_days
+      matches_suffix = [".manifest.json", ".done"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  dynamic "lifecycle_rule" {
+    for_each = length(var.table_prefixes) == 0 ? [] : [1]
+    content {
+      condition {
+        age            = var.failed_rows_retention_days
+        matches_prefix = [for t in var.table_prefixes : "${t}/_failed/"]
+      }
+      action {
+        type = "Delete"
+      }
+    }
+  }
+
+  dynamic "lifecycle_rule" {
+    for_each = length(var.table_prefixes) == 0 || var.result_retention_days == null ? [] : [var.result_retention_days]
+    content {
+      condition {
+        age            = lifecycle_rule.value
+        matches_prefix = [for t in var.table_prefixes : "${t}/_turnstile/results/"]
+      }
+      action {
+        type = "Delete"
+      }
+    }
+  }
+
+  # Upstream uploads that never completed.
+  lifecycle_rule {
+    condition {
+      age = 7
+    }
+    action {
+      type = "AbortIncompleteMultipartUpload"
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_kms_crypto_key_iam_member.gcs_agent]
+}
+
+resource "google_storage_bucket" "artifacts" {
+  #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access.
+  name                        = local.artifacts_bucket
+  project                     = var.project_id
+  location                    = var.region
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = var.force_destroy_buckets
+  labels                      = local.labels
+
+  # Every object name carries its content hash, so nothing is overwritten in normal use; versions
+  # protect against a mistaken delete for noncurrent_version_retention_days.
+  versioning {
+    enabled = true
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = var.noncurrent_version_retention_days
+      with_state                 = "ARCHIVED"
+      send_age_if_zero           = false
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_kms_crypto_key_iam_member.gcs_agent]
+}
+
+resource "google_storage_bucket" "warehouse" {
+  #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access.
+  name                        = local.warehouse_bucket
+  project                     = var.project_id
+  location                    = local.dataproc_region
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = var.force_destroy_buckets
+  labels                      = local.labels
+
+  # Iceberg deletes files only when snapshots expire or orphans are removed; versions make such a
+  # delete recoverable for noncurrent_version_retention_days.
+  versioning {
+    enabled = true
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = var.noncurrent_version_retention_days
+      with_state                 = "ARCHIVED"
+      send_age_if_zero           = false
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_kms_crypto_key_iam_member.gcs_agent]
+}

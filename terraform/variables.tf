@@ -1,0 +1,340 @@
+# Inputs of the turnstile deployment. example.tfvars shows a complete set; docs/DEPLOY.md explains them.
+
+# -- where --------------------------------------------------------------------------------------------
+
+variable "project_id" {
+  description = "Project that holds the buckets, the functions and the Dataproc batches."
+  type        = string
+}
+
+variable "region" {
+  description = "Region of the inbound bucket, the functions, the Eventarc trigger (it must be the bucket's) and, by default, the Dataproc batches."
+  type        = string
+}
+
+variable "name" {
+  description = "Prefix of every resource name (service accounts, functions, metrics): lowercase letters, digits, hyphens."
+  type        = string
+  default     = "turnstile"
+
+  validation {
+    # Service account ids are 6-30 characters; the longest suffix used is "-trigger" (8).
+    condition     = can(regex("^[a-z][a-z0-9-]{2,20}[a-z0-9]$", var.name))
+    error_message = "name must be 4-22 characters of lowercase letters, digits and hyphens, starting with a letter."
+  }
+}
+
+variable "labels" {
+  description = "Labels put on the buckets, the functions and every Dataproc batch."
+  type        = map(string)
+  default     = {}
+}
+
+variable "enable_apis" {
+  description = "Enable the Google APIs turnstile uses (never disabled on destroy)."
+  type        = bool
+  default     = true
+}
+
+# -- buckets ------------------------------------------------------------------------------------------
+
+variable "inbound_bucket_name" {
+  description = "Name of the bucket upstream writes batches into; default: <project_id>-<name>-inbound."
+  type        = string
+  default     = null
+}
+
+variable "artifacts_bucket_name" {
+  description = "Name of the bucket holding the function source, the job files and the jars; default: <project_id>-<name>-artifacts."
+  type        = string
+  default     = null
+}
+
+variable "warehouse_bucket_name" {
+  description = "Name of the bucket holding the Iceberg tables; default: <project_id>-<name>-warehouse."
+  type        = string
+  default     = null
+}
+
+variable "kms_key_name" {
+  description = "Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) for the buckets' default encryption; null: Google-managed keys. The key must be in the buckets' region."
+  type        = string
+  default     = null
+}
+
+variable "force_destroy_buckets" {
+  description = "Let terraform destroy delete buckets that still hold objects. Keep false outside of test projects."
+  type        = bool
+  default     = false
+}
+
+variable "job_record_retention_days" {
+  description = "Days after which job manifests (*.manifest.json) and done signals (*.done) under <table>/_turnstile/jobs/ are deleted by the inbound bucket's lifecycle."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.job_record_retention_days >= 7
+    error_message = "job_record_retention_days must be at least 7: a manifest is read while its job runs and when a failed table is unlocked."
+  }
+}
+
+variable "table_prefixes" {
+  description = "Known table prefixes (<dataset>/<table>) whose rejected rows (_failed/) and result records (_turnstile/results/) get lifecycle rules; lifecycle rules match name prefixes only, so these folders need the table named."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for t in var.table_prefixes : can(regex("^[A-Za-z_][A-Za-z0-9_]*/[A-Za-z_][A-Za-z0-9_]*$", t))])
+    error_message = "each table prefix is <dataset>/<table> (letters, digits, underscores)."
+  }
+}
+
+variable "failed_rows_retention_days" {
+  description = "Days after which rejected rows under <table>/_failed/ of the tables in table_prefixes are deleted."
+  type        = number
+  default     = 90
+}
+
+variable "result_retention_days" {
+  description = "Days after which result records under <table>/_turnstile/results/ of the tables in table_prefixes are deleted; null keeps them (they are a table's load history)."
+  type        = number
+  default     = null
+}
+
+variable "noncurrent_version_retention_days" {
+  description = "Days a replaced or deleted object version is kept in the versioned artifacts and warehouse buckets."
+  type        = number
+  default     = 14
+}
+
+variable "operator_members" {
+  description = "Principals (user:, group:) who run turnstile status and unlock: they get object access to the inbound bucket only."
+  type        = list(string)
+  default     = []
+}
+
+# -- functions ----------------------------------------------------------------------------------------
+
+variable "build_dir" {
+  description = "Folder written by `make package` (function.zip, job/); default: build/ at the repository root."
+  type        = string
+  default     = null
+}
+
+variable "function_timeout_seconds" {
+  description = "Timeout of both functions, and FUNCTION_TIMEOUT_SEC in their environment. Event-driven functions allow at most 540 s."
+  type        = number
+  default     = 540
+
+  validation {
+    condition     = var.function_timeout_seconds >= 60 && var.function_timeout_seconds <= 540
+    error_message = "function_timeout_seconds must be 60-540: 540 s is the maximum for event-driven functions."
+  }
+}
+
+variable "restart_buffer_seconds" {
+  description = "RESTART_BUFFER_SECONDS: how long before the timeout a subscriber hands over to a new run."
+  type        = number
+  default     = 30
+}
+
+variable "function_memory" {
+  description = "Memory of one instance of the event function."
+  type        = string
+  default     = "512Mi"
+}
+
+variable "function_cpu" {
+  description = "vCPUs of one instance of the event function (concurrency above 1 needs at least 1)."
+  type        = string
+  default     = "1"
+}
+
+variable "function_concurrency" {
+  description = "Requests one event-function instance serves at once. See functions.tf for why 4."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.function_concurrency >= 1 && var.function_concurrency <= 16
+    error_message = "function_concurrency must be 1-16 (gunicorn serves 4 threads per vCPU; more requests queue)."
+  }
+}
+
+variable "function_max_instances" {
+  description = "Upper bound of event-function instances: bounds the rate of Dataproc CreateBatch calls and of GCS operations."
+  type        = number
+  default     = 30
+}
+
+variable "log_level" {
+  description = "LOG_LEVEL of the functions."
+  type        = string
+  default     = "INFO"
+
+  validation {
+    condition     = contains(["DEBUG", "INFO", "WARNING", "ERROR"], var.log_level)
+    error_message = "log_level must be DEBUG, INFO, WARNING or ERROR."
+  }
+}
+
+variable "sweep_schedule" {
+  description = "Cron schedule (UTC) of the sweeper."
+  type        = string
+  default     = "*/5 * * * *"
+}
+
+variable "scheduler_region" {
+  description = "Region of the Cloud Scheduler job; default: region."
+  type        = string
+  default     = null
+}
+
+# -- protocol settings (docs/CONFIGURATION.md) --------------------------------------------------------
+
+variable "success_filename" {
+  description = "SUCCESS_FILENAME: the marker upstream writes last into a complete batch folder."
+  type        = string
+  default     = "_SUCCESS"
+}
+
+variable "destination_regex" {
+  description = "DESTINATION_REGEX: a regex with named groups dataset and table replacing the default layout; null: the default layout."
+  type        = string
+  default     = null
+}
+
+variable "order_per_table" {
+  description = "ORDER_PER_TABLE: order every table as if each had _config/ORDERME."
+  type        = bool
+  default     = false
+}
+
+variable "start_backfill_filename" {
+  description = "START_BACKFILL_FILENAME: when set (e.g. _HISTORYDONE), ordered batches only queue until this file exists at the table prefix."
+  type        = string
+  default     = null
+}
+
+variable "wait_for_validation" {
+  description = "WAIT_FOR_VALIDATION: pause an ordered table after each job until a new _BACKFILL is uploaded."
+  type        = bool
+  default     = false
+}
+
+variable "job_prefix" {
+  description = "JOB_PREFIX: prefix of every Dataproc batch id (1-20 lowercase letters, digits, hyphens); default: name (cut to 20), so two deployments in one project never share batch ids."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.job_prefix == null || can(regex("^[a-z][a-z0-9-]{0,19}$", var.job_prefix))
+    error_message = "job_prefix must be 1-20 lowercase letters, digits and hyphens, starting with a letter."
+  }
+}
+
+variable "stale_claim_seconds" {
+  description = "STALE_CLAIM_SECONDS: age after which the sweeper deletes a claim object."
+  type        = number
+  default     = 3600
+}
+
+# -- Dataproc Serverless ------------------------------------------------------------------------------
+
+variable "dataproc_region" {
+  description = "Region of the Dataproc Serverless batches (and of the BigLake catalog); default: region."
+  type        = string
+  default     = null
+}
+
+variable "dataproc_runtime_version" {
+  description = "Dataproc Serverless runtime: 2.2 is Spark 3.5.1, Scala 2.13, Java 17, Python 3.12 (the staged Iceberg runtime is the Scala 2.13 build)."
+  type        = string
+  default     = "2.2"
+
+  validation {
+    condition     = can(regex("^2\\.[0-9]+$", var.dataproc_runtime_version))
+    error_message = "dataproc_runtime_version must be a 2.x runtime (Spark 3.5 / Scala 2.13, what make package stages)."
+  }
+}
+
+variable "dataproc_subnetwork" {
+  description = "Subnetwork URI for the batches (Private Google Access on); null: the region's subnetwork of the default network."
+  type        = string
+  default     = null
+}
+
+variable "dataproc_properties" {
+  description = "Extra Spark properties for every batch (DATAPROC_PROPERTIES); they override the catalog properties turnstile sets."
+  type        = map(string)
+  default     = {}
+}
+
+# -- Iceberg catalog ----------------------------------------------------------------------------------
+
+variable "iceberg_catalog" {
+  description = "Spark catalog name of the tables (<catalog>.<dataset>.<table>); with the biglake type also the BigLake catalog id."
+  type        = string
+  default     = "turnstile"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9_]{0,63}$", var.iceberg_catalog))
+    error_message = "iceberg_catalog must be lowercase letters, digits and underscores, starting with a letter."
+  }
+}
+
+variable "iceberg_catalog_type" {
+  description = "biglake: BigLake metastore through Google's BigLake catalog plugin (a catalog created here); rest: the BigLake metastore Iceberg REST catalog (see docs/DEPLOY.md for its one-time catalog creation and extra jar)."
+  type        = string
+  default     = "biglake"
+
+  validation {
+    condition     = contains(["biglake", "rest"], var.iceberg_catalog_type)
+    error_message = "iceberg_catalog_type must be biglake or rest (hadoop needs atomic rename, which GCS lacks)."
+  }
+}
+
+variable "biglake_catalog_jar_uri" {
+  description = "Google's BigLake Iceberg catalog plugin, staged with the batches when iceberg_catalog_type is biglake."
+  type        = string
+  default     = "gs://spark-lib/biglake/biglake-catalog-iceberg1.2.0-0.1.1-with-dependencies.jar"
+}
+
+variable "iceberg_rest_uri" {
+  description = "Iceberg REST catalog endpoint when iceberg_catalog_type is rest."
+  type        = string
+  default     = "https://biglake.googleapis.com/iceberg/v1/restcatalog"
+}
+
+variable "extra_jar_uris" {
+  description = "More gs:// jars for every batch (e.g. the iceberg-gcp-bundle jar the rest catalog type needs)."
+  type        = list(string)
+  default     = []
+}
+
+variable "catalog_extra_permissions" {
+  description = "Permissions added to the batch service account's catalog role, should the catalog ask for one more."
+  type        = list(string)
+  default     = []
+}
+
+# -- monitoring ---------------------------------------------------------------------------------------
+
+variable "notification_channels" {
+  description = "Monitoring notification channel ids (projects/P/notificationChannels/N) the alerts notify."
+  type        = list(string)
+  default     = []
+}
+
+variable "stall_window_seconds" {
+  description = "Window over which the sweeper's subscriber restarts of one table are counted."
+  type        = number
+  default     = 3600
+}
+
+variable "stall_restart_threshold" {
+  description = "Alert when the sweeper restarted the subscriber of one table more than this many times within stall_window_seconds."
+  type        = number
+  default     = 3
+}

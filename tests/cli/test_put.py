@@ -1,0 +1,107 @@
+"""`turnstile put`: a local folder uploaded as one batch, `_SUCCESS` last; refusals change nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import Run, World, one_error_line
+
+REL = "incremental/2024/05/01/13"
+
+
+@pytest.fixture
+def batch_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "batch"
+    folder.mkdir()
+    (folder / "part-0.csv").write_text("id,amount\n1,10\n")
+    (folder / "part-1.csv").write_text("id,amount\n2,20\n3,30\n")
+    (folder / "part-2.csv").write_text("id,amount\n4,40\n")
+    return folder
+
+
+def test_uploads_every_file_then_success_last(run: Run, world: World, batch_dir: Path) -> None:
+    (batch_dir / ".part-0.csv.crc").write_bytes(b"crc")
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    folder = world.table.batch_folder(REL)
+    objects = {o.name: o.generation for o in world.store.list_objects(folder)}
+    assert set(objects) == {f"{folder}part-{i}.csv" for i in range(3)} | {f"{folder}_SUCCESS"}
+    success = objects.pop(f"{folder}_SUCCESS")
+    assert all(generation < success for generation in objects.values())  # the marker came last
+    data = world.store.read(f"{folder}part-1.csv")
+    assert data is not None and data.data == b"id,amount\n2,20\n3,30\n"
+    assert report["batch"] == f"{world.uri}/{REL}/"
+    assert (report["table"], report["rel"]) == ("sales.orders", REL)
+    assert report["success"] == {"object": f"{world.uri}/{REL}/_SUCCESS", "generation": success, "size": 0}
+    assert [f["object"].rsplit("/", 1)[1] for f in report["files"]] == [
+        "part-0.csv",
+        "part-1.csv",
+        "part-2.csv",
+    ]
+    assert report["skipped"] == [".part-0.csv.crc"]
+
+
+def test_text_output(run: Run, world: World, batch_dir: Path) -> None:
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}")
+    assert result.exit_code == 0, result.output
+    assert f"uploaded 3 files (50 bytes) to {world.uri}/{REL}/" in result.stdout
+    assert f"wrote {world.uri}/{REL}/_SUCCESS last" in result.stdout
+
+
+def nothing_under(world: World) -> bool:
+    return world.store.list_objects(world.table.batch_folder(REL)) == []
+
+
+def test_refuses_a_success_file_in_the_folder(run: Run, world: World, batch_dir: Path) -> None:
+    (batch_dir / "_SUCCESS").write_text("")
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert "is named like the success marker" in one_error_line(result)
+    assert nothing_under(world)
+
+
+def test_refuses_an_empty_folder(run: Run, world: World, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / ".hidden").write_text("x")
+    result = run("put", str(empty), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert "holds no data file to upload" in one_error_line(result)
+    assert nothing_under(world)
+
+
+def test_refuses_a_missing_folder_and_subfolders(run: Run, world: World, batch_dir: Path) -> None:
+    result = run("put", str(batch_dir / "nope"), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert "is not a folder" in one_error_line(result)
+    (batch_dir / "nested").mkdir()
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert "is a folder" in one_error_line(result)
+    assert nothing_under(world)
+
+
+def test_refuses_a_destination_turnstile_would_reject(run: Run, world: World, batch_dir: Path) -> None:
+    result = run("put", str(batch_dir), f"gs://{world.store.bucket}/sales/bad-name/2024")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "would be rejected" in line and "'bad-name' is not allowed" in line
+    world.store.write("sales/orders/_config/load.json", b'{"mode": "upsert"}')
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert "key 'mode'" in one_error_line(result)
+    assert nothing_under(world)
+
+
+def test_refuses_an_existing_batch_unless_forced(run: Run, world: World, batch_dir: Path) -> None:
+    first = world.upload(REL)
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert "already holds objects" in one_error_line(result)
+    forced = run("put", str(batch_dir), f"{world.uri}/{REL}", "--force", "-o", "json")
+    assert forced.exit_code == 0, forced.output
+    assert json.loads(forced.stdout)["success"]["generation"] > first

@@ -1,0 +1,195 @@
+"""`turnstile status`: per-table health from the state objects, as text and as JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.conftest import Run, World, one_error_line
+from turnstile.local.stackinfo import StackInfo
+from turnstile.ops import status as status_ops
+from turnstile.paths import claim_name
+from turnstile.records import Claim, ClaimState
+
+HOURS = [f"incremental/2024/05/01/{h:02d}" for h in range(13, 16)]
+
+
+def blocked(world: World) -> dict[str, int]:
+    """sales.orders: 12 applied, 13 failed, 14 and 15 queued behind it; web.clicks: unordered, idle."""
+    world.store.write("sales/orders/_config/ORDERME", b"")
+    generations = {rel: world.queue(rel) for rel in HOURS}
+    world.result("incremental/2024/05/01/12", 7)
+    world.fail(HOURS[0], position="incremental/2024/05/01/12")
+    world.store.write("web/clicks/$20240501/part-0.csv", b"id\n1\n")
+    world.store.write("web/clicks/$20240501/_SUCCESS", b"")
+    return generations
+
+
+def table_json(run: Run, name: str, *args: str) -> dict[str, Any]:
+    result = run("status", *args, "--output", "json")
+    found = {t["table"]: t for t in json.loads(result.stdout)["tables"]}
+    return found[name]
+
+
+def test_text_shows_the_blocked_table_its_error_and_the_unlock_command(
+    run: Run, world: World, stack: StackInfo
+) -> None:
+    blocked(world)
+    result = run("status")
+    assert result.exit_code == 1, result.output  # a BLOCKED table is a problem found
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"gs://{world.store.bucket} on the local stack at {stack.storage_url}"
+    header = lines[1].split()
+    assert header[:4] == ["TABLE", "HEALTH", "ORDERED", "BACKLOG"]
+    orders = next(line for line in lines if line.startswith("sales.orders "))
+    assert orders.split()[:7] == ["sales.orders", "BLOCKED", "yes", "3", HOURS[0], "FAILED", world_job()]
+    assert "incremental/2024/05/01/12" in orders  # last applied
+    clicks = next(line for line in lines if line.startswith("web.clicks "))
+    assert clicks.split()[:6] == ["web.clicks", "IDLE", "no", "0", "-", "FREE"]
+    text = result.stdout
+    assert f"sales.orders is BLOCKED at batch '{HOURS[0]}'" in text
+    assert "error:  column 'amount' not found" in text
+    assert f"turnstile unlock {world.uri}" in text
+    assert result.stderr == ""
+
+
+def world_job() -> str:
+    return "turnstile-sales-orders-0123456789abcdef"
+
+
+def test_json_has_every_field_scripts_need(run: Run, world: World) -> None:
+    generations = blocked(world)
+    orders = table_json(run, "sales.orders")
+    assert orders["health"] == "BLOCKED"
+    assert orders["uri"] == world.uri
+    assert orders["ordered"] is True
+    assert f"gs://{world.store.bucket}/sales/orders/_config/ORDERME" in orders["ordered_by"]
+    assert (orders["backlog_depth"], orders["backlog_capped"], orders["backlog_head"]) == (3, False, HOURS[0])
+    lock = orders["lock"]
+    assert isinstance(lock, dict)
+    assert lock["state"] == "FAILED"
+    assert lock["generation"] == world.lock_generation()
+    assert lock["job_id"] == world_job()
+    assert lock["covers"] == [HOURS[0]]
+    assert lock["error"] == "column 'amount' not found"
+    assert lock["unlock_command"] == f"turnstile unlock {world.uri} [--skip-head]"
+    assert 0 <= lock["age_seconds"] < 60
+    subscriber = orders["subscriber"]
+    assert isinstance(subscriber, dict)
+    assert subscriber["state"] == "pending" and subscriber["live"] is True  # _BACKFILL, event not handled yet
+    assert orders["last_applied"] == "incremental/2024/05/01/12"
+    last = orders["last_result"]
+    assert isinstance(last, dict)
+    assert (last["rel"], last["success_generation"], last["outcome"]) == (
+        "incremental/2024/05/01/12",
+        7,
+        "COMMITTED",
+    )
+    assert orders["gate"] is None
+    clicks = table_json(run, "web.clicks")
+    assert clicks["health"] == "IDLE" and clicks["ordered"] is False
+    assert clicks["lock"]["generation"] == 0
+    assert generations  # the pointers were really written by the publisher
+
+
+def test_a_long_backlog_is_counted_up_to_a_cap(
+    run: Run, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(status_ops, "BACKLOG_CAP", 3)
+    for hour in range(10, 15):
+        world.queue(f"incremental/2024/05/01/{hour}")
+    orders = table_json(run, "sales.orders")
+    assert (orders["backlog_depth"], orders["backlog_capped"]) == (3, True)
+    assert orders["backlog_head"] == "incremental/2024/05/01/10"
+    line = next(line for line in run("status").stdout.splitlines() if line.startswith("sales.orders"))
+    assert line.split()[3] == "3+"
+
+
+def test_subscriber_states_follow_the_backfill_claim(run: Run, world: World) -> None:
+    world.queue(HOURS[0])
+    backfill = world.store.stat(world.table.backfill)
+    assert backfill is not None
+    claim = claim_name(world.table.backfill, backfill.generation)
+    now = datetime.now(UTC)
+    running = Claim(state=ClaimState.IN_PROGRESS, owner="inv-1", expires_at=now + timedelta(minutes=5))
+    world.store.write(claim, running.encode())
+    orders = table_json(run, "sales.orders")
+    assert orders["health"] == "QUEUED"
+    assert orders["subscriber"] == {
+        "state": "running",
+        "live": True,
+        "backfill_generation": backfill.generation,
+        "backfill_age_seconds": orders["subscriber"]["backfill_age_seconds"],
+        "claim_owner": "inv-1",
+        "claim_expires_at": running.expires_at.isoformat(),
+    }
+    world.store.write(claim, running.model_copy(update={"expires_at": now - timedelta(seconds=1)}).encode())
+    orders = table_json(run, "sales.orders")
+    assert orders["subscriber"]["state"] == "abandoned"
+    assert orders["health"] == "STALLED"
+    world.store.write(claim, running.model_copy(update={"state": ClaimState.DONE}).encode())
+    assert table_json(run, "sales.orders")["subscriber"]["state"] == "stopped"
+    text = run("status").stdout
+    assert f"turnstile resume {world.uri}" in text
+    world.store.remove(world.table.backfill)
+    orders = table_json(run, "sales.orders")
+    assert (orders["subscriber"]["state"], orders["health"]) == ("idle", "STALLED")
+
+
+def test_gate_file(run: Run, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("START_BACKFILL_FILENAME", "_HISTORYDONE")
+    world.store.write(f"{world.table.batch_folder('historical/2023')}_SUCCESS", b"")
+    world.store.write(world.table.pointer("historical/2023"), b"{}")  # queued while the gate is shut
+    orders = table_json(run, "sales.orders")
+    gate = f"{world.uri}/_HISTORYDONE"
+    assert (orders["health"], orders["gate"], orders["gate_present"]) == ("GATED", gate, False)
+    assert f"holds its backlog until {gate} exists" in run("status").stdout
+    world.store.write(f"{world.table.prefix}/_HISTORYDONE", b"")
+    assert table_json(run, "sales.orders")["gate_present"] is True
+
+
+def test_a_prefix_narrows_to_a_dataset_or_one_table(run: Run, world: World) -> None:
+    blocked(world)
+    world.store.write("sales/refunds/2024/_SUCCESS", b"")
+    bucket = world.store.bucket
+    dataset = json.loads(run("status", f"gs://{bucket}/sales", "-o", "json").stdout)
+    assert [t["table"] for t in dataset["tables"]] == ["sales.orders", "sales.refunds"]
+    one = json.loads(run("status", f"gs://{bucket}/web/clicks", "-o", "json").stdout)
+    assert [t["table"] for t in one["tables"]] == ["web.clicks"]
+    result = run("status", f"gs://{bucket}/web/clicks")
+    assert result.exit_code == 0  # that table is fine
+
+
+def test_empty_bucket(run: Run, world: World) -> None:
+    result = run("status")
+    assert result.exit_code == 0
+    assert "no tables under" in result.stdout
+    assert json.loads(run("status", "-o", "json").stdout)["tables"] == []
+    del world
+
+
+def test_without_a_stack_a_bucket_is_needed(
+    run: Run, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TURNSTILE_HOME", str(tmp_path))  # no stack.json there
+    result = run("status")
+    assert result.exit_code == 2
+    assert "no bucket given and no local stack" in one_error_line(result)
+
+
+def test_unknown_bucket_is_one_error_line(run: Run, world: World) -> None:
+    result = run("status", "gs://no-such-bucket-here")
+    assert result.exit_code == 1
+    line = one_error_line(result)
+    assert "no-such-bucket-here" in line and "check the bucket name" in line
+    del world
+
+
+def test_a_bad_uri_is_a_usage_error(run: Run) -> None:
+    result = run("status", "s3://nope")
+    assert result.exit_code == 2
+    assert "is not a gs://BUCKET[/PATH] URI" in one_error_line(result)

@@ -1,0 +1,171 @@
+"""`turnstile unlock` and `turnstile resume`: a FAILED lock released only when confirmed and unchanged."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.conftest import Run, World, one_error_line
+from turnstile import cli
+from turnstile.records import Lock, LockState
+
+HEAD = "incremental/2024/05/01/13"
+NEXT = "incremental/2024/05/01/14"
+
+
+@pytest.fixture
+def failed(world: World) -> World:
+    world.queue(HEAD)
+    world.queue(NEXT)
+    world.fail(HEAD, position="incremental/2024/05/01/12")
+    return world
+
+
+def lock_of(world: World) -> Lock:
+    found = world.store.read(world.table.lock)
+    assert found is not None
+    return Lock.decode(found.data, found.name)
+
+
+def backfill_generation(world: World) -> int | None:
+    found = world.store.stat(world.table.backfill)
+    return None if found is None else found.generation
+
+
+def test_without_yes_and_without_a_terminal_it_refuses(run: Run, failed: World) -> None:
+    before = failed.lock_generation()
+    result = run("unlock", failed.uri)
+    assert result.exit_code == 2
+    assert "pass --yes" in one_error_line(result)
+    assert failed.lock_generation() == before
+    assert lock_of(failed).state is LockState.FAILED
+    assert f"failed batch     {HEAD}" in result.stdout  # the lock was shown first
+    assert "column 'amount' not found" in result.stdout
+
+
+def test_yes_releases_the_lock_retries_the_batch_and_restarts_the_subscriber(run: Run, failed: World) -> None:
+    pointer = failed.store.stat(failed.table.pointer(HEAD))
+    assert pointer is not None
+    backfill_before = backfill_generation(failed)
+    result = run("unlock", failed.uri, "--yes")
+    assert result.exit_code == 0, result.output
+    lock = lock_of(failed)
+    assert lock.state is LockState.FREE
+    assert lock.position == "incremental/2024/05/01/12"  # the failed batch is still to apply
+    assert lock.allow_late == pointer.name
+    still = failed.store.stat(failed.table.pointer(HEAD))
+    assert still is not None and still.generation == pointer.generation
+    assert backfill_generation(failed) not in (None, backfill_before)
+    out = result.stdout
+    assert f"released the FAILED lock of {failed.uri}" in out
+    assert f"batch '{HEAD}' will be applied again" in out
+    assert "restarted the subscriber" in out
+
+
+def test_skip_head_drops_the_pointer(run: Run, failed: World) -> None:
+    result = run("unlock", failed.uri, "--yes", "--skip-head", "--output", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report == {
+        "table": failed.uri,
+        "released": True,
+        "lock_generation": report["lock_generation"],
+        "failed_rel": HEAD,
+        "job_id": "turnstile-sales-orders-0123456789abcdef",
+        "skip_head": True,
+        "dropped_pointer": failed.table.pointer(HEAD),
+        "batch_retried": False,
+        "subscriber_restarted": True,
+    }
+    assert failed.store.stat(failed.table.pointer(HEAD)) is None
+    assert failed.store.stat(failed.table.pointer(NEXT)) is not None
+    lock = lock_of(failed)
+    assert (lock.state, lock.position) == (LockState.FREE, HEAD)
+
+
+def test_skip_head_text(run: Run, failed: World) -> None:
+    result = run("unlock", failed.uri, "--yes", "--skip-head")
+    assert result.exit_code == 0
+    assert f"dropped the pointer of batch '{HEAD}'" in result.stdout
+
+
+def test_a_lock_changed_since_it_was_shown_is_not_released(
+    run: Run, failed: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator reads the lock, and while they confirm, something rewrites it."""
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+
+    def confirm_while_it_changes(question: str) -> bool:
+        assert failed.uri in question
+        failed.fail(HEAD, error="a different failure", position="incremental/2024/05/01/12")
+        return True
+
+    monkeypatch.setattr(cli, "_confirm", confirm_while_it_changes)
+    result = run("unlock", failed.uri)
+    assert result.exit_code == 2
+    assert "changed since it was read" in one_error_line(result)
+    lock = lock_of(failed)
+    assert (lock.state, lock.error) == (LockState.FAILED, "a different failure")
+    assert failed.store.stat(failed.table.pointer(HEAD)) is not None
+
+
+def test_expect_generation_from_status_json(run: Run, failed: World) -> None:
+    shown = json.loads(run("status", failed.uri, "-o", "json").stdout)["tables"][0]["lock"]["generation"]
+    failed.fail(HEAD, error="rewritten", position="incremental/2024/05/01/12")
+    result = run("unlock", failed.uri, "--yes", "--expect-generation", str(shown))
+    assert result.exit_code == 2
+    assert f"not {shown}: it changed since it was read" in one_error_line(result)
+    assert lock_of(failed).state is LockState.FAILED
+    current = failed.lock_generation()
+    assert run("unlock", failed.uri, "--yes", "--expect-generation", str(current)).exit_code == 0
+    assert lock_of(failed).state is LockState.FREE
+
+
+def test_confirmation_declined(run: Run, failed: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    result = run("unlock", failed.uri, input="n\n")
+    assert result.exit_code == 2
+    prompt, _, error = result.stderr.partition("[y/N]:")  # the prompt goes to stderr, not stdout
+    assert prompt == f"unlock {failed.uri}? "
+    assert error.strip() == "error: not confirmed; the lock was left as it is"
+    assert "[y/N]" not in result.stdout
+    assert lock_of(failed).state is LockState.FAILED
+
+
+def test_confirmation_accepted(run: Run, failed: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    result = run("unlock", failed.uri, input="y\n")
+    assert result.exit_code == 0, result.output
+    assert lock_of(failed).state is LockState.FREE
+
+
+def test_a_lock_that_is_not_failed_is_refused(run: Run, world: World) -> None:
+    world.queue(HEAD)
+    result = run("unlock", world.uri, "--yes")
+    assert result.exit_code == 2
+    assert "the lock is FREE, not FAILED" in one_error_line(result)
+
+
+def test_unlock_needs_a_table(run: Run, world: World) -> None:
+    result = run("unlock", f"gs://{world.store.bucket}/sales", "--yes")
+    assert result.exit_code == 2
+    assert "does not name a table" in one_error_line(result)
+
+
+def test_resume_writes_a_new_backfill(run: Run, world: World) -> None:
+    result = run("resume", world.uri, "-o", "json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report == {"table": world.uri, "backfill_generation": backfill_generation(world), "lock": "FREE"}
+    again = run("resume", world.uri)
+    assert again.exit_code == 0
+    generation = backfill_generation(world)
+    assert generation is not None and generation > report["backfill_generation"]
+    assert f"_BACKFILL generation {generation}" in again.stdout
+
+
+def test_resume_on_a_blocked_table_says_to_unlock(run: Run, failed: World) -> None:
+    result = run("resume", failed.uri)
+    assert result.exit_code == 0
+    assert f"fix the cause, then run: turnstile unlock {failed.uri}" in result.stdout

@@ -1,0 +1,102 @@
+"""`turnstile validate`: every `_config/` file and batch path checked, nothing applied."""
+
+from __future__ import annotations
+
+import json
+
+from tests.cli.conftest import Run, World
+
+
+def listing(world: World) -> list[tuple[str, int]]:
+    return [(o.name, o.generation) for o in world.store.list_objects("")]
+
+
+def test_a_clean_bucket(run: Run, world: World) -> None:
+    world.store.write("_config/load.json", b'{"format": "csv"}')
+    world.store.write("sales/orders/_config/load.json", b'{"mode": "merge", "merge_keys": ["id"]}')
+    world.store.write("sales/orders/incremental/_config/ORDERME", b"")
+    world.upload("incremental/2024/05/01/13")
+    world.upload("historical/2023")
+    before = listing(world)
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 0, result.output
+    assert "checked 3 _config/ files and 2 batches" in result.stdout
+    assert "no problems found" in result.stdout
+    assert listing(world) == before  # nothing written, nothing claimed
+
+
+def test_a_bad_key_names_its_file_and_the_batches_it_breaks(run: Run, world: World) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"mode": "append", "max_bad_rows": 3}')
+    world.upload("incremental/2024/05/01/13")
+    world.store.write("web/clicks/2024/_SUCCESS", b"")  # not below the bad file: fine
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 1
+    bad = f"gs://{world.store.bucket}/sales/orders/_config/load.json"
+    lines = result.stdout.splitlines()
+    assert "problems (2):" in lines
+    at = lines.index(f"  {bad}")
+    assert "key 'max_bad_rows' is not a known key" in lines[at + 1]
+    assert "max_bad_records" in lines[at + 1]  # the known keys are listed
+    batch = f"gs://{world.store.bucket}/sales/orders/incremental/2024/05/01/13/_SUCCESS"
+    at = lines.index(f"  {batch}")
+    assert (
+        lines[at + 1].strip()
+        == f"cannot be applied: its config cascade includes the invalid {bad} (see above)"
+    )
+    assert "web/clicks" not in result.stdout
+
+
+def test_bad_paths(run: Run, world: World) -> None:
+    world.store.write("sales/bad-name/2024/_SUCCESS", b"")
+    world.store.write("sales/orders/incremental/2024/13/01/_SUCCESS", b"")
+    world.store.write("sales/orders/incremental/2024/05/01/13/_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}/sales", "--output", "json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    problems = {p["object"].rsplit(world.store.bucket + "/", 1)[1]: p["message"] for p in report["problems"]}
+    assert set(problems) == {"sales/bad-name/2024/_SUCCESS", "sales/orders/incremental/2024/13/01/_SUCCESS"}
+    assert "table name 'bad-name' is not allowed" in problems["sales/bad-name/2024/_SUCCESS"]
+    assert "impossible date" in problems["sales/orders/incremental/2024/13/01/_SUCCESS"]
+    assert report["batches"] == 3
+
+
+def test_config_above_the_prefix_counts_and_merged_rules_apply_per_batch(run: Run, world: World) -> None:
+    # A dataset-level merge without keys is fine when every table below adds its keys...
+    world.store.write("sales/_config/load.json", b'{"mode": "merge"}')
+    world.store.write("sales/orders/_config/load.json", b'{"merge_keys": ["id"]}')
+    world.upload("incremental/2024/05/01/13")
+    assert run("validate", f"gs://{world.store.bucket}/sales/orders").exit_code == 0
+    # ...and a problem for the batch of a table that does not.
+    world.store.write("sales/refunds/2024/_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}/sales/refunds", "-o", "json")
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert problem["object"].endswith("sales/refunds/2024/_SUCCESS")
+    assert "mode 'merge' needs merge_keys" in problem["message"]
+    # A bad file at the bucket root is checked even when validating below it.
+    world.store.write("_config/load.json", b"{not json")
+    result = run("validate", f"gs://{world.store.bucket}/sales/orders", "-o", "json")
+    objects = [p["object"] for p in json.loads(result.stdout)["problems"]]
+    assert f"gs://{world.store.bucket}/_config/load.json" in objects
+
+
+def test_warnings_do_not_fail(run: Run, world: World) -> None:
+    world.store.write("sales/orders/_config/load.yaml", b"mode: merge")
+    world.store.write("sales/orders/_config/transform.sql", b"  \n")
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 0
+    assert "warnings (2):" in result.stdout
+    assert "a _config/ folder is read for load.json, transform.sql and ORDERME only" in result.stdout
+    assert "transform.sql is empty" in result.stdout
+
+
+def test_many_batches_with_one_problem_are_summarised(run: Run, world: World) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"format": "xlsx"}')
+    for hour in range(15):
+        world.store.write(f"sales/orders/incremental/2024/05/01/{hour:02d}/_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 1
+    assert "... and 5 more objects with: cannot be applied" in result.stdout
+    assert (
+        len(json.loads(run("validate", f"gs://{world.store.bucket}", "-o", "json").stdout)["problems"]) == 16
+    )

@@ -1,0 +1,225 @@
+"""The deployable artefacts: the function source folder and archive, the job's main file and package
+zip, the Iceberg jars for Dataproc; and that the functions' requirements cover what their code imports."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from turnstile import packaging
+from turnstile.errors import SettingsError
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = ROOT / "shared"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> packaging.Built:
+    return packaging.build(tmp_path_factory.mktemp("build"), with_jars=False)
+
+
+def _python(code: str, cwd: Path, *path: Path) -> subprocess.CompletedProcess[str]:
+    """Run `code` in a fresh interpreter that cannot see shared/ (the editable install), only `path`."""
+    prelude = (
+        "import sys\n"
+        f"sys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(SHARED)!r}]\n"
+        f"sys.path[:0] = {[str(p) for p in path]!r}\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_function_folder_holds_the_entrypoints_and_the_package(built: packaging.Built) -> None:
+    folder = built.function_dir
+    assert (folder / "main.py").read_text() == (ROOT / "functions" / "main.py").read_text()
+    assert (folder / "requirements.txt").read_text() == (ROOT / "functions" / "requirements.txt").read_text()
+    assert (folder / "turnstile" / "entry.py").is_file()
+    assert not list(folder.rglob("__pycache__"))
+
+
+def test_function_archive_is_the_folder(built: packaging.Built) -> None:
+    with zipfile.ZipFile(built.function_zip) as archive:
+        names = set(archive.namelist())
+    on_disk = {
+        p.relative_to(built.function_dir).as_posix() for p in built.function_dir.rglob("*") if p.is_file()
+    }
+    assert names == on_disk
+    assert {"main.py", "requirements.txt", "turnstile/entry.py", "turnstile/settings.py"} <= names
+
+
+def test_function_imports_turnstile_from_its_own_folder(built: packaging.Built) -> None:
+    done = _python(
+        "import main, turnstile.entry\n"
+        "print(turnstile.entry.__file__)\n"
+        "print(callable(main.on_object_finalized), callable(main.sweep))\n",
+        built.function_dir,
+        built.function_dir,
+    )
+    assert done.returncode == 0, done.stderr
+    where, callables = done.stdout.splitlines()
+    assert Path(where).is_relative_to(built.function_dir)
+    assert callables == "True True"
+
+
+def test_job_package_imports_from_the_zip(built: packaging.Built, tmp_path: Path) -> None:
+    done = _python(
+        "import importlib.util, turnstile.settings, turnstile.jobs.execution\n"
+        "print(turnstile.settings.__file__)\n"
+        "print(importlib.util.find_spec('turnstile.spark.applier').origin)\n",
+        tmp_path,
+        built.job_package,
+    )
+    assert done.returncode == 0, done.stderr
+    settings, applier = done.stdout.splitlines()
+    assert settings.startswith(str(built.job_package))
+    assert applier.startswith(str(built.job_package))
+    assert built.job_main.read_text() == packaging.JOB_MAIN.read_text()
+    assert "def main(" in built.job_main.read_text()
+
+
+def test_archives_are_reproducible(built: packaging.Built, tmp_path: Path) -> None:
+    again = packaging.build(tmp_path, with_jars=False)
+    assert again.function_zip.read_bytes() == built.function_zip.read_bytes()
+    assert again.job_package.read_bytes() == built.job_package.read_bytes()
+
+
+def test_deterministic_zip_sorts_and_fixes_times(tmp_path: Path) -> None:
+    (tmp_path / "b.txt").write_text("b")
+    target = packaging.deterministic_zip(
+        [("z/b.txt", tmp_path / "b.txt"), ("a.txt", b"a")], tmp_path / "x.zip"
+    )
+    with zipfile.ZipFile(target) as archive:
+        infos = archive.infolist()
+        assert [i.filename for i in infos] == ["a.txt", "z/b.txt"]
+        assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+        assert archive.read("a.txt") == b"a"
+
+
+# -- the functions' dependencies ----------------------------------------------------------------------
+
+
+def _module_file(module: str) -> Path | None:
+    base = SHARED.joinpath(*module.split("."))
+    for candidate in (base / "__init__.py", base.with_suffix(".py")):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _third_party_imports(start: Path) -> set[str]:
+    """Top-level third-party modules imported by `start` and every turnstile module it reaches."""
+    seen: set[Path] = set()
+    todo = [start]
+    found: set[str] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            for name in names:
+                if name.split(".")[0] == "turnstile":
+                    found_file = _module_file(name)
+                    if found_file is not None:
+                        todo.append(found_file)
+                elif name.split(".")[0] not in sys.stdlib_module_names:
+                    found.add(name.split(".")[0])
+    return found
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _requirement_names(path: Path) -> set[str]:
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {_canonical(Requirement(line).name) for line in lines if line}
+
+
+def _with_dependencies(names: set[str]) -> set[str]:
+    """The distributions and everything they require (as installed here), transitively."""
+    closure: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        if name in closure:
+            continue
+        closure.add(name)
+        try:
+            requires = md.requires(name) or []
+        except md.PackageNotFoundError:
+            continue  # not installed here, so nothing here can import it either
+        for text in requires:
+            requirement = Requirement(text)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(_canonical(requirement.name))
+    return closure
+
+
+def test_function_requirements_cover_what_the_function_imports() -> None:
+    deployed = _requirement_names(ROOT / "functions" / "requirements.txt")
+    available = _with_dependencies(deployed)
+    providers = md.packages_distributions()
+    missing = {}
+    for module in _third_party_imports(ROOT / "functions" / "main.py"):
+        dists = {_canonical(d) for d in providers.get(module, [])}
+        if not dists & available:
+            missing[module] = sorted(dists)
+    assert not missing, f"imported by the function but not in functions/requirements.txt: {missing}"
+
+
+def test_function_requirements_leave_out_spark() -> None:
+    deployed = _with_dependencies(_requirement_names(ROOT / "functions" / "requirements.txt"))
+    assert not {"pyspark", "snowpark-connect-deps-iceberg", "py4j"} & deployed
+
+
+# -- jars ---------------------------------------------------------------------------------------------
+
+
+def test_runtime_jar_matches_the_scala_version() -> None:
+    assert packaging.iceberg_runtime_jar("2.13").name.startswith("iceberg-spark-runtime-3.5_2.13-")
+    assert packaging.iceberg_runtime_jar("2.12").name.startswith("iceberg-spark-runtime-3.5_2.12-")
+    with pytest.raises(SettingsError, match="Scala"):
+        packaging.iceberg_runtime_jar("3")
+
+
+@pytest.mark.skipif(
+    not Path("/usr/share/java/jarjar.jar").is_file(), reason="jarjar (libjarjar-java) missing"
+)
+def test_jars_for_dataproc(tmp_path: Path) -> None:
+    jars = packaging.build_jars(tmp_path)
+    names = sorted(j.name for j in jars)
+    assert len(names) == 2
+    assert any(re.fullmatch(r"iceberg-spark-runtime-3\.5_2\.13-[\d.]+\.jar", n) for n in names)
+    assert any("shaded-jackson" in n for n in names)
+    with zipfile.ZipFile(next(j for j in jars if "shaded-jackson" in j.name)) as jar:
+        assert any(n.startswith("org/apache/iceberg/shaded/com/fasterxml/jackson/") for n in jar.namelist())
+
+
+def test_main_prints_what_it_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert packaging.main([str(tmp_path), "--no-jars"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [
+        str(tmp_path / "function.zip"),
+        str(tmp_path / "job" / "main.py"),
+        str(tmp_path / "job" / "turnstile.zip"),
+    ]
