@@ -732,3 +732,7 @@ app.command("down")(local_commands.down)
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from turnstile.paths import Table
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.operator import unlock
 from turnstile.records import Lock, LockState
+from turnstile.settings import child_environment
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.wiring import job_runner
 
@@ -148,6 +150,11 @@ class Demo:
         self.wait("the orders to catch up", lambda: self.settled("shop/orders", 5))
         say(f"\nall batches applied in {time.monotonic() - self.started:.0f}s\n")
         self.show(info.warehouse, info.catalog)
+        say("$ turnstile status")
+        status = [sys.executable, "-m", "turnstile.cli", "status"]
+        subprocess.run(
+            status, env=child_environment({"TURNSTILE_HOME": info.home, "COLUMNS": "160"}), check=False
+        )
 
     def configure(self) -> None:
         write = self.bucket.write
