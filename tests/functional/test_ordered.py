@@ -15,7 +15,9 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from turnstile.clock import SystemClock
+from turnstile.jobs.execution import execute, read_manifest
 from turnstile.jobs.inline import InlineRunner
+from turnstile.jobs.port import JobState
 from turnstile.paths import Table
 from turnstile.protocol import operator
 from turnstile.protocol.context import Invocation
@@ -462,3 +464,26 @@ def test_the_gate_file_may_arrive_before_the_events_of_the_batches_it_releases(
     assert host.tables.commits[TABLE] == commits_in(generations, batches)
     assert not [r for r in host.log_records() if r.get("event") == "table_blocked"]
     assert_settled(host)
+
+
+def test_a_done_signal_ends_the_job_even_while_the_runner_still_calls_it_running(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """The driver writes its done signal before its process ends (on Dataproc the batch stays
+    RUNNING a while longer): the signal's event must finish the job, not wait for the sweeper."""
+    host = start_host(monkeypatch, gcs_store, ORDERED, synchronous=False)
+    put_all(host, ["01", "02"])
+    host.drain()
+    runner = host.runner
+    assert isinstance(runner, InlineRunner)
+    [job_id] = runner.pending()
+    manifest = host.lock(TABLE).manifest
+    assert manifest is not None
+    execute(
+        host.store, read_manifest(host.store, f"gs://{host.bucket}/{manifest}"), host.tables, SystemClock()
+    )
+    assert runner.status(job_id).state is JobState.PENDING  # type: ignore[union-attr]
+    host.drain()  # the done signal's event
+    assert host.applied(TABLE) == ["01", "02"]
+    assert host.lock(TABLE).state is LockState.FREE
+    assert host.backlog(TABLE) == []

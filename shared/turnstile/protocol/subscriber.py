@@ -11,6 +11,7 @@ from datetime import datetime
 
 from turnstile import logs
 from turnstile.errors import ConfigError, JobError, PathError, PreconditionFailed
+from turnstile.jobs.port import JobState, JobStatus
 from turnstile.paths import ObjectKind, Table, classify
 from turnstile.protocol import publisher
 from turnstile.protocol.context import Invocation
@@ -120,8 +121,16 @@ def run(inv: Invocation, table: Table) -> str:
 
 def _view(inv: Invocation, table: Table, lock: Lock) -> View:
     if lock.state is LockState.RUNNING and lock.job_id:
+        # The job's done signal is its end: the runner may still call it RUNNING for a while
+        # (the driver stopping, Dataproc tearing down), and nothing else would wake us then.
+        done = inv.store.read(table.done_signal(lock.job_id))
+        if done is not None:
+            signal = JobDone.decode(done.data, done.name)
+            state = JobState.SUCCEEDED if signal.succeeded else JobState.FAILED
+            job: JobStatus | None = JobStatus(lock.job_id, state, signal.error)
+            return View(lock=lock, head=(), job=job, outcomes=dict(signal.outcomes))
         job = inv.runner.status(lock.job_id)
-        outcomes = _outcomes(inv, table, lock) if job is not None and job.state.finished else None
+        outcomes = _results(inv, table, lock) if job is not None and job.state.finished else None
         return View(lock=lock, head=(), job=job, outcomes=outcomes)
     if lock.state is LockState.FAILED:
         return View(lock=lock, head=())
@@ -152,12 +161,9 @@ def _pointer(inv: Invocation, found: StoredObject) -> Pointer:
     return Pointer.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
 
 
-def _outcomes(inv: Invocation, table: Table, lock: Lock) -> dict[str, BatchOutcome]:
-    """How each covered batch ended: from the job's done signal, else from per-batch results."""
-    assert lock.job_id is not None
-    done = inv.store.read(table.done_signal(lock.job_id))
-    if done is not None:
-        return dict(JobDone.decode(done.data, done.name).outcomes)
+def _results(inv: Invocation, table: Table, lock: Lock) -> dict[str, BatchOutcome]:
+    """How each covered batch of a job that ended without its done signal (it crashed) ended:
+    from the per-batch result records it wrote before."""
     outcomes = {}
     for covered in lock.covers:
         found = inv.store.read(table.result(covered.rel, covered.success_generation))
