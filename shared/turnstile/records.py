@@ -134,6 +134,8 @@ class BatchResult(Record):
     success_generation: int
     outcome: BatchOutcome
     rows_read: int = 0
+    # Records the commit added (Iceberg's added-records; a copy-on-write MERGE also counts the rows
+    # it rewrote unchanged).
     rows_written: int = 0
     bad_rows: int = 0
     bytes_read: int = 0

@@ -104,37 +104,38 @@ class IcebergApplier:
             "turnstile.position": batch.rel,  # the last applied position, on every commit
         }
         try:
-            written = self._write(table, batch, load, properties)
+            self._write(table, batch, load, properties)
         except BatchFailed:
             raise
         except Exception as exc:
             raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {_first_line(exc)}") from exc
         key = properties[commits.BATCH_KEY]
-        self._ledger.pop(table, None)
-        snapshot = self._committed(table).get(key)
-        if snapshot is None:
+        found = commits.tagged_commit(self._spark, table, key)
+        if found is None:
             raise BatchFailed(
                 f"the commit of {batch.rel!r} to {table} is not tagged with {key}; "
                 "the Iceberg version may not support commit properties"
             )
+        snapshot, written = found
+        self._committed(table)[key] = snapshot
         return written, snapshot, self._time_range(table, load, snapshot)
 
     # --- writing ------------------------------------------------------------------------
-    def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> int:
+    def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> None:
+        """One commit, tagged with `properties`."""
         spark = self._spark
         sql = self._transform(batch, table) if batch.transform_sql else None
         if sql is not None and _DML.match(sql):
             self._ensure_table(table, load, None)
             with commits.commit_properties(spark, properties):
                 spark.sql(sql)
-            return self._added_records(table, properties[commits.BATCH_KEY])
+            return
         frame = spark.sql(sql) if sql is not None else spark.table("batch")
         if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
             raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
         stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
         self._ensure_table(table, load, stored)
         frame = self._fit(table, frame, load, batch)
-        rows = frame.count()
         with commits.commit_properties(spark, properties):
             if load.mode == "append":
                 frame.writeTo(table).append()
@@ -142,7 +143,6 @@ class IcebergApplier:
                 frame.writeTo(table).overwrite(f.lit(True))
             else:
                 self._merge(table, frame, load)
-        return int(rows)
 
     def _transform(self, batch: ManifestBatch, table: str) -> str:
         assert batch.transform_sql is not None
@@ -250,13 +250,6 @@ class IcebergApplier:
                 f"{load.max_bad_records}); they are in gs://{self._bucket}/{name}. Fix the data and "
                 "re-upload, or raise max_bad_records."
             )
-
-    def _added_records(self, table: str, key: str) -> int:
-        rows = self._spark.sql(
-            f"SELECT summary['added-records'] AS n FROM {table}.snapshots "
-            f"WHERE summary['{commits.BATCH_KEY}'] = '{key}'"
-        ).collect()
-        return int(rows[-1]["n"] or 0) if rows else 0
 
     def _time_range(self, table: str, load: LoadConfig, snapshot: int) -> tuple[str | None, str | None]:
         if not load.time_column:

@@ -53,3 +53,21 @@ def committed_batches(spark: Any, table: str) -> dict[str, int]:
         f"WHERE h.is_current_ancestor AND s.summary['{BATCH_KEY}'] IS NOT NULL"
     ).collect()
     return {row["batch"]: int(row["id"]) for row in rows}
+
+
+def tagged_commit(spark: Any, table: str, key: str, depth: int = 64) -> tuple[int, int] | None:
+    """(snapshot id, added records) of the commit tagged `key` among the table's newest current
+    ancestors, read through Iceberg's Java API: no Spark job, unlike a metadata-table query. The
+    walk goes back `depth` snapshots, past commits other writers made meanwhile."""
+    loaded = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded.refresh()
+    snapshot = loaded.currentSnapshot()
+    for _ in range(depth):
+        if snapshot is None:
+            return None
+        summary = snapshot.summary()
+        if summary.get(BATCH_KEY) == key:
+            return int(snapshot.snapshotId()), int(summary.get("added-records") or 0)
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else loaded.snapshot(parent)
+    return None
