@@ -66,6 +66,7 @@ def read(spark: Any, paths: list[str], load: LoadConfig) -> ReadBatch:
     frame = frame.cache()  # Spark refuses queries on the corrupt-record column of an uncached read
     bad = frame.filter(f.col(CORRUPT).isNotNull()).select(CORRUPT)
     rows = frame.filter(f.col(CORRUPT).isNull()).drop(CORRUPT)
-    bad_rows = bad.count()
-    total = frame.count()
+    # Both counts in one pass (it also fills the cache the write then reads from).
+    counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
+    total, bad_rows = int(counted["total"]), int(counted["bad"])
     return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, frame)
