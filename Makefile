@@ -63,3 +63,7 @@ $(CHECKOV_VENV)/.installed: $(CHECKOV_REQUIREMENTS)
 terraform-check: $(INSTALLED) $(CHECKOV_VENV)/.installed ## Offline Terraform checks: terraform fmt -check (embedded Terraform) and checkov
 	$(BIN)/python tests/terraform/tfcheck.py terraform
 	$(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download --compact --quiet
+
+BENCH_ARGS ?=
+bench: setup ## Benchmark against one job per batch, Structured Streaming and a bare loop: bench/results.md
+	$(BIN)/python -m turnstile.bench $(BENCH_ARGS)

@@ -1,0 +1,366 @@
+"""`python -m turnstile.bench [--tables T --batches N --files F --rows R --quick]` (`make bench`).
+
+Runs every contender one after another on this machine, alone, on the same workload, then writes
+`<out>/results.json`, `<out>/results.md` and `<out>/chart.png`. Scratch data goes to `<work>`,
+emptied first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from turnstile.bench import counting, floor, job_cost, machine, report, scale, streaming, verify
+from turnstile.bench.sparkrun import SparkRun, SparkSetup
+from turnstile.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
+from turnstile.bench.workload import Workload
+from turnstile.local import emulator
+from turnstile.local.jars import check_java, ensure_jars
+from turnstile.local.stack import StackOptions
+from turnstile.store.gcs import GcsStore, make_client
+
+BENCH_CATALOG = "bench"
+T = TypeVar("T")
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m turnstile.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", type=int, help="tables (default 2; --quick: 1)")
+    parser.add_argument("--batches", type=int, help="batches per table (default 100; --quick: 3)")
+    parser.add_argument("--files", type=int, help="CSV files per batch (default 2; --quick: 1)")
+    parser.add_argument("--rows", type=int, help="rows per file (default 1000; --quick: 100)")
+    parser.add_argument(
+        "--quick", action="store_true", help="a tiny workload: checks the plumbing in ~1.5 min"
+    )
+    parser.add_argument(
+        "--per-batch-batches",
+        type=int,
+        help="batches per table for one job per batch, whose cost per batch is flat (default 5; --quick: 1)",
+    )
+    parser.add_argument(
+        "--job-cost-batches", type=int, help="batches of the job-overhead figure (default 20)"
+    )
+    parser.add_argument(
+        "--sweep-every",
+        type=float,
+        default=StackOptions.sweep_every,
+        help="the local stack's sweeper period, s (default: the stack's own)",
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench"), help="where the results go")
+    parser.add_argument("--work", type=Path, default=Path("bench/work"), help="scratch folder (emptied)")
+    parser.add_argument("--jars", type=Path, default=Path(".turnstile/jars"), help="local Spark/Iceberg jars")
+    return parser.parse_args(argv)
+
+
+def say(text: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", flush=True)
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        quick = bool(args.quick)
+        self.quick = quick
+        self.workload = Workload(
+            tables=args.tables or (1 if quick else 2),
+            batches=args.batches or (3 if quick else 100),
+            files=args.files or (1 if quick else 2),
+            rows=args.rows or (100 if quick else 1000),
+        )
+        self.per_batch_batches = min(args.per_batch_batches or (1 if quick else 5), self.workload.batches)
+        self.job_cost_batches = args.job_cost_batches or (2 if quick else 20)
+        self.startup_repeats = 0 if quick else 2  # quick: (b)'s only job is that one-batch job
+        # depth, shallow, batches applied, repeats
+        self.deep = (2_000, 10, 100, 3) if quick else (10_000, 10, 1_000, 5)
+        self.many = (20, 2) if quick else (20, 10)  # tables, batches each
+        self.sweep_every = float(args.sweep_every)
+        self.out: Path = args.out
+        self.work: Path = args.work.resolve()
+        self.jars: Path = args.jars
+        self.phases: dict[str, float] = {}
+        self.other_cpu: dict[str, float] = {}  # CPU-seconds other processes used, per phase
+        self.other = machine.OtherLoad()
+        self.results: dict[str, Any] = {}
+
+    def phase(self, name: str, fn: Callable[[], T]) -> T:
+        say(f"{name}...")
+        started, other = time.monotonic(), self.other.seconds()
+        value = fn()
+        self.phases[name] = round(time.monotonic() - started, 1)
+        self.other_cpu[name] = round(self.other.seconds() - other, 1)
+        busy = (
+            f" (other processes used {self.other_cpu[name]:.0f} CPU-s meanwhile)"
+            if self.other_cpu[name] >= 1
+            else ""
+        )
+        say(f"{name}: {self.phases[name]:.0f} s{busy}")
+        return value
+
+    def run(self) -> dict[str, Any]:
+        self.other.start()
+        try:
+            return self._run()
+        finally:
+            self.other.stop()
+
+    def _run(self) -> dict[str, Any]:
+        started = time.monotonic()
+        shutil.rmtree(self.work, ignore_errors=True)
+        self.work.mkdir(parents=True)
+        check_java()
+        jars = ensure_jars(self.jars)
+        say(f"workload: {self.workload.describe()}")
+        counts = self.phase("in-process counts (functions/main.py, exact)", self.count)
+        depth, shallow, applied, repeats = self.deep
+        deep = self.phase(
+            "deep backlog",
+            lambda: scale.deep_backlog(depth, shallow, applied, self.workload.files, repeats=repeats),
+        )
+        many = self.phase("many tables", self.many_tables)
+        stack = TurnstileStack(self.work / "stack", self.sweep_every)
+        self._seed_jars(jars, self.work / "stack" / "jars")
+        self.phase("local stack start", stack.start)
+        try:
+            coalesced = self.phase(
+                "(a) turnstile, coalescing",
+                lambda: stack.run(
+                    label="(a)",
+                    dataset="coalesced",
+                    workload=self.workload,
+                    max_batches_per_job=None,
+                    timeout=3600,
+                    progress=say,
+                ),
+            )
+            per_batch = self.phase(
+                "(b) turnstile, one job per batch",
+                lambda: stack.run(
+                    label="(b)",
+                    dataset="perbatch",
+                    workload=self.workload.prefix(self.per_batch_batches),
+                    max_batches_per_job=1,
+                    timeout=3600,
+                    progress=say,
+                ),
+            )
+            startups = (
+                self.phase("local job start-up", lambda: stack.startup(self.workload, self.startup_repeats))
+                if self.startup_repeats
+                else [{"job_seconds": j.seconds} for j in per_batch.jobs]
+            )
+        finally:
+            stack.stop()
+        setup = SparkSetup(jars, {BENCH_CATALOG: self.work / "warehouse", CATALOG: stack.warehouse})
+        sss = self.phase(
+            "(c) Structured Streaming", lambda: streaming.run(setup, BENCH_CATALOG, self.workload, self.work)
+        )
+        low = self.phase("(d) floor", lambda: floor.run(setup, BENCH_CATALOG, self.workload, self.work))
+        turnstile_tables = coalesced.tables + per_batch.tables
+        cost = self.phase(
+            "job overhead (and reading back (a) and (b))",
+            lambda: job_cost.run(
+                setup,
+                BENCH_CATALOG,
+                self.workload,
+                batches=self.job_cost_batches,
+                work=self.work,
+                verify=turnstile_tables,
+            ),
+        )
+        turnstile_found = cost.result["steps"][0]["tables"]
+        cost_result = cost.result["steps"][-1]
+        self.results = self.assemble(
+            jars=jars,
+            counts=counts,
+            deep=deep,
+            many=many,
+            coalesced=coalesced,
+            per_batch=per_batch,
+            turnstile_found={t: turnstile_found[t] for t in turnstile_tables},
+            startups=startups,
+            sss=sss,
+            low=low,
+            cost=cost_result,
+        )
+        self.phases["total"] = round(time.monotonic() - started, 1)
+        self.results["phases_seconds"] = self.phases
+        self.results["other_processes_cpu_seconds"] = self.other_cpu | {
+            "total": round(self.other.seconds(), 1)
+        }
+        top = sorted(self.other.by_command.items(), key=lambda kv: -kv[1])[:5]
+        self.results["other_processes_top"] = {command: round(seconds, 1) for command, seconds in top}
+        return self.results
+
+    def _seed_jars(self, jars: list[Path], target: Path) -> None:
+        """The stack builds its jars in its home: give it the ones already built (same mtimes)."""
+        target.mkdir(parents=True, exist_ok=True)
+        for jar in jars:
+            if jar.parent.resolve() == self.jars.resolve():
+                shutil.copy2(jar, target / jar.name)
+
+    def count(self) -> dict[str, Any]:
+        server = emulator.start(self.work, backend="memory")
+        try:
+            found = {}
+            for label, dataset, limit in (
+                ("coalesced", "coalesced", None),
+                ("one_job_per_batch", "perbatch", 1),
+            ):
+                server.create_bucket(f"count-{dataset}")
+                store = GcsStore(make_client("local", server.url), f"count-{dataset}")
+                found[label] = counting.run_workload(store, self.workload, dataset, limit)
+            return found
+        finally:
+            server.stop()
+
+    def many_tables(self) -> dict[str, Any]:
+        server = emulator.start(self.work, backend="memory")
+
+        def store_for(name: str) -> GcsStore:
+            server.create_bucket(name)
+            return GcsStore(make_client("local", server.url), name)
+
+        try:
+            return scale.many_tables(store_for, *self.many, self.workload.files)
+        finally:
+            server.stop()
+
+    def assemble(
+        self,
+        *,
+        jars: list[Path],
+        counts: dict[str, Any],
+        deep: dict[str, Any],
+        many: dict[str, Any],
+        coalesced: StackRun,
+        per_batch: StackRun,
+        turnstile_found: dict[str, Any],
+        startups: list[dict[str, float]],
+        sss: SparkRun,
+        low: SparkRun,
+        cost: dict[str, Any],
+    ) -> dict[str, Any]:
+        w = self.workload
+        rows_per_batch = w.files * w.rows
+        contenders: dict[str, Any] = {}
+        violations: dict[str, Any] = {}
+        for key, run in (("coalesced", coalesced), ("one_job_per_batch", per_batch)):
+            found = {t: turnstile_found[t] for t in run.tables}
+            last = max((verify.last_commit_ms(f) or 0) for f in found.values()) / 1000
+            data, tags = verify.Violations(), verify.Violations()
+            for f in found.values():
+                data.add(verify.violations(f, run.workload.batches, rows_per_batch))
+                tags.add(verify.rel_violations(f, run.workload.rels()))
+            contenders[key] = self._contender(
+                run.workload,
+                last - run.gate_opened,
+                len(run.jobs),
+                sum(len(f["commits"]) for f in found.values()),
+            ) | {
+                "cpu_seconds_per_batch": round(run.cpu_seconds / run.workload.total_batches, 3),
+                "run": run.as_dict(),
+            }
+            violations[key] = data.as_dict() | {"from_turnstile_rel": tags.as_dict()}
+        for key, spark_run in (("structured_streaming", sss), ("floor", low)):
+            step = spark_run.result["steps"][-1]
+            found = step["tables"]
+            last = max((verify.last_commit_ms(f) or 0) for f in found.values()) / 1000
+            data = verify.Violations()
+            for f in found.values():
+                data.add(verify.violations(f, w.batches, rows_per_batch))
+            contenders[key] = self._contender(
+                w, last - spark_run.launched_at, 1, sum(len(f["commits"]) for f in found.values())
+            ) | {
+                "session_start_seconds": round(spark_run.result["session_ready"] - spark_run.launched_at, 2),
+                "applied_order_sample": [
+                    [int(s) for s in c["seqs"]] for c in next(iter(found.values()))["commits"][:20]
+                ],
+            }
+            violations[key] = data.as_dict()
+        per = {k: v["seconds_per_batch"] for k, v in contenders.items()}
+        job_total, bare_total = sum(cost["job_seconds"]), sum(cost["bare_seconds"])
+        startup_runs = [s["job_seconds"] for s in startups]
+        startup = statistics.median(startup_runs) - cost["warm_first_batch_seconds"]
+        coalescing = counts["coalesced"]
+        results: dict[str, Any] = {
+            "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "quick": self.quick,
+            "machine": machine.describe(str(jars[0])),
+            "workload": {
+                "tables": w.tables,
+                "batches": w.batches,
+                "files": w.files,
+                "rows": w.rows,
+                "window": w.window,
+                "seed": w.seed,
+                "total_batches": w.total_batches,
+                "total_rows": w.total_rows,
+                "one_job_per_batch_batches_per_table": self.per_batch_batches,
+            },
+            "settings": {"sweep_every_seconds": self.sweep_every, "spark_master": "local[2]"},
+            "speedup_vs_one_job_per_batch": per["one_job_per_batch"] / per["coalesced"],
+            "ratio_vs_structured_streaming": per["coalesced"] / per["structured_streaming"],
+            "ratio_vs_floor": per["coalesced"] / per["floor"],
+            "storage_ops_per_batch": coalescing["storage_ops_per_batch"],
+            "invocations_per_batch": coalescing["invocations_per_batch"],
+            "acting_invocations_per_batch": coalescing["acting_invocations_per_batch"],
+            "invocations_per_batch_without_data_files": coalescing[
+                "invocations_per_batch_without_data_files"
+            ],
+            "function_seconds_per_batch": coalescing["function_seconds_per_batch"],
+            "deep_backlog_ratio": deep["deep_backlog_ratio"],
+            "violations": violations,
+            "job_overhead_ratio": job_total / bare_total,
+            "local_job_startup_seconds": startup,
+            "contenders": contenders,
+            "counting": counts,
+            "scale": {"deep_backlog": deep, "many_tables": many},
+            "job_cost": cost
+            | {
+                "job_rows_per_second": cost["batches"] * cost["rows_per_batch"] / job_total,
+                "bare_rows_per_second": cost["batches"] * cost["rows_per_batch"] / bare_total,
+            },
+            "startup": {
+                "runs_seconds": startup_runs,
+                "warm_first_batch_seconds": cost["warm_first_batch_seconds"],
+                "source": "dedicated one-batch jobs" if self.startup_repeats else "the one-batch jobs of (b)",
+            },
+        }
+        results["targets"] = report.targets(results)
+        return results
+
+    @staticmethod
+    def _contender(workload: Workload, wall: float, applications: int, commits: int) -> dict[str, Any]:
+        return {
+            "batches": workload.total_batches,
+            "rows": workload.total_rows,
+            "wall_seconds": round(wall, 2),
+            "seconds_per_batch": wall / workload.total_batches,
+            "rows_per_second": workload.total_rows / wall,
+            "spark_applications": applications,
+            "commits": commits,
+        }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    bench = Bench(args)
+    results = bench.run()
+    report.write(results, bench.out)
+    say(
+        f"wrote {bench.out / 'results.md'}, results.json and chart.png "
+        f"in {results['phases_seconds']['total']:.0f} s"
+    )
+    for line in report.summary_lines(results):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

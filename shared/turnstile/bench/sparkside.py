@@ -1,0 +1,54 @@
+"""The Spark side of the benchmark: `spark-submit sparkside.py NAME ARGS.json RESULT.json`.
+
+ARGS.json holds a list of steps, each `{"task": ..., ...}`, run in order in one Spark session; the
+result file gets their results in the same order, plus when the session was ready. Tasks:
+`streaming` (contender c), `floor` (contender d), `job_cost` (the job against a bare read-and-append)
+and `verify` (read back what a contender committed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from turnstile.bench import floor, job_cost, streaming, verify
+
+
+def main(argv: list[str]) -> int:
+    _, request, result = argv
+    steps: list[dict[str, Any]] = json.loads(Path(request).read_text())
+    started = time.time()
+    spark = SparkSession.builder.appName("turnstile-bench").getOrCreate()
+    session_ready = time.time()
+    outputs: list[dict[str, Any]] = []
+    try:
+        for step in steps:
+            outputs.append(run_step(spark, step))
+    finally:
+        spark.stop()
+    Path(result).write_text(
+        json.dumps({"steps": outputs, "python_started": started, "session_ready": session_ready})
+    )
+    return 0
+
+
+def run_step(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    task = step["task"]
+    if task == "streaming":
+        return streaming.in_spark(spark, step)
+    if task == "floor":
+        return floor.in_spark(spark, step)
+    if task == "job_cost":
+        return job_cost.in_spark(spark, step)
+    if task == "verify":
+        return {"tables": {table: verify.snapshots(spark, table) for table in step["tables"]}}
+    raise ValueError(f"unknown bench task {task!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

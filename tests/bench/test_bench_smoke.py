@@ -1,0 +1,63 @@
+"""`make bench` end to end on a tiny workload (`--quick`): every contender runs, the files are
+written, and the figures have the keys and the signs they must have."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = (
+    "speedup_vs_one_job_per_batch",
+    "ratio_vs_structured_streaming",
+    "ratio_vs_floor",
+    "storage_ops_per_batch",
+    "invocations_per_batch",
+    "deep_backlog_ratio",
+    "violations",
+    "job_overhead_ratio",
+    "local_job_startup_seconds",
+)
+
+
+def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path]) -> None:
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "turnstile.bench", "--quick", "--out", str(out)]
+    command += ["--work", str(tmp_path / "work"), "--jars", str(iceberg_jars[-1].parent)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    results = json.loads((out / "results.json").read_text())
+    for key in KEYS:
+        assert key in results, key
+    assert (out / "chart.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert "## What missed its target, and why" in (out / "results.md").read_text()
+
+    for key in ("speedup_vs_one_job_per_batch", "ratio_vs_structured_streaming", "ratio_vs_floor"):
+        assert 0.05 < results[key] < 50, (key, results[key])
+    # Turnstile commits every batch once, in order, whatever order they arrived in.
+    for contender in ("coalesced", "one_job_per_batch"):
+        assert results["violations"][contender]["total"] == 0, results["violations"][contender]
+        assert results["violations"][contender]["from_turnstile_rel"]["total"] == 0
+        assert results["counting"][contender]["applied_in_order_once"]
+    # Structured Streaming and the floor committed every batch exactly once, in some order.
+    for contender in ("structured_streaming", "floor"):
+        assert results["violations"][contender]["twice"] == 0
+        assert results["violations"][contender]["missing"] == 0
+    assert results["violations"]["floor"]["out_of_order"] == 0
+    assert 1 <= results["invocations_per_batch"] < 50
+    assert 1 <= results["storage_ops_per_batch"] < 200
+    assert results["acting_invocations_per_batch"] <= results["invocations_per_batch"]
+    assert 0.2 < results["deep_backlog_ratio"] < 5
+    assert 0.5 < results["job_overhead_ratio"] < 50
+    assert 0 < results["local_job_startup_seconds"] < 120
+    wall = {k: v["wall_seconds"] for k, v in results["contenders"].items()}
+    assert all(0 < seconds < 300 for seconds in wall.values()), wall
+    assert results["machine"]["cores"] and results["machine"]["spark"]
+    assert set(results["targets"]) >= set(KEYS) - {"local_job_startup_seconds"}
