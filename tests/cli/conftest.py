@@ -100,7 +100,7 @@ class World:
         """An ordered batch published: uploaded, then its pointer queued as the publisher does."""
         generation = self.upload(rel)
         batch = parse_success(self.store.bucket, f"{self.table.batch_folder(rel)}_SUCCESS")
-        publisher.queue(self.inv, batch, generation)
+        publisher.publish(self.inv, batch, generation)
         return generation
 
     def fail(self, rel: str, *, error: str = "column 'amount' not found", position: str | None = None) -> int:

@@ -274,21 +274,28 @@ def test_write_pointer_recreates_a_pointer_removed_during_the_conflict() -> None
     assert read_pointer(store)[0] == pointer(4)
 
 
-def test_queue_writes_the_pointer_and_starts_a_subscriber() -> None:
+def test_publish_writes_the_pointer_and_starts_a_subscriber() -> None:
     store = MemoryStore("bkt")
     inv = invocation(store)
     batch = parse_success("bkt", BATCH_SUCCESS)
-    publisher.queue(inv, batch, 7)
+    publisher.publish(inv, batch, 7)
     record, _ = read_pointer(store)
     assert record.success == BATCH_SUCCESS
     assert record.success_generation == 7
     assert store.stat("ds/tbl/_BACKFILL") is not None
 
 
-def test_queue_behind_a_closed_gate_only_queues() -> None:
+def test_queue_only_writes_the_pointer() -> None:
+    store = MemoryStore("bkt")
+    publisher.queue(invocation(store), parse_success("bkt", BATCH_SUCCESS), 7)
+    assert read_pointer(store)[0].success_generation == 7
+    assert store.stat("ds/tbl/_BACKFILL") is None  # the subscriber that queued late events runs already
+
+
+def test_publish_behind_a_closed_gate_only_queues() -> None:
     store = MemoryStore("bkt")
     inv = invocation(store, {"START_BACKFILL_FILENAME": "_GO"})
-    publisher.queue(inv, parse_success("bkt", BATCH_SUCCESS), 7)
+    publisher.publish(inv, parse_success("bkt", BATCH_SUCCESS), 7)
     assert read_pointer(store)[0].success_generation == 7
     assert store.stat("ds/tbl/_BACKFILL") is None
 

@@ -35,7 +35,6 @@ def queue(inv: Invocation, batch: Batch, success_generation: int) -> None:
         "batch queued",
         extra={"table": batch.table.prefix, "rel": batch.rel, "generation": success_generation},
     )
-    ensure_subscriber(inv, batch.table)
 
 
 def _write_pointer(inv: Invocation, name: str, record: Pointer) -> None:
