@@ -3,11 +3,11 @@
 The local stack's function host is another process, so the counts come from a run of the same
 workload through the same entrypoint, functions/main.py under functions-framework (a CloudEvent per
 finalized object, as Eventarc sends them; an answer of 500 is delivered again), in this process:
-the bucket is wrapped by `CountingStore`, which counts every operation at the store port by kind,
-by who made it (upstream, the function, the job) and by the call site in turnstile that made it, and
-turns every finalized write into a queued event; the jobs run in process (`InlineRunner`, bucket
-side of the real job: manifest, result records, done signal) between deliveries, never inside an
-invocation, so function-seconds are the invocations' own time.
+the bucket is wrapped by `counting_store` (a `RecordingStore`), which counts every operation at
+the store port by kind, by who made it (upstream, the function, the job) and by the call site in
+turnstile that made it, and turns every finalized write into a queued event; the jobs run in
+process (`InlineRunner`, bucket side of the real job: manifest, result records, done signal)
+between deliveries, never inside an invocation, so function-seconds are the invocations' own time.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from functions_framework import create_app
 
 from turnstile import logs, wiring
 from turnstile.bench.workload import GATE, SCHEMA, SUCCESS, Workload
-from turnstile.errors import PreconditionFailed
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import cloud_event
 from turnstile.local.stack import functions_source
 from turnstile.paths import classify
 from turnstile.settings import Settings
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ObjectStore
+from turnstile.store.recording import RecordingStore
 
 Key = tuple[str, str, str, str]  # who (upstream, function, job), event kind, operation, call site
 
@@ -93,79 +93,16 @@ class Ledger:
         return found
 
 
-class CountingStore:
-    """`ObjectStore` decorator: counts each operation and queues the event of each finalized write."""
+def counting_store(
+    inner: ObjectStore, who: str, ledger: Ledger, on_finalized: Callable[[str, int], None]
+) -> RecordingStore:
+    """The store port as one party (`who`) sees it: every operation counted in `ledger` with its
+    call site, every finalized write queued as an event."""
 
-    def __init__(
-        self, inner: ObjectStore, who: str, ledger: Ledger, on_finalized: Callable[[str, int], None]
-    ) -> None:
-        self.inner = inner
-        self._who = who
-        self._ledger = ledger
-        self._on_finalized = on_finalized
+    def count(op: str, conflict: bool) -> None:
+        ledger.count(who, op, call_site(), conflict=conflict)
 
-    @property
-    def bucket(self) -> str:
-        return self.inner.bucket
-
-    def _count(self, op: str, conflict: bool = False) -> None:
-        self._ledger.count(self._who, op, call_site(), conflict=conflict)
-
-    def _write(self, op: str, name: str, fn: Callable[[], int]) -> int:
-        try:
-            generation = fn()
-        except PreconditionFailed:
-            self._ledger.count(self._who, op, call_site(), conflict=True)
-            raise
-        self._ledger.count(self._who, op, call_site())
-        self._on_finalized(name, generation)
-        return generation
-
-    def read(self, name: str) -> StoredObject | None:
-        self._count("read")
-        return self.inner.read(name)
-
-    def stat(self, name: str) -> ObjectInfo | None:
-        self._count("stat")
-        return self.inner.stat(name)
-
-    def create(self, name: str, data: bytes) -> int:
-        return self._write("create", name, lambda: self.inner.create(name, data))
-
-    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
-        return self._write(
-            "replace", name, lambda: self.inner.replace(name, data, if_generation=if_generation)
-        )
-
-    def write(self, name: str, data: bytes) -> int:
-        return self._write("write", name, lambda: self.inner.write(name, data))
-
-    def delete(self, name: str, *, if_generation: int) -> None:
-        try:
-            self.inner.delete(name, if_generation=if_generation)
-        except PreconditionFailed:
-            self._count("delete", conflict=True)
-            raise
-        self._count("delete")
-
-    def remove(self, name: str) -> bool:
-        self._count("remove")
-        return self.inner.remove(name)
-
-    def list_objects(
-        self,
-        prefix: str,
-        *,
-        start_offset: str | None = None,
-        end_offset: str | None = None,
-        limit: int | None = None,
-    ) -> list[ObjectInfo]:
-        self._count("list")
-        return self.inner.list_objects(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
-
-    def list_folders(self, prefix: str) -> list[str]:
-        self._count("list")
-        return self.inner.list_folders(prefix)
+    return RecordingStore(inner, on_finalized, on_operation=count)
 
 
 @dataclass
@@ -190,9 +127,9 @@ class FunctionHost:
     log: io.StringIO = field(default_factory=io.StringIO)
 
     def __post_init__(self) -> None:
-        self.upstream = CountingStore(self.inner, "upstream", self.ledger, self._queue)
-        self.function_store = CountingStore(self.inner, "function", self.ledger, self._queue)
-        self.job_store = CountingStore(self.inner, "job", self.ledger, self._queue)
+        self.upstream = counting_store(self.inner, "upstream", self.ledger, self._queue)
+        self.function_store = counting_store(self.inner, "function", self.ledger, self._queue)
+        self.job_store = counting_store(self.inner, "job", self.ledger, self._queue)
         self.runner = InlineRunner(self.job_store, self.tables, synchronous=False)
         self._app: Any = None
         self._lock = threading.Lock()

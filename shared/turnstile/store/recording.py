@@ -2,7 +2,7 @@
 
 Writes are what fire `object.finalized` events, so the recorded (name, generation) pairs are the
 events a bucket would emit; the counts are the storage-operation cost figure of the benchmarks.
-Used by the local event bridge, the simulation and the tests.
+Used by the local event bridge, the simulation, the benchmark and the tests.
 """
 
 from __future__ import annotations
@@ -11,27 +11,49 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
+from turnstile.errors import PreconditionFailed
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
 
 Listener = Callable[[str, int], None]
+OperationHook = Callable[[str, bool], None]  # (operation, its precondition failed)
 
 
 class RecordingStore:
-    def __init__(self, inner: ObjectStore, on_finalized: Listener | None = None) -> None:
+    def __init__(
+        self,
+        inner: ObjectStore,
+        on_finalized: Listener | None = None,
+        *,
+        on_operation: OperationHook | None = None,
+    ) -> None:
         self.inner = inner
         self.ops: Counter[str] = Counter()
         self._on_finalized = on_finalized
+        self._on_operation = on_operation
         self._lock = threading.Lock()
 
     @property
     def bucket(self) -> str:
         return self.inner.bucket
 
-    def _count(self, op: str) -> None:
+    def _count(self, op: str, conflict: bool = False) -> None:
         with self._lock:
             self.ops[op] += 1
+        if self._on_operation is not None:
+            self._on_operation(op, conflict)
 
-    def _finalized(self, name: str, generation: int) -> int:
+    def _conditional(self, op: str, action: Callable[[], int | None]) -> int | None:
+        try:
+            result = action()
+        except PreconditionFailed:
+            self._count(op, conflict=True)
+            raise
+        self._count(op)
+        return result
+
+    def _landed(self, op: str, name: str, write: Callable[[], int]) -> int:
+        generation = self._conditional(op, write)
+        assert generation is not None
         if self._on_finalized is not None:
             self._on_finalized(name, generation)
         return generation
@@ -45,20 +67,18 @@ class RecordingStore:
         return self.inner.stat(name)
 
     def create(self, name: str, data: bytes) -> int:
-        self._count("create")
-        return self._finalized(name, self.inner.create(name, data))
+        return self._landed("create", name, lambda: self.inner.create(name, data))
 
     def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
-        self._count("replace")
-        return self._finalized(name, self.inner.replace(name, data, if_generation=if_generation))
+        return self._landed(
+            "replace", name, lambda: self.inner.replace(name, data, if_generation=if_generation)
+        )
 
     def write(self, name: str, data: bytes) -> int:
-        self._count("write")
-        return self._finalized(name, self.inner.write(name, data))
+        return self._landed("write", name, lambda: self.inner.write(name, data))
 
     def delete(self, name: str, *, if_generation: int) -> None:
-        self._count("delete")
-        self.inner.delete(name, if_generation=if_generation)
+        self._conditional("delete", lambda: self.inner.delete(name, if_generation=if_generation))
 
     def remove(self, name: str) -> bool:
         self._count("remove")
