@@ -15,12 +15,10 @@ from cloudevents.conversion import to_binary, to_structured
 from cloudevents.http import CloudEvent
 
 from tests.functional.harness import EVENT_TYPE, Host, cloud_event, start_host
+from tests.functional.scenario import ORDERED, TABLE
 from turnstile import entry
 from turnstile.records import LockState
 from turnstile.store.gcs import GcsStore
-
-TABLE = "ds/tbl"
-ORDERED = {"ORDER_PER_TABLE": "true"}
 
 IGNORED = [
     f"{TABLE}/2024/05/01/13/part-0.csv",  # a data file

@@ -9,48 +9,20 @@ order.
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
 from tests.functional.harness import Host, start_host
+from tests.functional.scenario import ORDERED, TABLE, commits_in, has_backfill, invocation, put_all, table
 from turnstile import wiring
-from turnstile.clock import SystemClock
 from turnstile.errors import JobServiceUnavailable
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobStatus
-from turnstile.paths import Table
 from turnstile.protocol import operator
-from turnstile.protocol.context import Invocation
 from turnstile.protocol.operator import UnlockRefused
 from turnstile.records import LockState
-from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
-
-TABLE = "ds/tbl"
-ORDERED = {"ORDER_PER_TABLE": "true"}
-
-
-def invocation(host: Host) -> Invocation:
-    clock = SystemClock()
-    return Invocation(host.store, host.runner, Settings.from_env(), clock, uuid.uuid4().hex, clock.now())
-
-
-def table(host: Host) -> Table:
-    return Table(host.bucket, TABLE, "ds", "tbl")
-
-
-def has_backfill(host: Host) -> bool:
-    return host.store.inner.stat(f"{TABLE}/_BACKFILL") is not None
-
-
-def put_all(host: Host, batches: list[str]) -> dict[str, int]:
-    return {rel: host.put_batch(f"{TABLE}/{rel}") for rel in batches}
-
-
-def commits_in(generations: dict[str, int], order: list[str]) -> list[tuple[str, int]]:
-    return [(rel, generations[rel]) for rel in order]
 
 
 def records(host: Host, event: str) -> list[dict[str, object]]:

@@ -9,35 +9,20 @@ from __future__ import annotations
 
 import json
 import random
-import uuid
 
 import pytest
 
 from tests.functional.harness import Host, start_host
+from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile.clock import SystemClock
 from turnstile.jobs.execution import execute, read_manifest
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState
-from turnstile.paths import Table
 from turnstile.protocol import operator
-from turnstile.protocol.context import Invocation
 from turnstile.records import LockState
-from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectInfo
-
-TABLE = "ds/tbl"
-ORDERED = {"ORDER_PER_TABLE": "true"}
-
-
-def invocation(host: Host) -> Invocation:
-    clock = SystemClock()
-    return Invocation(host.store, host.runner, Settings.from_env(), clock, uuid.uuid4().hex, clock.now())
-
-
-def table(host: Host) -> Table:
-    return Table(host.bucket, TABLE, "ds", "tbl")
 
 
 def backfill(host: Host) -> ObjectInfo | None:
@@ -46,15 +31,6 @@ def backfill(host: Host) -> ObjectInfo | None:
 
 def rels(prefix: str, count: int) -> list[str]:
     return [f"{prefix}{i:02d}" for i in range(1, count + 1)]
-
-
-def put_all(host: Host, batches: list[str]) -> dict[str, int]:
-    """Upload each batch (data, then `_SUCCESS`); return rel -> `_SUCCESS` generation."""
-    return {rel: host.put_batch(f"{TABLE}/{rel}") for rel in batches}
-
-
-def commits_in(generations: dict[str, int], order: list[str]) -> list[tuple[str, int]]:
-    return [(rel, generations[rel]) for rel in order]
 
 
 def events_for(host: Host, suffix: str) -> list[tuple[str, int]]:

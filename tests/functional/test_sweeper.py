@@ -8,7 +8,6 @@ delete claims nobody needs any more.
 from __future__ import annotations
 
 import json
-import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,21 +15,18 @@ import pytest
 from functions_framework import create_app
 
 from tests.functional.harness import ROOT, Host, start_host
+from tests.functional.scenario import ORDERED, TABLE, commits_in, has_backfill, invocation, put_all, table
 from turnstile import wiring
-from turnstile.clock import Clock, SystemClock
+from turnstile.clock import SystemClock
 from turnstile.errors import JobServiceUnavailable
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.paths import Table
 from turnstile.protocol import operator, sweeper
-from turnstile.protocol.context import Invocation
 from turnstile.records import LockState
 from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
-
-TABLE = "ds/tbl"
-ORDERED = {"ORDER_PER_TABLE": "true"}
 
 
 class ManualClock:
@@ -44,27 +40,6 @@ class ManualClock:
 
     def sleep(self, seconds: float) -> None:
         self.current += timedelta(seconds=seconds)
-
-
-def invocation(host: Host, clock: Clock | None = None) -> Invocation:
-    clock = clock or SystemClock()
-    return Invocation(host.store, host.runner, Settings.from_env(), clock, uuid.uuid4().hex, clock.now())
-
-
-def table(host: Host) -> Table:
-    return Table(host.bucket, TABLE, "ds", "tbl")
-
-
-def has_backfill(host: Host) -> bool:
-    return host.store.inner.stat(f"{TABLE}/_BACKFILL") is not None
-
-
-def put_all(host: Host, batches: list[str]) -> dict[str, int]:
-    return {rel: host.put_batch(f"{TABLE}/{rel}") for rel in batches}
-
-
-def commits_in(generations: dict[str, int], order: list[str]) -> list[tuple[str, int]]:
-    return [(rel, generations[rel]) for rel in order]
 
 
 def drop_done_signals(host: Host) -> list[tuple[str, int]]:
