@@ -45,8 +45,8 @@ from turnstile.ops import validate as validate_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, Refused
 from turnstile.paths import LOCK, Table, parse_gs_uri, table_of_state_object
 from turnstile.protocol import operator
+from turnstile.protocol.lock import read as read_lock
 from turnstile.protocol.operator import UnlockRefused
-from turnstile.protocol.subscriber import read_lock
 from turnstile.records import Lock, LockState
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
@@ -283,7 +283,7 @@ def status_command(
     inv = session.invocation(target.store(bucket), target.settings)
     cache: dict[str, bool] = {}
     found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
-    problems = any(s.health in status_ops.Health.PROBLEMS for s in found)
+    problems = any(s.health.is_problem for s in found)
     where = f"gs://{bucket}/{prefix}".rstrip("/")
     if output is Output.json:
         tables = [s.to_json() for s in found]

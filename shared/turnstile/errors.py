@@ -41,6 +41,11 @@ class ConfigError(TurnstileError, Terminal):
     """A `_config/` file is missing, malformed or contradicts another."""
 
 
+class CorruptState(TurnstileError, Terminal):
+    """A state object turnstile wrote contradicts itself (edited by hand, or written by something
+    else); the message names it and what to do."""
+
+
 class StoreUnavailable(TurnstileError, Transient):
     """The object store did not answer after retries (429, 5xx, timeouts)."""
 

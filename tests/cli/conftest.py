@@ -19,7 +19,7 @@ from turnstile.ops import session
 from turnstile.paths import Table, parse_success
 from turnstile.protocol import publisher
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.subscriber import unlock_command
+from turnstile.protocol.lock import unlock_command
 from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState, Pointer
 from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import pytest
 
 from turnstile.jobs.port import JobStatus
+from turnstile.protocol import backlog
 from turnstile.protocol import decide as decide_module
-from turnstile.protocol import subscriber
 from turnstile.records import BatchOutcome, Lock
 from turnstile.simulation.adapters import SimTables
 from turnstile.simulation.world import run_many, run_schedule
@@ -39,7 +39,7 @@ def _violations(seeds: range) -> list[str]:
 
 
 def test_it_catches_a_subscriber_that_ignores_late_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(subscriber, "_ordered_successes", lambda inv, table, listing: [])
+    monkeypatch.setattr(backlog, "unannounced", lambda inv, table, listing, queued: [])
     assert any("expected" in p for p in _violations(range(60)))
 
 

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from turnstile.errors import CorruptState
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol.decide import (
     Acquire,
@@ -128,7 +129,7 @@ def test_running_lock_ignores_gate_pause_and_lateness() -> None:
 
 
 def test_running_lock_without_a_job_id_is_a_protocol_violation() -> None:
-    with pytest.raises(AssertionError):
+    with pytest.raises(CorruptState, match="names no job"):
         decide(View(Lock(state=LockState.RUNNING), head=HEAD))
 
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnstile.protocol.sweeper import TableState, verdict
+from turnstile.protocol.sweeper import SweepFacts as TableState
+from turnstile.protocol.sweeper import verdict
 from turnstile.records import LockState
 
 LEASE = 540.0

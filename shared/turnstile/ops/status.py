@@ -11,22 +11,23 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from turnstile.config import ORDERME, levels
 from turnstile.errors import ConfigError, PathError
-from turnstile.paths import CONFIG, LOCK, Table, claim_name, table_of_state_object
+from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.subscriber import backlog_head, read_lock
+from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import tables as all_tables
-from turnstile.records import BatchResult, Claim, ClaimState, Lock, LockState
+from turnstile.records import BatchResult, Lock, LockState
 from turnstile.store.port import ObjectStore
 
 BACKLOG_CAP = 1000
 ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
 
 
-class Health:
+class Health(StrEnum):
     """One word per table, worst first."""
 
     UNREADABLE = "UNREADABLE"  # a state object does not hold what turnstile wrote
@@ -38,7 +39,9 @@ class Health:
     PAUSED = "PAUSED"  # WAIT_FOR_VALIDATION: waiting for a new _BACKFILL
     IDLE = "IDLE"  # nothing queued
 
-    PROBLEMS = frozenset({UNREADABLE, BLOCKED})
+    @property
+    def is_problem(self) -> bool:
+        return self in (Health.UNREADABLE, Health.BLOCKED)
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ class ResultView:
 class TableStatus:
     table: str  # dataset.table
     uri: str
-    health: str
+    health: Health
     ordered: bool
     ordered_by: tuple[str, ...]
     backlog_depth: int
@@ -121,47 +124,31 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
 
 
 def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None = None) -> TableStatus:
-    settings = inv.settings
-    now = inv.clock.now()
-    lease = settings.function_timeout_sec
+    state = TableState(inv, table)
     errors: list[str] = []
     lock: Lock | None
     try:
-        lock, lock_generation = read_lock(inv, table)
+        lock, lock_generation = state.lock, state.lock_generation
     except ConfigError as exc:
         lock, lock_generation = None, 0
         errors.append(str(exc))
-    head = backlog_head(inv, table, BACKLOG_CAP + 1)
-    backfill = inv.store.stat(table.backfill)
-    subscriber = SubscriberView(state="idle", live=False)
+    head = state.backlog(BACKLOG_CAP + 1)
+    backfill = state.backfill
+    if state.claim_error:
+        errors.append(state.claim_error)
+    subscriber = SubscriberView(state=state.subscriber.value, live=state.subscriber.live)
     if backfill is not None:
-        backfill_age = (now - backfill.updated).total_seconds()
-        found = inv.store.read(claim_name(table.backfill, backfill.generation))
-        claim: Claim | None = None
-        if found is not None:
-            try:
-                claim = Claim.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
-            except ConfigError as exc:
-                errors.append(str(exc))
-        if claim is None:
-            state, live = ("pending", True) if backfill_age < lease else ("lost", False)
-        elif claim.state is ClaimState.DONE:
-            state, live = "stopped", False
-        elif claim.expires_at > now:
-            state, live = "running", True
-        else:
-            state, live = "abandoned", False
+        claim = state.claim
         subscriber = SubscriberView(
-            state=state,
-            live=live,
+            state=state.subscriber.value,
+            live=state.subscriber.live,
             backfill_generation=backfill.generation,
-            backfill_age_seconds=backfill_age,
+            backfill_age_seconds=state.backfill_age,
             claim_owner=claim.owner if claim else None,
             claim_expires_at=claim.expires_at if claim else None,
         )
-    gate_name = settings.start_backfill_filename
-    gate = table.gate(gate_name) if gate_name else None
-    gate_present = None if gate is None else inv.store.stat(gate) is not None
+    gate = state.gate
+    gate_present = state.gate_present
     ordered_by = _ordered_by(inv, table, orderme_cache if orderme_cache is not None else {})
     if head:
         ordered_by.append("backlog")
@@ -174,19 +161,14 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             generation=lock_generation,
             job_id=lock.job_id,
             updated_at=lock.updated_at,
-            age_seconds=(now - lock.updated_at).total_seconds() if lock.updated_at else None,
+            age_seconds=state.age(lock.updated_at),
             covers=tuple(c.rel for c in lock.covers),
             failed_rel=lock.failed_rel,
             error=lock.error,
             unlock_command=lock.unlock_command,
             position=lock.position,
         )
-    paused = (
-        settings.wait_for_validation
-        and lock is not None
-        and backfill is not None
-        and backfill.generation == lock.backfill_generation
-    )
+    paused = lock is not None and state.paused
     result, result_error = last_result(inv.store, table, lock.position if lock else None)
     if result_error:
         errors.append(result_error)
@@ -219,7 +201,7 @@ def _health(
     gate_present: bool | None,
     paused: bool,
     live: bool,
-) -> str:
+) -> Health:
     if lock is None or errors:
         return Health.UNREADABLE
     if lock.state is LockState.FAILED:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from turnstile.errors import CorruptState
 from turnstile.jobs.port import JobStatus
 from turnstile.records import BatchOutcome, CoveredBatch, Lock, LockState
 
@@ -108,7 +109,8 @@ def decide(view: View) -> Action:
     if lock.state is LockState.FAILED:
         return Blocked()
     if lock.state is LockState.RUNNING:
-        assert lock.job_id is not None, "a RUNNING lock always names its job"
+        if lock.job_id is None:
+            raise CorruptState("a RUNNING lock names no job; it was not written by turnstile")
         if view.job is None:
             return Submit(lock.job_id)
         if not view.job.state.finished:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from turnstile import logs
 from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.paths import Table
+from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.subscriber import read_lock, write_lock
 from turnstile.records import Lock, LockState
 
 log = logs.get("operator")
@@ -34,7 +34,7 @@ def unlock(
 ) -> Unlocked:
     """Release a FAILED lock; with `skip_head`, drop the failed batch's pointer first (it was applied
     or repaired by hand). Then restart the subscriber."""
-    lock, generation = read_lock(inv, table)
+    lock, generation = table_lock.read(inv, table)
     if expected_generation is not None and generation != expected_generation:
         raise UnlockRefused(
             f"{table.uri}: the lock changed since it was read (generation {expected_generation} -> "
@@ -65,7 +65,7 @@ def unlock(
         allow_late=None if skip_head or head is None else head.pointer,  # "apply it anyway"
     )
     try:
-        write_lock(inv, table, released, generation)
+        table_lock.write(inv, table, released, generation)
     except PreconditionFailed as exc:
         raise UnlockRefused(
             f"{table.uri}: the lock changed while unlocking; run status again and retry"

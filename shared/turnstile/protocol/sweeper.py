@@ -12,21 +12,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 from turnstile import logs
-from turnstile.errors import ConfigError, PathError, PreconditionFailed
-from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table, claim_name
+from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
+from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.subscriber import backlog_head, read_lock
-from turnstile.records import Claim, ClaimState, LockState
+from turnstile.protocol.state import Subscriber, TableState
+from turnstile.records import LockState
 
 log = logs.get("sweeper")
 
 
+class Verdict(StrEnum):
+    OK = "ok"
+    WAKE = "wake"  # write a new `_BACKFILL`
+    BLOCKED = "blocked"  # a FAILED lock: alert, never unlock
+    UNREADABLE = "unreadable"  # the table's state could not be read this time
+
+
 @dataclass(frozen=True)
-class TableState:
-    """What the sweeper read about one table."""
+class SweepFacts:
+    """What the sweeper needs to know about one table, read from its `TableState`."""
 
     lock_state: LockState
     lock_age: float | None  # seconds since the lock last changed
@@ -38,33 +46,38 @@ class TableState:
     gated: bool
 
 
-def verdict(state: TableState, lease: float) -> str:
-    """Pure: `blocked`, `wake` (write a new _BACKFILL), or `ok`."""
+def verdict(state: SweepFacts, lease: float) -> Verdict:
+    """Pure: what the sweeper does about one table."""
     if state.lock_state is LockState.FAILED:
-        return "blocked"
+        return Verdict.BLOCKED
     if state.lock_state is LockState.RUNNING:
         if state.job_finished:
-            return "wake"  # the job ended but nobody finished it
+            return Verdict.WAKE  # the job ended but nobody finished it
         if state.job_finished is None and (state.lock_age or 0) > lease:
-            return "wake"  # locked, never submitted, and the locker is long gone
-        return "ok"
+            return Verdict.WAKE  # locked, never submitted, and the locker is long gone
+        return Verdict.OK
     if not state.backlog or state.paused or state.gated:
-        return "ok"
+        return Verdict.OK
     if state.backfill_age is None:
-        return "wake"
+        return Verdict.WAKE
     if state.backfill_claimed_live or state.backfill_age < lease:
-        return "ok"  # a run is live, or its event may still be on the way
-    return "wake"
+        return Verdict.OK  # a run is live, or its event may still be on the way
+    return Verdict.WAKE
 
 
 def sweep(inv: Invocation) -> list[dict[str, Any]]:
+    """Sweep every table; one table's failure to be read is reported and never stops the others."""
     report = []
     for table in tables(inv):
         try:
             report.append(_sweep_table(inv, table))
-        except (ConfigError, PathError) as exc:
-            log.error(f"{table.uri}: cannot read its state: {exc}", extra={"table": table.prefix})
-            report.append({"table": table.uri, "verdict": "unreadable", "error": str(exc)})
+        except TurnstileError as exc:
+            kind = "cannot read its state" if isinstance(exc, ConfigError | PathError) else "sweep failed"
+            log.error(
+                f"{table.uri}: {kind}: {exc}",
+                extra={"event": "sweep_table_failed", "table": table.prefix, "error": str(exc)},
+            )
+            report.append({"table": table.uri, "verdict": Verdict.UNREADABLE, "error": str(exc)})
     return report
 
 
@@ -80,72 +93,57 @@ def tables(inv: Invocation) -> list[Table]:
     return found
 
 
-def _age(now: datetime, then: datetime | None) -> float | None:
-    return None if then is None else (now - then).total_seconds()
+def facts(state: TableState) -> SweepFacts:
+    held = state.lock
+    job_finished = None
+    if held.state is LockState.RUNNING and held.job_id:
+        status = state.inv.runner.status(held.job_id)
+        job_finished = None if status is None else status.state.finished
+    return SweepFacts(
+        lock_state=held.state,
+        lock_age=state.lock_age,
+        job_finished=job_finished,
+        backlog=bool(state.backlog(1)),
+        backfill_age=state.backfill_age,
+        backfill_claimed_live=state.subscriber is Subscriber.RUNNING,
+        paused=state.paused,
+        gated=state.gated,
+    )
 
 
 def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
-    now = inv.clock.now()
-    lock, _ = read_lock(inv, table)
-    job_finished = None
-    if lock.state is LockState.RUNNING and lock.job_id:
-        status = inv.runner.status(lock.job_id)
-        job_finished = None if status is None else status.state.finished
-    backfill = inv.store.stat(table.backfill)
-    gate = inv.settings.start_backfill_filename
-    state = TableState(
-        lock_state=lock.state,
-        lock_age=_age(now, lock.updated_at),
-        job_finished=job_finished,
-        backlog=bool(backlog_head(inv, table, 1)),
-        backfill_age=_age(now, backfill.updated) if backfill else None,
-        backfill_claimed_live=backfill is not None
-        and _claim_live(inv, claim_name(table.backfill, backfill.generation)),
-        paused=inv.settings.wait_for_validation
-        and backfill is not None
-        and backfill.generation == lock.backfill_generation,
-        gated=bool(gate) and inv.store.stat(table.gate(gate or "")) is None,
-    )
-    decided = verdict(state, inv.lease.total_seconds())
-    if decided == "blocked":
+    state = TableState(inv, table)
+    held = state.lock
+    found = facts(state)
+    decided = verdict(found, inv.lease.total_seconds())
+    if decided is Verdict.BLOCKED:
         log.error(
-            f"{table.uri} is blocked at batch {lock.failed_rel!r} since {lock.updated_at}; "
-            f"run: {lock.unlock_command}",
+            f"{table.uri} is blocked at batch {held.failed_rel!r} since {held.updated_at}; "
+            f"run: {held.unlock_command}",
             extra={
                 "event": "table_blocked",
                 "table": table.prefix,
                 "bucket": table.bucket,
-                "job_id": lock.job_id,
-                "rel": lock.failed_rel,
-                "lock_age_seconds": state.lock_age,
-                "error": lock.error,
+                "job_id": held.job_id,
+                "rel": held.failed_rel,
+                "lock_age_seconds": found.lock_age,
+                "error": held.error,
             },
         )
-    elif decided == "wake":
+    elif decided is Verdict.WAKE:
         inv.store.write(table.backfill, b"")
         log.warning(
             "restarted a subscriber that was not live",
             extra={"event": "subscriber_restarted", "table": table.prefix},
         )
-    swept = _sweep_claims(inv, table, now)
+    swept = _sweep_claims(inv, table, state.now)
     return {
         "table": table.uri,
         "verdict": decided,
-        "lock": lock.state.value,
-        "lock_age_seconds": state.lock_age,
+        "lock": held.state.value,
+        "lock_age_seconds": found.lock_age,
         "claims_deleted": swept,
     }
-
-
-def _claim_live(inv: Invocation, name: str) -> bool:
-    found = inv.store.read(name)
-    if found is None:
-        return False
-    try:
-        held = Claim.decode(found.data, name)
-    except ConfigError:
-        return False
-    return held.state is ClaimState.IN_PROGRESS and held.expires_at > inv.clock.now()
 
 
 def _sweep_claims(inv: Invocation, table: Table, now: datetime) -> int:

@@ -26,9 +26,9 @@ from turnstile import entry, logs
 from turnstile.clock import Clock
 from turnstile.errors import Transient
 from turnstile.paths import Table
-from turnstile.protocol import operator, sweeper
+from turnstile.protocol import backlog, operator, sweeper
+from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.subscriber import backlog_head, read_lock
 from turnstile.records import Lock, LockState
 from turnstile.settings import Settings
 from turnstile.simulation.adapters import FaultyStore, SimRunner, SimTables
@@ -207,7 +207,7 @@ class World:
         """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
         inv = self.invocation()
         for prefix in self.plan.tables:
-            lock, _ = read_lock(inv, _table(prefix))
+            lock, _ = table_lock.read(inv, _table(prefix))
             if lock.state is LockState.FAILED and (not self.loop.faults_on or self.loop.rng.random() < 0.3):
                 self.tables.failing.discard((prefix, lock.failed_rel or ""))
                 operator.unlock(inv, _table(prefix), skip_head=False)
@@ -248,10 +248,10 @@ class World:
                     found.append(f"{prefix}: committed {during} while the table was FAILED")
             inv = self.invocation()
             self.loop.faults_on = False
-            lock, _ = read_lock(inv, _table(prefix))
+            lock, _ = table_lock.read(inv, _table(prefix))
             if lock.state is not LockState.FREE:
                 found.append(f"{prefix}: lock left {lock.state.value} ({lock.failed_rel}: {lock.error})")
-            if backlog_head(inv, _table(prefix), 1):
+            if backlog.head(inv, _table(prefix), 1):
                 found.append(f"{prefix}: backlog not drained")
         if not settled and not found:
             found.append("did not settle within 4 h after faults stopped")

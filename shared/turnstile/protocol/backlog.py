@@ -1,0 +1,148 @@
+"""A table's backlog: the pointers `<table>/_backlog/<rel>/_SUCCESS`, in the order they apply, and
+the listings of the table's folders the subscriber makes before it locks.
+
+Pointers are created by the publisher (`publisher.queue`); this module reads them, finds batches
+upstream wrote whose events have not arrived, and removes pointers once their batch is applied,
+each removal conditional on the pointer generation that was covered.
+"""
+
+from __future__ import annotations
+
+from turnstile import logs
+from turnstile.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.paths import ObjectKind, Table, classify
+from turnstile.protocol import publisher
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.decide import PointerRef
+from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
+from turnstile.store.port import ObjectInfo, StoredObject
+
+log = logs.get("backlog")
+LOOKAHEAD = 100  # pointers listed per turn: the most one job may cover (max_batches_per_job <= 100)
+
+
+def head(inv: Invocation, table: Table, limit: int) -> tuple[PointerRef, ...]:
+    """The first `limit` pointers, in the order their batches apply."""
+    success = inv.settings.success_filename
+    return tuple(
+        PointerRef(info.name, info.generation, table.rel_of_pointer(info.name, success))
+        for info in inv.store.list_objects(table.backlog, limit=limit)
+        if info.name.endswith("/" + success) or info.name == table.backlog + success
+    )
+
+
+def decode(inv: Invocation, found: StoredObject) -> Pointer:
+    return Pointer.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+
+
+def read(inv: Invocation, ref: PointerRef) -> Pointer | None:
+    """The pointer `ref` names, if it still holds the generation that was listed."""
+    found = inv.store.read(ref.name)
+    if found is None or found.generation != ref.generation:
+        return None
+    return decode(inv, found)
+
+
+def covered(ref: PointerRef, pointer: Pointer) -> CoveredBatch:
+    return CoveredBatch(
+        rel=ref.rel,
+        pointer=ref.name,
+        pointer_generation=ref.generation,
+        success_generation=pointer.success_generation,
+    )
+
+
+def already_applied(inv: Invocation, table: Table, ref: PointerRef) -> bool:
+    """The pointer's very `_SUCCESS` generation was committed (or found committed), by its result
+    record. Read only when the pointer sorts at or before the position: the duplicate case."""
+    found = inv.store.read(ref.name)
+    if found is None:
+        return False
+    generation = decode(inv, found).success_generation
+    result = inv.store.read(table.result(ref.rel, generation))
+    if result is None:
+        return False
+    try:
+        outcome = BatchResult.decode(result.data, result.name).outcome
+    except ConfigError:
+        return False
+    return outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+
+
+def drop(inv: Invocation, table: Table, ref: PointerRef) -> None:
+    """Remove the pointer of a batch already applied (a duplicate event delivered late)."""
+    try:
+        inv.store.delete(ref.name, if_generation=ref.generation)
+    except PreconditionFailed:
+        return
+    log.info("dropped the pointer of a batch already applied", extra={"table": table.prefix, "rel": ref.rel})
+
+
+def remove_applied(inv: Invocation, applied: tuple[CoveredBatch, ...]) -> None:
+    """Remove the pointers of applied batches, each only at the generation the job covered."""
+    for batch in applied:
+        try:
+            inv.store.delete(batch.pointer, if_generation=batch.pointer_generation)
+        except PreconditionFailed:
+            pass  # gone already (a repeated finish) or re-published with a new generation: keep that
+
+
+def directly_in(folder: str, name: str) -> bool:
+    """A data file of the batch folder: not in a sub-folder, not a `_` or `.` file."""
+    rest = name[len(folder) :] if name.startswith(folder) else "/"
+    return "/" not in rest and not rest.startswith(("_", "."))
+
+
+def pending_objects(
+    inv: Invocation, table: Table, position: str | None, first_rel: str, last_rel: str
+) -> list[ObjectInfo]:
+    """Every object from just past the last applied batch to the end of the last covered one,
+    skipping the reserved `_` folders: the covered batches' files, and the `_SUCCESS` of any batch
+    upstream wrote in between whose event has not arrived yet. One or two listings."""
+    prefix = f"{table.prefix}/"
+    after_position = prefix if position is None else _past(table.batch_folder(position))
+    start = min(after_position, table.batch_folder(first_rel))  # an operator may let a late head through
+    end = _past(table.batch_folder(last_rel))
+    reserved_start, reserved_end = prefix + "_", prefix + "`"  # names whose first segment starts with "_"
+    found: list[ObjectInfo] = []
+    for low, high in ((start, min(end, reserved_start)), (max(start, reserved_end), end)):
+        if low < high:
+            found.extend(inv.store.list_objects(prefix, start_offset=low, end_offset=high))
+    return found
+
+
+def _past(folder: str) -> str:
+    """The first name after everything in `folder` ("a/b/" -> "a/b0": "0" follows "/")."""
+    return folder[:-1] + "0"
+
+
+def unannounced(inv: Invocation, table: Table, listing: list[ObjectInfo], queued: set[str]) -> list[str]:
+    """Names of the ordered `_SUCCESS` objects of this table in a listing whose rel is not among
+    `queued`: batches upstream wrote whose events have not arrived yet."""
+    settings = inv.settings
+    found = []
+    for info in listing:
+        if (
+            classify(info.name, settings.success_filename, settings.start_backfill_filename)
+            is not ObjectKind.SUCCESS
+        ):
+            continue
+        try:
+            batch, resolved = inv.batch(info.name)
+        except (ConfigError, PathError):
+            continue  # its own event reports the problem
+        ordered = resolved.ordered or settings.order_per_table
+        if batch.table.prefix == table.prefix and ordered and batch.rel not in queued:
+            found.append(info.name)
+    return found
+
+
+def queue_unannounced(inv: Invocation, successes: list[str]) -> None:
+    """Queue batches whose events have not arrived (when their events do arrive, the pointer is
+    already there and the publisher does nothing)."""
+    for name in successes:
+        info = inv.store.stat(name)
+        if info is None:
+            continue
+        batch, _ = inv.batch(name)
+        publisher.queue(inv, batch, info.generation)

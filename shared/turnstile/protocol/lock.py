@@ -1,0 +1,108 @@
+"""The table lock, `<table>/_bqlock`: read it, change it by compare-and-swap, fail it with a record
+a human can act on.
+
+Every change is conditional on the generation last read (0: it must still be absent), and the lock
+is never deleted: a released lock is rewritten FREE. The generation a job was locked from is its
+fencing token: the job id derives from it (`jobids.ordered_job_id`), so a job from an older holding
+can never be mistaken for the current one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from turnstile import logs
+from turnstile.errors import PreconditionFailed
+from turnstile.paths import Table
+from turnstile.protocol.context import Invocation
+from turnstile.records import CoveredBatch, Lock, LockState
+
+log = logs.get("lock")
+HISTORY = 5  # job ids kept in the lock, newest last
+
+
+def unlock_command(table: Table) -> str:
+    """How to release this table's FAILED lock, with its option, as the lock records it."""
+    return f"turnstile unlock {table.uri} [--skip-head]"
+
+
+def read(inv: Invocation, table: Table) -> tuple[Lock, int]:
+    """The lock and its generation; an absent lock is FREE at generation 0."""
+    found = inv.store.read(table.lock)
+    if found is None:
+        return Lock(), 0
+    return Lock.decode(found.data, f"gs://{inv.store.bucket}/{table.lock}"), found.generation
+
+
+def write(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
+    """Compare-and-swap the lock from the generation read (0: it must still be absent)."""
+    data = lock.model_copy(update={"updated_at": inv.clock.now()}).encode()
+    if generation == 0:
+        return inv.store.create(table.lock, data)
+    return inv.store.replace(table.lock, data, if_generation=generation)
+
+
+def with_job(history: tuple[str, ...], job_id: str | None) -> tuple[str, ...]:
+    return (*history, job_id or "")[-HISTORY:]
+
+
+def failed(
+    table: Table, lock: Lock, job_id: str | None, at: CoveredBatch, *, error: str, now: datetime
+) -> Lock:
+    """The FAILED lock naming the batch `at`: what stopped the table and how to release it."""
+    return Lock(
+        state=LockState.FAILED,
+        job_id=job_id,
+        covers=(at,),
+        manifest=lock.manifest,
+        acquired_at=lock.acquired_at or now,
+        error=error,
+        failed_rel=at.rel,
+        unlock_command=unlock_command(table),
+        history=lock.history,
+        backfill_generation=lock.backfill_generation,
+        position=lock.position,
+    )
+
+
+def fail(inv: Invocation, table: Table, failed_lock: Lock, generation: int) -> bool:
+    """Write the FAILED lock from `generation` and raise the alert; False when another writer moved
+    the lock first (the caller decides again)."""
+    try:
+        write(inv, table, failed_lock, generation)
+    except PreconditionFailed:
+        return False
+    log_failure(table, failed_lock)
+    return True
+
+
+def log_failure(table: Table, lock: Lock) -> None:
+    """The `table_blocked` ERROR line the alert policy matches."""
+    log.error(
+        f"batch {lock.failed_rel!r} of {table.uri} failed; the table is blocked. Fix the cause, then run: "
+        f"{lock.unlock_command}",
+        extra={
+            "event": "table_blocked",
+            "table": table.prefix,
+            "bucket": table.bucket,
+            "job_id": lock.job_id,
+            "rel": lock.failed_rel,
+            "error": lock.error,
+            "unlock_command": lock.unlock_command,
+        },
+    )
+
+
+def log_still_blocked(inv: Invocation, table: Table, lock: Lock) -> None:
+    age = (inv.clock.now() - lock.updated_at).total_seconds() if lock.updated_at else None
+    log.warning(
+        f"{table.uri} is blocked at batch {lock.failed_rel!r}; nothing more is applied until: "
+        f"{lock.unlock_command}",
+        extra={
+            "event": "table_still_blocked",
+            "table": table.prefix,
+            "job_id": lock.job_id,
+            "rel": lock.failed_rel,
+            "lock_age_seconds": age,
+        },
+    )
