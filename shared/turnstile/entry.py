@@ -13,9 +13,10 @@ from typing import Any
 from turnstile import logs, wiring
 from turnstile.clock import Clock, SystemClock
 from turnstile.jobs.port import JobRunner
-from turnstile.paths import classify
+from turnstile.paths import ObjectRef
 from turnstile.protocol import handler, sweeper
 from turnstile.protocol.context import Invocation
+from turnstile.protocol.handler import Handled
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 
@@ -41,14 +42,15 @@ def object_finalized(
         # Retrying cannot fix the payload: log it and acknowledge, or Eventarc redelivers it for a day.
         error = f"not a storage object event (needs bucket, name, generation): {data!r:.500}"
         log.error(f"rejected: {error}", extra={"event": "rejected", "error": error})
-        return "rejected"
-    if not classify(name, settings.success_filename, settings.start_backfill_filename).is_action:
-        return "ignored"  # most events: data files, configs, claims, the lock, records
+        return Handled.REJECTED
+    ref = ObjectRef.of(bucket, name, generation, settings.success_filename, settings.start_backfill_filename)
+    if not ref.kind.is_action:
+        return Handled.IGNORED  # most events: data files, configs, claims, the lock, records
     store = (stores or wiring.object_store)(settings, bucket)
     clock = clock or SystemClock()
     runner = (runners or wiring.job_runner)(settings, store)
     inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now())
-    return handler.handle(inv, name, generation)
+    return handler.handle(inv, ref)
 
 
 def sweep_buckets(

@@ -61,6 +61,38 @@ class ObjectKind(Enum):
 _ACTIONS = {ObjectKind.SUCCESS, ObjectKind.BACKFILL, ObjectKind.GATE, ObjectKind.JOB_DONE}
 
 
+@dataclass(frozen=True)
+class ObjectRef:
+    """One generation of one object, classified once where its event enters turnstile; the
+    protocol takes this value down its call path instead of parsing the name again."""
+
+    bucket: str
+    name: str
+    generation: int
+    kind: ObjectKind
+
+    @property
+    def uri(self) -> str:
+        return f"gs://{self.bucket}/{self.name}"
+
+    @property
+    def folder(self) -> str:
+        """The folder the object sits in, with a trailing slash ("" at the bucket root)."""
+        folder = self.name.rpartition("/")[0]
+        return f"{folder}/" if folder else ""
+
+    @cached_property
+    def table(self) -> Table:
+        """The table a state object (pointer, lock, `_BACKFILL`, gate, job-done signal) belongs to."""
+        return table_of_state_object(self.bucket, self.name)
+
+    @staticmethod
+    def of(
+        bucket: str, name: str, generation: int, success_filename: str = "_SUCCESS", gate: str | None = None
+    ) -> ObjectRef:
+        return ObjectRef(bucket, name, generation, classify(name, success_filename, gate))
+
+
 def classify(name: str, success_filename: str = "_SUCCESS", gate_filename: str | None = None) -> ObjectKind:
     """Classify an object name without touching storage."""
     segments = name.split("/")

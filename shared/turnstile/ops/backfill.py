@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from logging import LogRecord
 
 from turnstile.errors import ConfigError, Transient, TurnstileError
-from turnstile.paths import ObjectKind, classify
+from turnstile.paths import ObjectKind, ObjectRef, classify
 from turnstile.protocol import handler
 from turnstile.protocol.context import Invocation
 from turnstile.records import Pointer
@@ -100,7 +100,14 @@ def publish(
             continue
         seen = len(logs)
         try:
-            result = handler.handle(inv, candidate.name, candidate.generation)
+            ref = ObjectRef.of(
+                inv.store.bucket,
+                candidate.name,
+                candidate.generation,
+                inv.settings.success_filename,
+                inv.settings.start_backfill_filename,
+            )
+            result = handler.handle(inv, ref)
         except TurnstileError as exc:
             kind = "transient" if isinstance(exc, Transient) else "failed"
             summary.outcomes.append(Outcome(uri, candidate.generation, "error", f"{kind}: {exc}"))

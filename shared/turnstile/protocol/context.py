@@ -24,6 +24,7 @@ class Invocation:
     invocation_id: str
     started: datetime
     configs: ConfigReader = field(init=False)
+    _batches: dict[str, tuple[Batch, ResolvedConfig]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self.configs = ConfigReader(self.store)
@@ -43,7 +44,10 @@ class Invocation:
         return (self.deadline - self.clock.now()).total_seconds()
 
     def batch(self, success_name: str) -> tuple[Batch, ResolvedConfig]:
-        """Parse a `_SUCCESS` name with the destination regex its config cascade selects."""
-        resolved = self.configs.resolve(success_name.rpartition("/")[0] + "/")
-        regex = resolved.load.destination_regex or self.settings.destination_regex
-        return parse_success(self.store.bucket, success_name, regex), resolved
+        """Parse a `_SUCCESS` name with the destination regex its config cascade selects (once per
+        name and invocation)."""
+        if success_name not in self._batches:
+            resolved = self.configs.resolve(success_name.rpartition("/")[0] + "/")
+            regex = resolved.load.destination_regex or self.settings.destination_regex
+            self._batches[success_name] = (parse_success(self.store.bucket, success_name, regex), resolved)
+        return self._batches[success_name]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, Terminal, TurnstileError
-from turnstile.paths import Batch, ObjectKind, classify, parse_success, table_of_state_object
+from turnstile.paths import Batch, ObjectKind, ObjectRef, parse_success
 from turnstile.protocol import publisher, subscriber, unordered
 from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation
@@ -21,50 +22,60 @@ from turnstile.records import JobDone
 log = logs.get("handler")
 
 
-def handle(inv: Invocation, name: str, generation: int) -> str:
-    """Act on `gs://<bucket>/<name>#<generation>`; return a word saying what was done."""
-    settings = inv.settings
-    kind = classify(name, settings.success_filename, settings.start_backfill_filename)
-    if not kind.is_action:
-        return "ignored"
-    fields = {"object": f"gs://{inv.store.bucket}/{name}", "generation": generation, "kind": kind.value}
+class Handled(StrEnum):
+    """What the handler did with one event (a subscriber run answers with its `Stopped` instead)."""
+
+    IGNORED = "ignored"  # not an action object, or gone
+    REJECTED = "rejected"  # terminal error: logged and acknowledged
+    STALE = "stale"  # an older generation than the live one
+    QUEUED = "queued"  # an ordered batch's pointer is written
+    SUBMITTED = "submitted"  # an unordered batch's job is submitted
+    DUPLICATE = "duplicate"  # already handled
+    ENSURED = "ensured"  # a subscriber run is scheduled
+    REPORTED = "reported"  # an unordered job's end is reported
+
+
+def handle(inv: Invocation, ref: ObjectRef) -> str:
+    """Act on one object generation; return a word saying what was done."""
+    if not ref.kind.is_action:
+        return Handled.IGNORED
+    fields = {"object": ref.uri, "generation": ref.generation, "kind": ref.kind.value}
     try:
-        return _route(inv, kind, name, generation)
+        return _route(inv, ref)
     except TurnstileError as exc:
         if not isinstance(exc, Terminal):
             raise
         # A rejected batch is not queued anywhere: say how to get it applied.
-        retry = f"; fix it, then upload {fields['object']} again" if kind is ObjectKind.SUCCESS else ""
+        retry = f"; fix it, then upload {ref.uri} again" if ref.kind is ObjectKind.SUCCESS else ""
         log.error(f"rejected: {exc}{retry}", extra=fields | {"event": "rejected", "error": str(exc)})
-        return "rejected"
+        return Handled.REJECTED
 
 
-def _route(inv: Invocation, kind: ObjectKind, name: str, generation: int) -> str:
-    bucket = inv.store.bucket
-    if kind is ObjectKind.SUCCESS:
+def _route(inv: Invocation, ref: ObjectRef) -> str:
+    if ref.kind is ObjectKind.SUCCESS:
         # No claim: queuing a pointer and submitting a job under a deterministic id are idempotent.
         # Only the live generation is acted on: an older one's data has been overwritten.
-        live = inv.store.stat(name)
-        if live is None or live.generation != generation:
-            return "stale"
-        return _success(inv, name, generation)
-    table = table_of_state_object(bucket, name)
-    if kind is ObjectKind.GATE:
+        live = inv.store.stat(ref.name)
+        if live is None or live.generation != ref.generation:
+            return Handled.STALE
+        return _success(inv, ref)
+    table = ref.table
+    if ref.kind is ObjectKind.GATE:
         publisher.ensure_subscriber(inv, table)
-        return "ensured"
-    if kind is ObjectKind.BACKFILL:
+        return Handled.ENSURED
+    if ref.kind is ObjectKind.BACKFILL:
         held = claim(
-            inv.store, name, generation, owner=inv.invocation_id, now=inv.clock.now(), lease=inv.lease
+            inv.store, ref.name, ref.generation, owner=inv.invocation_id, now=inv.clock.now(), lease=inv.lease
         )
         if held is None:
-            return "duplicate"
+            return Handled.DUPLICATE
         with _settled(held):
             return subscriber.run(inv, table)
     # JOB_DONE: wake the subscriber of an ordered table; report the end of an unordered job.
-    found = inv.store.read(name)
+    found = inv.store.read(ref.name)
     if found is None:
-        return "ignored"
-    done = JobDone.decode(found.data, f"gs://{bucket}/{name}")
+        return Handled.IGNORED
+    done = JobDone.decode(found.data, ref.uri)
     if not done.ordered:
         if not done.succeeded:
             log.error(
@@ -76,7 +87,7 @@ def _route(inv: Invocation, kind: ObjectKind, name: str, generation: int) -> str
                     "error": done.error,
                 },
             )
-        return "reported"
+        return Handled.REPORTED
     return subscriber.run(inv, table)
 
 
@@ -95,11 +106,11 @@ def _settled(held: Held) -> Iterator[None]:
     held.done()
 
 
-def _success(inv: Invocation, name: str, generation: int) -> str:
+def _success(inv: Invocation, ref: ObjectRef) -> str:
     try:
-        batch, resolved = inv.batch(name)
+        batch, resolved = inv.batch(ref.name)
     except ConfigError as exc:
-        queued = _ordered_despite_config(inv, name)
+        queued = _ordered_despite_config(inv, ref)
         if queued is None:
             raise
         # Rejecting it would lose it (its claim is done); queued, it blocks its table with this
@@ -113,21 +124,21 @@ def _success(inv: Invocation, name: str, generation: int) -> str:
                 "error": str(exc),
             },
         )
-        publisher.publish(inv, queued, generation)
-        return "queued"
+        publisher.publish(inv, queued, ref.generation)
+        return Handled.QUEUED
     if resolved.ordered or inv.settings.order_per_table:
-        publisher.publish(inv, batch, generation)
-        return "queued"
-    return "submitted" if unordered.apply(inv, batch, name, generation) else "duplicate"
+        publisher.publish(inv, batch, ref.generation)
+        return Handled.QUEUED
+    submitted = unordered.apply(inv, batch, resolved, ref.generation)
+    return Handled.SUBMITTED if submitted else Handled.DUPLICATE
 
 
-def _ordered_despite_config(inv: Invocation, name: str) -> Batch | None:
+def _ordered_despite_config(inv: Invocation, ref: ObjectRef) -> Batch | None:
     """The batch of a `_SUCCESS` whose config does not validate, when it is certainly ordered and
     of the table the layout names; else None (it is rejected)."""
-    folder = name.rpartition("/")[0] + "/"
-    if not inv.configs.certainly_ordered(folder, everywhere=inv.settings.order_per_table):
+    if not inv.configs.certainly_ordered(ref.folder, everywhere=inv.settings.order_per_table):
         return None
     try:
-        return parse_success(inv.store.bucket, name, inv.settings.destination_regex)
+        return parse_success(inv.store.bucket, ref.name, inv.settings.destination_regex)
     except PathError:
         return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from turnstile.config import ResolvedConfig
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
@@ -20,10 +21,14 @@ def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
 
 
 def manifest_batch(
-    inv: Invocation, success_name: str, success_generation: int, *, data_uris: tuple[str, ...] | None = None
+    inv: Invocation,
+    batch: Batch,
+    resolved: ResolvedConfig,
+    success_generation: int,
+    *,
+    data_uris: tuple[str, ...] | None = None,
 ) -> ManifestBatch:
     """Everything the job needs about one batch; lists its folder unless the caller already did."""
-    batch, resolved = inv.batch(success_name)
     table = batch.table
     return ManifestBatch(
         dataset=table.dataset,

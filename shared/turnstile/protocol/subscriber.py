@@ -170,7 +170,8 @@ def _acquire(
             f"gs://{inv.store.bucket}/{o.name}" for o in listing if backlog.directly_in(folder, o.name)
         )
         try:
-            batches.append(manifest_batch(inv, pointer.success, pointer.success_generation, data_uris=files))
+            batch, resolved = inv.batch(pointer.success)
+            batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))
         except (ConfigError, PathError) as exc:
             if not batches:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))

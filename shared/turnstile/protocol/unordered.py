@@ -7,6 +7,7 @@ already there and does nothing; a re-uploaded `_SUCCESS` is a new generation and
 from __future__ import annotations
 
 from turnstile import logs
+from turnstile.config import ResolvedConfig
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
@@ -16,7 +17,7 @@ from turnstile.records import Manifest
 log = logs.get("unordered")
 
 
-def apply(inv: Invocation, batch: Batch, success_name: str, success_generation: int) -> bool:
+def apply(inv: Invocation, batch: Batch, resolved: ResolvedConfig, success_generation: int) -> bool:
     """Submit the batch's job; False when that job exists already (a duplicate event)."""
     table = batch.table
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation)
@@ -28,7 +29,7 @@ def apply(inv: Invocation, batch: Batch, success_name: str, success_generation: 
         bucket=inv.store.bucket,
         ordered=False,
         done_signal=table.done_signal(job_id),
-        batches=(manifest_batch(inv, success_name, success_generation),),
+        batches=(manifest_batch(inv, batch, resolved, success_generation),),
     )
     uri = write_manifest(inv, table.manifest(job_id), manifest)
     inv.runner.submit(job_id, uri)
