@@ -1,4 +1,5 @@
-"""Ordered tables end to end: the scenarios of ORDERING.md, the gate, WAIT_FOR_VALIDATION, coalescing.
+"""Ordered tables end to end: the original loader's ordering scenarios (docs/PROTOCOL.md), the
+gate, WAIT_FOR_VALIDATION, coalescing.
 
 Every test drives functions/main.py through real CloudEvents (see harness.py) and checks what the
 table received (`host.tables.commits`: rel and `_SUCCESS` generation, in commit order) together
@@ -45,7 +46,7 @@ def assert_settled(host: Host) -> None:
     assert isinstance(host.runner, InlineRunner) and host.runner.pending() == []
 
 
-# ORDERING.md: the life of a table
+# The original loader's "life of a table"
 
 
 def test_a_batch_published_without_a_backfill_starts_a_subscriber_that_drains_and_exits(host: Host) -> None:
@@ -368,8 +369,8 @@ def test_a_failure_inside_a_coalesced_job_keeps_what_was_committed_and_blocks_on
 
 
 def test_publisher_and_exiting_subscriber_race_loses_no_batch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The race of ORDERING.md: the subscriber saw an empty backlog and is about to delete
-    `_BACKFILL` when a batch is published (its publisher sees the old `_BACKFILL` and does nothing)."""
+    """The original design's empty-backlog race: the subscriber saw an empty backlog and is about to
+    delete `_BACKFILL` when a batch is published (its publisher sees the old `_BACKFILL` and does nothing)."""
     fired: list[int] = []
 
     class Racing(MemoryStore):

@@ -2,7 +2,8 @@
 
 It writes the pointer BEFORE it looks at `_BACKFILL`; the subscriber removes `_BACKFILL` BEFORE it
 looks at the backlog a last time. Whatever the interleaving, one of them sees the other's write,
-so a batch is never left in a backlog nobody drains (the empty-backlog race of ORDERING.md).
+so a batch is never left in a backlog nobody drains (the original loader's empty-backlog race,
+docs/PROTOCOL.md).
 """
 
 from __future__ import annotations
