@@ -20,7 +20,7 @@ from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobStatus
 from turnstile.protocol import operator
 from turnstile.protocol.operator import UnlockRefused
-from turnstile.records import LockState
+from turnstile.records import BatchOutcome, BatchResult, LockState
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
 
@@ -194,6 +194,30 @@ def test_a_late_batch_blocks_the_table_and_the_operator_decides(
     assert host.tables.commits[TABLE] == commits_in(generations, order)
     assert_settled(host)
     assert host.lock(TABLE).position == "04"
+
+
+def test_letting_a_late_batch_through_keeps_every_commit_in_the_history(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """The batches applied after the late one are not queued again when it is let through, so no
+    COMMITTED result record is ever replaced: the history matches the table's commits."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    generations = _late_batch(host)
+    generations |= put_all(host, ["04"])
+    host.drain()
+    operator.unlock(invocation(host), table(host), skip_head=False)
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01", "03", "02", "04"])
+    history = {
+        rel: BatchResult.decode(found.data, found.name)
+        for rel in ("01", "02", "03", "04")
+        if (found := gcs_store.read(table(host).result(rel, generations[rel]))) is not None
+    }
+    assert {rel: r.outcome for rel, r in history.items()} == dict.fromkeys(
+        ("01", "02", "03", "04"), BatchOutcome.COMMITTED
+    )
+    records_listed = gcs_store.list_objects(table(host).internal + "results/")
+    assert len(records_listed) == 4  # one record per batch: nothing applied was attempted again
 
 
 def test_a_late_batch_let_through_does_not_move_the_position_back(

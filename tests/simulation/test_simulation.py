@@ -39,7 +39,7 @@ def _violations(seeds: range) -> list[str]:
 
 
 def test_it_catches_a_subscriber_that_ignores_late_events(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backlog, "unannounced", lambda inv, table, listing, queued: [])
+    monkeypatch.setattr(backlog, "unannounced", lambda inv, table, listing, queued, position=None: [])
     assert any("expected" in p for p in _violations(range(60)))
 
 

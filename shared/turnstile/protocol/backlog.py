@@ -116,10 +116,14 @@ def _past(folder: str) -> str:
     return folder[:-1] + "0"
 
 
-def unannounced(inv: Invocation, table: Table, listing: list[ObjectInfo], queued: set[str]) -> list[str]:
+def unannounced(
+    inv: Invocation, table: Table, listing: list[ObjectInfo], queued: set[str], position: str | None = None
+) -> list[str]:
     """Names of the ordered `_SUCCESS` objects of this table in a listing whose rel is not among
-    `queued`: batches upstream wrote whose events have not arrived yet."""
+    `queued`: batches upstream wrote whose events have not arrived yet. Batches at or before the
+    position are applied (a late head let through lists them too): never queued again."""
     settings = inv.settings
+    applied_up_to = None if position is None else table.pointer(position, settings.success_filename)
     found = []
     for info in listing:
         if (
@@ -132,8 +136,11 @@ def unannounced(inv: Invocation, table: Table, listing: list[ObjectInfo], queued
         except (ConfigError, PathError):
             continue  # its own event reports the problem
         ordered = resolved.ordered or settings.order_per_table
-        if batch.table.prefix == table.prefix and ordered and batch.rel not in queued:
-            found.append(info.name)
+        if batch.table.prefix != table.prefix or not ordered or batch.rel in queued:
+            continue
+        if applied_up_to is not None and batch.pointer(settings.success_filename) <= applied_up_to:
+            continue
+        found.append(info.name)
     return found
 
 

@@ -159,7 +159,7 @@ def _acquire(
     if not pointers:
         return
     listing = backlog.pending_objects(inv, table, held.position, pointers[0][0].rel, pointers[-1][0].rel)
-    late = backlog.unannounced(inv, table, listing, {ref.rel for ref, _ in pointers})
+    late = backlog.unannounced(inv, table, listing, {ref.rel for ref, _ in pointers}, held.position)
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
         return
