@@ -6,12 +6,14 @@ host and the tests; clients are built by `turnstile.wiring` unless a test passes
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from turnstile import logs, wiring
 from turnstile.clock import Clock, SystemClock
+from turnstile.errors import SettingsError
 from turnstile.jobs.port import JobRunner
 from turnstile.paths import ObjectRef
 from turnstile.protocol import handler, sweeper
@@ -25,6 +27,19 @@ RunnerFactory = Callable[[Settings, ObjectStore], JobRunner]
 log = logs.get("entry")
 
 
+@functools.lru_cache(maxsize=32)
+def report_bad_settings(problem: str) -> None:
+    """Log a settings problem once per function instance (a process): every event would repeat it.
+    The alert `settings_invalid` fires on the first line; events are acknowledged meanwhile, and the
+    sweeper's reconciliation publishes the batches that arrived once the setting is fixed."""
+    logs.configure("INFO")
+    log.critical(
+        f"{problem}; events are acknowledged without action until it is fixed and redeployed, then the "
+        "sweeper publishes every batch that arrived meanwhile",
+        extra={"event": "settings_invalid", "error": problem},
+    )
+
+
 def object_finalized(
     data: Mapping[str, Any],
     *,
@@ -34,7 +49,12 @@ def object_finalized(
     clock: Clock | None = None,
 ) -> str:
     """Handle one `google.cloud.storage.object.v1.finalized` event payload."""
-    settings = Settings.from_env(environ)
+    try:
+        settings = Settings.from_env(environ)
+    except SettingsError as exc:
+        # Raising would make the trigger retry every event, data files included, for a day.
+        report_bad_settings(str(exc))
+        return Handled.MISCONFIGURED
     logs.configure(settings.log_level)
     try:
         bucket, name, generation = str(data["bucket"]), str(data["name"]), int(data["generation"])
@@ -48,7 +68,11 @@ def object_finalized(
         return Handled.IGNORED  # most events: data files, configs, claims, the lock, records
     store = (stores or wiring.object_store)(settings, bucket)
     clock = clock or SystemClock()
-    runner = (runners or wiring.job_runner)(settings, store)
+    try:
+        runner = (runners or wiring.job_runner)(settings, store)
+    except SettingsError as exc:
+        report_bad_settings(str(exc))
+        return Handled.MISCONFIGURED
     inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now())
     return handler.handle(inv, ref)
 
@@ -61,8 +85,13 @@ def sweep_buckets(
     runners: RunnerFactory | None = None,
     clock: Clock | None = None,
 ) -> list[dict[str, Any]]:
-    """Run the sweeper over each bucket; return what it found and did."""
-    settings = Settings.from_env(environ)
+    """Run the sweeper over each bucket; return what it found and did. A bad setting is reported
+    (once per instance) and raised: the scheduler's failed run is its alert too."""
+    try:
+        settings = Settings.from_env(environ)
+    except SettingsError as exc:
+        report_bad_settings(str(exc))
+        raise
     logs.configure(settings.log_level)
     clock = clock or SystemClock()
     report: list[dict[str, Any]] = []

@@ -16,9 +16,13 @@ from cloudevents.http import CloudEvent
 
 from tests.functional.harness import EVENT_TYPE, Host, cloud_event, start_host
 from tests.functional.scenario import ORDERED, TABLE
-from turnstile import entry
+from turnstile import entry, wiring
+from turnstile.errors import SettingsError
+from turnstile.jobs.port import JobRunner
 from turnstile.records import LockState
+from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
+from turnstile.store.port import ObjectStore
 
 IGNORED = [
     f"{TABLE}/2024/05/01/13/part-0.csv",  # a data file
@@ -193,3 +197,36 @@ def test_an_unreadable_lock_is_an_error_that_names_it(
     host.drain()
     assert host.tables.commits[TABLE] == [("01", generation)]
     assert host.lock(TABLE).state is LockState.FREE
+
+
+def test_a_bad_setting_is_reported_once_and_never_makes_the_trigger_retry(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """One bad environment variable must not turn every event (data files included) into a 500 that
+    Eventarc retries for a day: events are acknowledged and the problem is logged once per instance."""
+    entry.report_bad_settings.cache_clear()
+    host = start_host(monkeypatch, gcs_store, {"FUNCTION_TIMEOUT_SEC": "nine minutes"})
+    statuses = [host.deliver(f"ds/tbl/2024/05/01/0{h}/part-0.csv", 1) for h in range(3)]
+    statuses.append(host.deliver("ds/tbl/2024/05/01/03/_SUCCESS", 1))
+    assert statuses == [200, 200, 200, 200]
+    reported = [r for r in host.log_records() if r.get("event") == "settings_invalid"]
+    assert len(reported) == 1
+    assert reported[0]["severity"] == "CRITICAL"
+    assert "FUNCTION_TIMEOUT_SEC" in reported[0]["message"] and "nine minutes" in reported[0]["message"]
+
+
+def test_a_runner_that_cannot_be_built_from_the_settings_is_reported_not_retried(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    entry.report_bad_settings.cache_clear()
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+
+    def unbuildable(settings: Settings, store: ObjectStore) -> JobRunner:
+        raise SettingsError("JOB_MAIN_URI is not set; the Dataproc runner needs the staged PySpark main file")
+
+    monkeypatch.setattr(wiring, "job_runner", unbuildable)
+    generation = host.put_batch("ds/tbl/2024/05/01/03")
+    assert host.deliver("ds/tbl/2024/05/01/03/_SUCCESS", generation) == 200
+    assert host.deliver("ds/tbl/2024/05/01/03/_SUCCESS", generation) == 200
+    [reported] = [r for r in host.log_records() if r.get("event") == "settings_invalid"]
+    assert "JOB_MAIN_URI" in reported["message"]

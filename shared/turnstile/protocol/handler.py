@@ -33,6 +33,7 @@ class Handled(StrEnum):
     DUPLICATE = "duplicate"  # already handled
     ENSURED = "ensured"  # a subscriber run is scheduled
     REPORTED = "reported"  # an unordered job's end is reported
+    MISCONFIGURED = "misconfigured"  # a bad setting: acknowledged, reported once per instance
 
 
 def handle(inv: Invocation, ref: ObjectRef) -> str:
