@@ -16,7 +16,7 @@ from functions_framework import create_app
 
 from tests.functional.harness import ROOT, Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, has_backfill, invocation, put_all, table
-from turnstile import wiring
+from turnstile import entry, wiring
 from turnstile.clock import SystemClock
 from turnstile.errors import JobServiceUnavailable
 from turnstile.jobs.inline import InlineRunner
@@ -359,3 +359,65 @@ def test_a_duplicate_of_the_last_batch_after_its_claim_was_swept_is_not_applied_
     assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02"])
     assert not [r for r in host.log_records() if r.get("event") == "table_blocked"]
     assert_settled(host)
+
+
+# Reconciliation: batches whose events never came are published within one sweep
+
+
+def _lose_events(host: Host) -> None:
+    host.events.clear()  # the functions were down, misconfigured, or the notification was lost
+
+
+@pytest.mark.parametrize("env", [ORDERED, {}], ids=["ordered", "unordered"])
+def test_a_batch_whose_event_never_came_is_published_within_one_sweep(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, env: dict[str, str]
+) -> None:
+    host = start_host(monkeypatch, gcs_store, env)
+    generations = put_all(host, ["01", "02"])
+    host.drain()
+    generations |= put_all(host, ["03", "04"])
+    _lose_events(host)
+    assert host.applied(TABLE) == ["01", "02"]
+    report = only(sweeper.sweep(invocation(host)))
+    assert report["reconciled"] == 2
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02", "03", "04"])
+    [first, second] = [r for r in host.log_records() if r.get("event") == "batch_reconciled"]
+    assert first["object"].endswith(f"{TABLE}/03/_SUCCESS") and second["object"].endswith("04/_SUCCESS")
+    # Nothing is published twice: the next sweep finds every batch handled.
+    assert only(sweeper.sweep(invocation(host)))["reconciled"] == 0
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02", "03", "04"])
+
+
+def test_an_unordered_tables_reconciliation_listing_starts_at_its_first_open_batch(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {})
+    put_all(host, [f"{h:02d}" for h in range(6)])
+    host.drain()
+    sweeper.sweep(invocation(host))
+    cursor = gcs_store.read(f"{TABLE}/_turnstile/cursor")
+    assert cursor is not None and cursor.text() == f"{TABLE}/05/"  # all committed: the last batch
+    generation = put_all(host, ["06"])["06"]
+    _lose_events(host)
+    before = host.store.ops["read"]
+    assert only(sweeper.sweep(invocation(host)))["reconciled"] == 1
+    assert host.store.ops["read"] - before < 12  # 05 and 06 looked at, not the whole table
+    host.drain()
+    assert host.tables.commits[TABLE][-1] == ("06", generation)
+
+
+def test_batches_acknowledged_under_a_bad_setting_are_applied_once_it_is_fixed(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    entry.report_bad_settings.cache_clear()
+    host = start_host(monkeypatch, gcs_store, ORDERED | {"JOB_PREFIX": "Not A Prefix"})
+    generations = put_all(host, ["01", "02"])
+    host.drain()
+    assert host.applied(TABLE) == []
+    assert [r["event"] for r in host.log_records() if r.get("event") == "settings_invalid"]
+    monkeypatch.setenv("JOB_PREFIX", "turnstile")  # fixed and redeployed
+    only(sweeper.sweep(invocation(host)))
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02"])

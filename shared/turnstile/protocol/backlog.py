@@ -102,8 +102,16 @@ def pending_objects(
     prefix = f"{table.prefix}/"
     after_position = prefix if position is None else _past(table.batch_folder(position))
     start = min(after_position, table.batch_folder(first_rel))  # an operator may let a late head through
-    end = _past(table.batch_folder(last_rel))
-    reserved_start, reserved_end = prefix + "_", prefix + "`"  # names whose first segment starts with "_"
+    return batch_objects(inv, table, start, _past(table.batch_folder(last_rel)))
+
+
+def batch_objects(inv: Invocation, table: Table, start: str, end: str | None = None) -> list[ObjectInfo]:
+    """The table's objects with names in [start, end), skipping the reserved folders (those whose
+    first segment starts with `_`): one or two listings."""
+    prefix = f"{table.prefix}/"
+    reserved_start, reserved_end = prefix + "_", prefix + "`"  # "`" follows "_"
+    top = _past(prefix)
+    end = top if end is None else end
     found: list[ObjectInfo] = []
     for low, high in ((start, min(end, reserved_start)), (max(start, reserved_end), end)):
         if low < high:

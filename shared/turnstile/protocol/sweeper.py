@@ -1,8 +1,8 @@
 """The sweeper (Cloud Scheduler, every few minutes): the fallback that keeps every table moving.
 
 Per table it restarts a subscriber where the backlog is not empty but no run is live, wakes one
-where the lock names a job that has ended (its done signal was lost or its function crashed), and
-deletes stale claims. It never unlocks a FAILED table: it logs it, with the age of its lock, so the
+where the lock names a job that has ended (its done signal was lost or its function crashed),
+deletes stale claims, and publishes batches whose events never came (`reconcile`). It never unlocks a FAILED table: it logs it, with the age of its lock, so the
 alert keeps firing until a human acts.
 
 Tables are found as `<dataset>/<table>/` folders (the default layout): two folder listings.
@@ -19,6 +19,7 @@ from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
 from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table
 from turnstile.protocol.context import Invocation
+from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
 from turnstile.records import LockState
 
@@ -143,6 +144,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
         "lock": held.state.value,
         "lock_age_seconds": found.lock_age,
         "claims_deleted": swept,
+        "reconciled": reconcile(state),
     }
 
 

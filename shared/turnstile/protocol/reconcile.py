@@ -1,0 +1,109 @@
+"""Reconciliation: publish the `_SUCCESS` objects whose events never came (the functions were down
+or misconfigured, a notification was lost, Eventarc's retention ran out), from the sweeper.
+
+Per table, one bounded listing, from a cursor to the end, skipping turnstile's reserved `_` folders.
+The cursor is the oldest batch that may still be unhandled: for an ordered table, the last applied
+batch's folder (or the table's start while nothing is applied: everything is pending then); for an
+unordered table, `<table>/_turnstile/cursor`, the first batch that was not yet committed at the last
+sweep. A `_SUCCESS` found there whose live
+generation is neither queued (its pointer names it) nor recorded (a result record) goes to the
+handler exactly as if its event had arrived; the handler's effects are idempotent, so an event in
+flight at the same time changes nothing.
+
+Not covered (documented): a batch re-uploaded, or arriving late, below the cursor whose event is
+lost; `turnstile backfill` finds those.
+"""
+
+from __future__ import annotations
+
+from turnstile import logs
+from turnstile.errors import ConfigError, PathError
+from turnstile.paths import ObjectKind, ObjectRef, Table, classify
+from turnstile.protocol import backlog, handler
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.state import TableState
+from turnstile.records import BatchOutcome, BatchResult
+
+log = logs.get("reconcile")
+CURSOR = "cursor"
+
+
+def cursor_name(table: Table) -> str:
+    return f"{table.internal}{CURSOR}"
+
+
+def reconcile(state: TableState) -> int:
+    """Publish the table's unannounced batches; return how many were handed to the handler."""
+    inv, table = state.inv, state.table
+    position = state.lock.position
+    stored = None if position is not None else inv.store.read(cursor_name(table))
+    start = table.batch_folder(position) if position is not None else f"{table.prefix}/"
+    if stored is not None:
+        start = max(start, stored.text())
+    settings = inv.settings
+    successes = [
+        info
+        for info in backlog.batch_objects(inv, table, start)
+        if classify(info.name, settings.success_filename, settings.start_backfill_filename)
+        is ObjectKind.SUCCESS
+    ]
+    if not successes:
+        return 0
+    queued = _queued(inv, table)
+    published = 0
+    first_open: str | None = None
+    for info in successes:
+        try:
+            batch, _ = inv.batch(info.name)
+        except (ConfigError, PathError):
+            batch = None  # the handler reports it (and queues it when it is certainly ordered)
+        if batch is not None and batch.table.prefix != table.prefix:
+            continue  # a destination regex maps it to another table: that table's sweep sees it
+        if batch is not None and batch.rel in queued:
+            first_open = first_open or info.name
+            continue
+        outcome = _recorded(inv, table, batch.rel, info.generation) if batch is not None else None
+        if outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
+            continue
+        first_open = first_open or info.name
+        if outcome is None:  # neither queued nor recorded: its event never came, or its job runs
+            ref = ObjectRef(inv.store.bucket, info.name, info.generation, ObjectKind.SUCCESS)
+            result = handler.handle(inv, ref)
+            if result in (handler.Handled.QUEUED, handler.Handled.SUBMITTED):
+                published += 1
+                log.warning(
+                    f"published {ref.uri}, whose event never arrived ({result})",
+                    extra={"event": "batch_reconciled", "table": table.prefix, "object": ref.uri},
+                )
+    if state.lock_generation == 0 and not queued:  # an unordered table: nothing else bounds the listing
+        _advance(inv, table, stored.text() if stored else None, first_open or successes[-1].name)
+    return published
+
+
+def _queued(inv: Invocation, table: Table) -> set[str]:
+    """The rels with a pointer in the backlog (one listing, no reads)."""
+    found = set()
+    for info in inv.store.list_objects(table.backlog):
+        try:
+            found.add(table.rel_of_pointer(info.name, inv.settings.success_filename))
+        except PathError:
+            continue
+    return found
+
+
+def _recorded(inv: Invocation, table: Table, rel: str, generation: int) -> BatchOutcome | None:
+    found = inv.store.read(table.result(rel, generation))
+    if found is None:
+        return None
+    try:
+        return BatchResult.decode(found.data, found.name).outcome
+    except ConfigError:
+        return None
+
+
+def _advance(inv: Invocation, table: Table, current: str | None, success_name: str) -> None:
+    """Move the cursor to the folder of `success_name` (the first batch still open, or the last one
+    seen: starting at its folder again sees a re-upload of it)."""
+    cursor = success_name.rpartition("/")[0] + "/"
+    if cursor != current:
+        inv.store.write(cursor_name(table), cursor.encode())
