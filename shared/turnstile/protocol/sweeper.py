@@ -2,8 +2,9 @@
 
 Per table it restarts a subscriber where the backlog is not empty but no run is live, wakes one
 where the lock names a job that has ended (its done signal was lost or its function crashed),
-deletes stale claims, and publishes batches whose events never came (`reconcile`). It never unlocks a FAILED table: it logs it, with the age of its lock, so the
-alert keeps firing until a human acts.
+deletes stale claims, and publishes batches whose events never came (`reconcile`). It never
+unlocks a FAILED table: it logs it, with the age of its lock, so the alert keeps firing until a
+human acts.
 
 Tables are found as `<dataset>/<table>/` folders (the default layout): two folder listings.
 """
