@@ -83,6 +83,18 @@ class LoadConfig(BaseModel):
     max_batches_per_job: int = Field(10, ge=1, le=100)
     """Ordered tables: how many consecutive backlog batches one job may apply (one commit each)."""
 
+    job_retries: int = Field(3, ge=0, le=10)
+    """How many times a job that failed for a transient reason (the service, the machine, a job
+    that never started; not the batch's data or SQL) is retried, with exponential backoff."""
+
+    job_retry_backoff_seconds: int = Field(60, ge=1, le=3600)
+    """Wait before the first retry of a transient failure; each further retry waits twice as long
+    (at most 15 minutes), plus a jitter."""
+
+    job_timeout_seconds: int = Field(6 * 3600, ge=60)
+    """A job still running after this long is cancelled by the sweeper's watchdog and counts as a
+    transient failure."""
+
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""
 

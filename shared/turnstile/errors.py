@@ -58,6 +58,12 @@ class JobError(TurnstileError, Terminal):
     """A job could not be submitted or described for a reason retrying will not fix."""
 
 
+class JobDeferred(JobError):
+    """The job service refused a job for a reason that passes (permission denied while a new IAM
+    grant propagates): the protocol retries the job later, a bounded number of times with backoff;
+    the event itself is acknowledged."""
+
+
 @dataclass
 class PreconditionFailed(TurnstileError):
     """A generation precondition did not hold.

@@ -68,6 +68,9 @@ class Lock(Record):
     position: str | None = None  # rel of the last batch applied (or skipped by an operator)
     allow_late: str | None = None  # a pointer an operator let through although it sorts before position
     backfill_generation: int | None = None  # the _BACKFILL that started the last job (WAIT_FOR_VALIDATION)
+    attempt: int = 0  # transient failures of the head batch so far (a success resets it)
+    retry_at: AwareDatetime | None = None  # FREE after a transient failure: the head is retried then
+    last_error: str | None = None  # the transient failure being retried
 
 
 class ClaimState(StrEnum):
@@ -145,6 +148,34 @@ class BatchResult(Record):
     time_max: str | None = None
     error: str | None = None
     finished_at: AwareDatetime | None = None
+
+
+class OpenJob(Record):
+    """`<table>/_turnstile/open/<job>.json`: an unordered batch's job, from its submit until its end
+    is handled; the sweeper's watchdog asks the runner about those that stay open too long."""
+
+    job_id: str
+    success: str  # the `_SUCCESS` object of the batch
+    success_generation: int
+    rel: str
+    attempt: int = 0
+    submitted_at: AwareDatetime
+
+
+class BatchFailure(Record):
+    """`<table>/_turnstile/failures/<rel>/<generation>.json`: an unordered batch whose job failed.
+    Transient failures are retried by the sweeper at `retry_at` until the attempts run out; the
+    rest wait for `turnstile retry` after a fix. Removed when the batch is applied."""
+
+    job_id: str
+    success: str
+    success_generation: int
+    rel: str
+    error: str
+    transient: bool
+    attempt: int  # attempts made so far
+    retry_at: AwareDatetime | None = None  # None: no automatic retry left
+    failed_at: AwareDatetime
 
 
 class JobDone(Record):

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from turnstile.errors import ConfigError, Terminal
 from turnstile.records import (
+    BatchFailure,
     BatchOutcome,
     BatchResult,
     Claim,
@@ -22,6 +23,7 @@ from turnstile.records import (
     LockState,
     Manifest,
     ManifestBatch,
+    OpenJob,
     Pointer,
     Record,
 )
@@ -114,9 +116,26 @@ EXAMPLES: dict[str, Record] = {
         outcomes={"a": BatchOutcome.FAILED},
         error="batch 'a': boom",
     ),
+    "lock-retrying": Lock(
+        position="2024/01", attempt=2, retry_at=T0 + timedelta(minutes=2), last_error="the job died"
+    ),
+    "open-job": OpenJob(
+        job_id="j", success="ds/tbl/a/_SUCCESS", success_generation=4, rel="a", attempt=1, submitted_at=T0
+    ),
+    "failure-transient": BatchFailure(
+        job_id="j",
+        success="ds/tbl/a/_SUCCESS",
+        success_generation=4,
+        rel="a",
+        error="the job died",
+        transient=True,
+        attempt=1,
+        retry_at=T0 + timedelta(minutes=1),
+        failed_at=T0,
+    ),
 }
 
-RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone]
+RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone, OpenJob, BatchFailure]
 
 
 def test_examples_cover_every_record_type() -> None:

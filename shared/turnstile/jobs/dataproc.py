@@ -28,7 +28,7 @@ from google.auth import exceptions as auth_exc
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import dataproc_v1
 
-from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
+from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol.jobids import request_id
 from turnstile.settings import Settings
@@ -288,6 +288,12 @@ class DataprocRunner:
                 return  # attach: the batch exists; the caller learns its fate from `status`
             if _is_transient(exc):
                 raise JobServiceUnavailable(f"dataproc: create batch {job_id}: {exc.message}") from exc
+            if isinstance(exc, gexc.Forbidden):  # often a grant still propagating after a deploy
+                raise JobDeferred(
+                    f"dataproc refused batch {job_id}: {exc.message}; if the service account was just "
+                    "granted its roles, this passes within minutes (retried with backoff); otherwise "
+                    "grant it roles/dataproc.editor's batches.create (see docs/DEPLOY.md)"
+                ) from exc
             raise JobError(f"dataproc refused batch {job_id}: {exc.message}") from exc
 
     def _get(self, job_id: str, what: str) -> dataproc_v1.Batch | None:

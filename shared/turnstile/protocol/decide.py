@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from turnstile.errors import CorruptState
 from turnstile.jobs.port import JobStatus
+from turnstile.protocol import retries
 from turnstile.records import BatchOutcome, CoveredBatch, Lock, LockState
 
 
@@ -33,6 +34,7 @@ class View:
     may_start: bool = True  # False under WAIT_FOR_VALIDATION until a new _BACKFILL arrives
     head_is_late: bool = False  # the head sorts before a batch already applied
     head_applied: bool = False  # the head's very `_SUCCESS` generation is already committed
+    backing_off: bool = False  # a transient failure's retry is not due yet
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,11 @@ class Idle:
 @dataclass(frozen=True)
 class Paused:
     """WAIT_FOR_VALIDATION: the next job waits for a new `_BACKFILL`."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """A job failed for a transient reason; its retry is not due yet (the sweeper wakes the table)."""
 
 
 @dataclass(frozen=True)
@@ -99,9 +106,10 @@ class Finish:
     applied: tuple[CoveredBatch, ...]
     failed: CoveredBatch | None
     error: str | None
+    transient: bool = False  # the job never recorded why `failed` failed: retrying may help
 
 
-Action = Blocked | Gated | Idle | Paused | Wait | Submit | Drop | Late | Acquire | Finish
+Action = Blocked | Gated | Idle | Paused | Backoff | Wait | Submit | Drop | Late | Acquire | Finish
 
 
 def decide(view: View) -> Action:
@@ -126,6 +134,8 @@ def decide(view: View) -> Action:
         return Late(view.head[0])
     if not view.may_start:
         return Paused()
+    if view.backing_off:
+        return Backoff()
     return Acquire(view.head)
 
 
@@ -133,8 +143,10 @@ def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) ->
     """Batches count as applied in order up to the first one the job did not commit or skip."""
     applied: list[CoveredBatch] = []
     for covered in lock.covers:
-        if outcomes.get(covered.rel) not in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
+        outcome = outcomes.get(covered.rel)
+        if outcome not in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
             error = job.detail or f"job {job.job_id} ended {job.state.value} before applying {covered.rel!r}"
-            return Finish(tuple(applied), covered, error)
+            transient = retries.kind(outcome is BatchOutcome.FAILED) is retries.FailureKind.TRANSIENT
+            return Finish(tuple(applied), covered, error, transient)
         applied.append(covered)
     return Finish(tuple(applied), None, None)

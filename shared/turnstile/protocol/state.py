@@ -132,6 +132,7 @@ class TableState:
         """WAIT_FOR_VALIDATION: the present `_BACKFILL` already started the last job."""
         return (
             self.inv.settings.wait_for_validation
+            and not self.lock.attempt  # a retry after a transient failure needs no new go-ahead
             and self.backfill is not None
             and self.backfill.generation == self.lock.backfill_generation
         )

@@ -10,13 +10,15 @@ from __future__ import annotations
 from enum import StrEnum
 
 from turnstile import logs
-from turnstile.errors import ConfigError, CorruptState, JobError, PathError, PreconditionFailed
+from turnstile.config import LoadConfig
+from turnstile.errors import ConfigError, CorruptState, JobDeferred, JobError, PathError, PreconditionFailed
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.paths import Table
-from turnstile.protocol import backlog, lock
+from turnstile.protocol import backlog, lock, retries
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
+    Backoff,
     Blocked,
     Drop,
     Finish,
@@ -47,6 +49,7 @@ from turnstile.records import (
 )
 
 log = logs.get("subscriber")
+DEFAULT_CONFIG = LoadConfig.model_validate({})
 MAX_TURNS = 1000  # a turn always changes state or returns; this only guards against a bug looping
 
 
@@ -57,6 +60,7 @@ class Stopped(StrEnum):
     BLOCKED = "blocked"
     GATED = "gated"
     PAUSED = "paused"
+    BACKOFF = "backoff"  # a transient failure's retry is not due yet; the sweeper wakes the table
     WAITING = "waiting"  # a job runs; its done signal wakes the table
     IDLE = "idle"
 
@@ -79,6 +83,12 @@ def run(inv: Invocation, table: Table) -> Stopped:
                 return Stopped.GATED
             case Paused():
                 return Stopped.PAUSED
+            case Backoff():
+                log.info(
+                    "retry of a transient failure not due yet",
+                    extra={"table": table.prefix, "retry_at": str(held.retry_at), "attempt": held.attempt},
+                )
+                return Stopped.BACKOFF
             case Wait(job_id=job_id):
                 log.info("job running", extra={"table": table.prefix, "job_id": job_id})
                 return Stopped.WAITING
@@ -127,8 +137,11 @@ def _view(state: TableState) -> View:
     may_start = True
     if inv.settings.wait_for_validation and head:
         # One job per _BACKFILL generation: the one that started the last job cannot start another.
+        # A retry after a transient failure needs no new go-ahead: the batch was allowed already.
         current = state.backfill
-        may_start = current is not None and current.generation != held.backfill_generation
+        may_start = held.attempt > 0 or (
+            current is not None and current.generation != held.backfill_generation
+        )
     # Strictly before the position: a new `_SUCCESS` generation of the last batch applied (a
     # re-upload, or every batch of a flat `<ds>/<tbl>/_SUCCESS` table) is the next batch, not a late
     # one; a copy of the same generation is skipped by the job as already committed.
@@ -138,7 +151,15 @@ def _view(state: TableState) -> View:
     )
     late = behind and position is not None and head[0].name < position
     applied = behind and backlog.already_applied(inv, table, head[0])
-    return View(lock=held, head=head, may_start=may_start, head_is_late=late, head_applied=applied)
+    backing_off = held.retry_at is not None and held.retry_at > state.now
+    return View(
+        lock=held,
+        head=head,
+        may_start=may_start,
+        head_is_late=late,
+        head_applied=applied,
+        backing_off=backing_off,
+    )
 
 
 def _results(inv: Invocation, table: Table, held: Lock) -> dict[str, BatchOutcome]:
@@ -198,6 +219,8 @@ def _acquire(
         backfill_generation=_authorizing_backfill(inv, table, held),
         history=held.history,
         position=held.position,  # kept while held: a job that applies nothing must not reset it
+        attempt=held.attempt,  # a retry counts on from the failures before it
+        last_error=held.last_error,
     )
     try:
         generation = lock.write(inv, table, running, lock_generation)
@@ -278,8 +301,76 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
         inv.runner.submit(job_id, f"gs://{inv.store.bucket}/{held.manifest}")
     except JobError as exc:
         error = f"the job could not be submitted: {exc}"
+        if isinstance(exc, JobDeferred) and _retry(
+            inv, table, held, lock_generation, applied=(), error=error
+        ):
+            return
         failed = lock.failed(table, held, job_id, held.covers[0], error=error, now=inv.clock.now())
         lock.fail(inv, table, failed, lock_generation)
+
+
+def _retry(
+    inv: Invocation,
+    table: Table,
+    held: Lock,
+    lock_generation: int,
+    *,
+    applied: tuple[CoveredBatch, ...],
+    error: str,
+) -> bool:
+    """After a transient failure: free the lock with a retry time for the head batch, unless its
+    retries are used up (False: the caller fails the lock)."""
+    attempt = held.attempt + 1
+    retries_left = held.covers[0].rel if held.covers else None
+    config = _head_config(inv, held)
+    when = retries.retry_at(
+        attempt, config.job_retries, config.job_retry_backoff_seconds, held.job_id or "", inv.clock.now()
+    )
+    if when is None:
+        return False
+    position = _furthest(inv, table, held.position, *(c.rel for c in applied))
+    waiting = Lock(
+        state=LockState.FREE,
+        history=lock.with_job(held.history, held.job_id),
+        backfill_generation=held.backfill_generation,
+        position=position,
+        allow_late=held.allow_late,
+        attempt=attempt,
+        retry_at=when,
+        last_error=error,
+    )
+    try:
+        lock.write(inv, table, waiting, lock_generation)
+    except PreconditionFailed:
+        return True  # another subscriber moved first; it decides from what it wrote
+    log.warning(
+        f"job {held.job_id} of {table.uri} failed for a transient reason ({error}); batch "
+        f"{retries_left!r} is retried at {when.isoformat()} (attempt {attempt} of {config.job_retries})",
+        extra={
+            "event": "job_retry_scheduled",
+            "table": table.prefix,
+            "job_id": held.job_id,
+            "rel": retries_left,
+            "attempt": attempt,
+            "retry_at": when.isoformat(),
+            "error": error,
+        },
+    )
+    return True
+
+
+def _head_config(inv: Invocation, held: Lock) -> LoadConfig:
+    """The retry settings of the head batch's config cascade (defaults when it cannot be read)."""
+    if not held.covers:
+        return DEFAULT_CONFIG
+    found = inv.store.read(held.covers[0].pointer)
+    if found is None:
+        return DEFAULT_CONFIG
+    try:
+        _, resolved = inv.batch(backlog.decode(inv, found).success)
+    except (ConfigError, PathError):
+        return DEFAULT_CONFIG
+    return resolved.load
 
 
 def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, finish: Finish) -> None:
@@ -287,10 +378,15 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
     history = lock.with_job(held.history, held.job_id)
     # A late batch an operator let through sorts before the position: it must not move it back.
     position = _furthest(inv, table, held.position, *(c.rel for c in finish.applied))
+    error = finish.error or "job failed"
+    if finish.failed is not None and finish.transient:
+        attempt = 0 if finish.applied else held.attempt  # a new head counts its own failures
+        retried = held.model_copy(update={"covers": (finish.failed,), "attempt": attempt})
+        if _retry(inv, table, retried, lock_generation, applied=finish.applied, error=error):
+            return
+        error = f"{error} (after {retried.attempt + 1} attempts failing for transient reasons)"
     if finish.failed is not None:
-        failed = lock.failed(
-            table, held, held.job_id, finish.failed, error=finish.error or "job failed", now=inv.clock.now()
-        )
+        failed = lock.failed(table, held, held.job_id, finish.failed, error=error, now=inv.clock.now())
         lock.fail(
             inv, table, failed.model_copy(update={"history": history, "position": position}), lock_generation
         )

@@ -46,6 +46,8 @@ class SweepFacts:
     backfill_claimed_live: bool  # a run holds the current _BACKFILL's claim, within its lease
     paused: bool
     gated: bool
+    retry_pending: bool = False  # a transient failure's retry is scheduled and not due yet
+    retry_due: bool = False  # ... and is due now
 
 
 def verdict(state: SweepFacts, lease: float) -> Verdict:
@@ -58,8 +60,10 @@ def verdict(state: SweepFacts, lease: float) -> Verdict:
         if state.job_finished is None and (state.lock_age or 0) > lease:
             return Verdict.WAKE  # locked, never submitted, and the locker is long gone
         return Verdict.OK
-    if not state.backlog or state.paused or state.gated:
+    if not state.backlog or state.paused or state.gated or state.retry_pending:
         return Verdict.OK
+    if state.retry_due and not state.backfill_claimed_live:
+        return Verdict.WAKE  # the run that scheduled the retry has ended
     if state.backfill_age is None:
         return Verdict.WAKE
     if state.backfill_claimed_live or state.backfill_age < lease:
@@ -110,6 +114,8 @@ def facts(state: TableState) -> SweepFacts:
         backfill_claimed_live=state.subscriber is Subscriber.RUNNING,
         paused=state.paused,
         gated=state.gated,
+        retry_pending=held.retry_at is not None and held.retry_at > state.now,
+        retry_due=held.retry_at is not None and held.retry_at <= state.now,
     )
 
 
