@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.dependencies import canonical, unprovided
 from turnstile import importgraph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,10 +58,6 @@ def _metadata(wheel: Path) -> Message:
         return Parser().parsestr(archive.read(name).decode())
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _declared(metadata: Message) -> dict[str | None, list[Requirement]]:
     """Requires-Dist by extra (None: the core), as the wheel states them."""
     by_extra: dict[str | None, list[Requirement]] = {None: [], **{extra: [] for extra in EXTRAS}}
@@ -87,7 +84,7 @@ def _with_self_references(
             continue
         done.add(name)
         for requirement in by_extra[name]:
-            if _canonical(requirement.name) == "turnstile":
+            if canonical(requirement.name) == "turnstile":
                 todo.extend(requirement.extras)
             else:
                 found.append(requirement)
@@ -103,7 +100,7 @@ def _pins(path: Path) -> dict[str, str]:
             requirement = Requirement(text)
             (spec,) = requirement.specifier
             assert spec.operator == "==", f"{path.name}: {text!r} is not pinned with =="
-            pins[_canonical(requirement.name)] = spec.version
+            pins[canonical(requirement.name)] = spec.version
     return pins
 
 
@@ -121,13 +118,13 @@ def test_wheel_metadata_declares_the_core_and_the_extras(wheel: Path) -> None:
     assert metadata["Name"] == "turnstile"
     assert sorted(metadata.get_all("Provides-Extra") or []) == sorted(EXTRAS)
     by_extra = _declared(metadata)
-    core = {_canonical(r.name) for r in by_extra[None]}
+    core = {canonical(r.name) for r in by_extra[None]}
     assert {"google-cloud-storage", "pydantic", "python-json-logger"} <= core
     assert not {"pyspark", "functions-framework", "typer", "pytest"} & core
-    assert "functions-framework" in {_canonical(r.name) for r in by_extra["function"]}
-    assert "pyspark" in {_canonical(r.name) for r in by_extra["job"]}
-    assert "typer" in {_canonical(r.name) for r in _with_self_references(by_extra, "cli")}
-    assert "pytest" in {_canonical(r.name) for r in _with_self_references(by_extra, "dev")}
+    assert "functions-framework" in {canonical(r.name) for r in by_extra["function"]}
+    assert "pyspark" in {canonical(r.name) for r in by_extra["job"]}
+    assert "typer" in {canonical(r.name) for r in _with_self_references(by_extra, "cli")}
+    assert "pytest" in {canonical(r.name) for r in _with_self_references(by_extra, "dev")}
     for extra in (None, *EXTRAS):
         for requirement in _with_self_references(by_extra, extra):
             assert requirement.specifier, f"{requirement} ({extra or 'core'}) has no version range"
@@ -167,7 +164,7 @@ def test_pip_installs_the_wheel_and_it_imports_from_there(wheel: Path, tmp_path:
 def test_requirements_pin_exactly_what_is_declared_within_its_range(wheel: Path) -> None:
     by_extra = _declared(_metadata(wheel))
     declared = {
-        _canonical(r.name): r for extra in (None, *EXTRAS) for r in _with_self_references(by_extra, extra)
+        canonical(r.name): r for extra in (None, *EXTRAS) for r in _with_self_references(by_extra, extra)
     }
     pins = _pins(ROOT / "requirements.txt")
     assert set(pins) == set(declared), (
@@ -186,27 +183,11 @@ def test_pinned_versions_are_the_installed_ones() -> None:
 
 
 def test_function_requirements_are_the_core_and_the_function_extra(wheel: Path) -> None:
-    wanted = {_canonical(r.name) for r in _with_self_references(_declared(_metadata(wheel)), "function")}
+    wanted = {canonical(r.name) for r in _with_self_references(_declared(_metadata(wheel)), "function")}
     deployed = _pins(ROOT / "functions" / "requirements.txt")
     assert set(deployed) == wanted
     locked = _pins(ROOT / "requirements.txt")
     assert {name: locked[name] for name in deployed} == deployed
-
-
-def _with_dependencies(names: set[str]) -> set[str]:
-    """The distributions and everything they require (as installed here), transitively."""
-    closure: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        if name in closure:
-            continue
-        closure.add(name)
-        for text in md.requires(name) or []:
-            requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(_canonical(requirement.name))
-    return closure
 
 
 def _sources(path: Path) -> set[Path]:
@@ -233,25 +214,10 @@ def _sources(path: Path) -> set[Path]:
     ],
 )
 def test_each_extra_covers_what_its_code_imports(wheel: Path, extra: str, entry_points: list[str]) -> None:
-    names = {_canonical(r.name) for r in _with_self_references(_declared(_metadata(wheel)), extra)}
-    available = _with_dependencies(names)
+    names = {canonical(r.name) for r in _with_self_references(_declared(_metadata(wheel)), extra)}
     starts = {file for entry in entry_points for file in _sources(ROOT / entry)}
     files = starts | importgraph.reached(starts, SHARED, "turnstile")
-    providers = md.packages_distributions()
-    missing = {}
-    own = [
-        "turnstile",
-        "turnstile_dev",
-        "tests",
-        "main",
-        "dataproc_stub",
-        "harness",
-        "scenario",
-        "jobkit",
-        "tfcheck",
-    ]
-    for module in importgraph.third_party(files, SHARED, own):
-        dists = {_canonical(d) for d in providers.get(module, [])}
-        if not dists & available:
-            missing[module] = sorted(dists)
+    missing = unprovided(
+        importgraph.third_party(files, SHARED, ["turnstile", "turnstile_dev", "tests"]), names
+    )
     assert not missing, f"imported under {entry_points} but not provided by turnstile[{extra}]: {missing}"

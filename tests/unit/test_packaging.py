@@ -4,7 +4,6 @@ requirements cover what their code imports."""
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import re
 import subprocess
 import sys
@@ -12,8 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
+from tests.dependencies import requirement_names, unprovided, with_dependencies
 from turnstile import importgraph, packaging
 from turnstile.errors import SettingsError
 
@@ -194,49 +193,14 @@ def _third_party_imports(start: Path) -> set[str]:
     )
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _requirement_names(path: Path) -> set[str]:
-    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
-    return {_canonical(Requirement(line).name) for line in lines if line}
-
-
-def _with_dependencies(names: set[str]) -> set[str]:
-    """The distributions and everything they require (as installed here), transitively."""
-    closure: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        if name in closure:
-            continue
-        closure.add(name)
-        try:
-            requires = md.requires(name) or []
-        except md.PackageNotFoundError:
-            continue  # not installed here, so nothing here can import it either
-        for text in requires:
-            requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(_canonical(requirement.name))
-    return closure
-
-
 def test_function_requirements_cover_what_the_function_imports() -> None:
-    deployed = _requirement_names(ROOT / "functions" / "requirements.txt")
-    available = _with_dependencies(deployed)
-    providers = md.packages_distributions()
-    missing = {}
-    for module in _third_party_imports(ROOT / "functions" / "main.py"):
-        dists = {_canonical(d) for d in providers.get(module, [])}
-        if not dists & available:
-            missing[module] = sorted(dists)
+    deployed = requirement_names(ROOT / "functions" / "requirements.txt")
+    missing = unprovided(_third_party_imports(ROOT / "functions" / "main.py"), deployed)
     assert not missing, f"imported by the function but not in functions/requirements.txt: {missing}"
 
 
 def test_function_requirements_leave_out_spark() -> None:
-    deployed = _with_dependencies(_requirement_names(ROOT / "functions" / "requirements.txt"))
+    deployed = with_dependencies(requirement_names(ROOT / "functions" / "requirements.txt"))
     assert not {"pyspark", "snowpark-connect-deps-iceberg", "py4j"} & deployed
 
 
