@@ -37,10 +37,10 @@ test: lint terraform-check ## Lint, type-check, check terraform/ offline and run
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 simulate: $(INSTALLED) ## Seeded simulation of the protocol: make simulate SEEDS=N SEED_BASE=B
-	$(BIN)/python -m turnstile.simulation --seeds $(SEEDS) --seed-base $(SEED_BASE)
+	$(BIN)/python -m turnstile_dev.simulation --seeds $(SEEDS) --seed-base $(SEED_BASE)
 
 demo: setup ## Run the whole system on the embedded local stack and show the result
-	$(BIN)/python -m turnstile.demo
+	$(BIN)/python -m turnstile_dev.demo
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .turnstile .pytest_cache .mypy_cache .ruff_cache
@@ -66,4 +66,4 @@ terraform-check: $(INSTALLED) $(CHECKOV_VENV)/.installed ## Offline Terraform ch
 
 BENCH_ARGS ?=
 bench: setup ## Benchmark against one job per batch, Structured Streaming and a bare loop: bench/results.md
-	$(BIN)/python -m turnstile.bench $(BENCH_ARGS)
+	$(BIN)/python -m turnstile_dev.bench $(BENCH_ARGS)

@@ -16,7 +16,7 @@ locals {
   job_version = substr(sha256(join(",", [filesha256(local.job_main_file), filesha256(local.job_package)])), 0, 16)
 }
 
-# Functions source: functions/main.py and requirements.txt with the turnstile package beside them.
+# Functions source: functions/main.py and requirements.txt with the turnstile modules they import.
 resource "google_storage_bucket_object" "function_source" {
   name         = "functions/source-${filemd5(local.function_zip)}.zip"
   bucket       = google_storage_bucket.artifacts.name

@@ -5,14 +5,18 @@
 BUILD_DIR (default `build/`) receives:
 
     function/            the Cloud Functions source folder: main.py and requirements.txt from
-                         functions/, and the turnstile package beside them, so `import turnstile`
-                         works in the cloud without path tricks
+                         functions/, and beside them the turnstile modules main.py reaches through
+                         its imports, so `import turnstile` works in the cloud without path tricks
     function.zip         that folder zipped (Terraform uploads it; the buildpack installs the
                          requirements, which hold only the functions' dependencies, no pyspark)
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
-    job/turnstile.zip    the turnstile package for python_file_uris
+    job/turnstile.zip    for python_file_uris: the turnstile modules the job's main file reaches
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
                          relocated Jackson classes it needs (see turnstile.local.jars)
+
+Each artefact holds only the modules its entry point imports (`turnstile.importgraph`): no CLI,
+no packaging, no Spark code in the function; none of the protocol in the job. The development
+tooling (`turnstile_dev`: bench, simulation, demo) lives outside the package and is never reached.
 
 The zips are deterministic (sorted entries, fixed timestamps and modes): unchanged code gives
 byte-identical archives, so `terraform plan` shows no change and the function is not rebuilt.
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
+from turnstile import importgraph
 from turnstile.errors import SettingsError
 from turnstile.local import jars as local_jars
 
@@ -49,8 +54,6 @@ DEFAULT_SCALA = "2.13"
 """Dataproc Serverless runtime 2.x (Spark 3.5, Scala 2.13); runtime 1.2 would need 2.12."""
 
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
-_SKIPPED_DIRS = {"__pycache__"}
-_SKIPPED_SUFFIXES = (".pyc", ".pyo")
 
 
 @dataclass(frozen=True)
@@ -64,15 +67,12 @@ class Built:
     jars: tuple[Path, ...]
 
 
-def package_files(package_dir: Path = PACKAGE_DIR) -> list[Path]:
-    """The package's source files (no caches), sorted, relative to the package's parent."""
-    found = []
-    for path in sorted(package_dir.rglob("*")):
-        rel = path.relative_to(package_dir.parent)
-        if not path.is_file() or _SKIPPED_DIRS & set(rel.parts) or path.name.endswith(_SKIPPED_SUFFIXES):
-            continue
-        found.append(rel)
-    return found
+def reached_files(*starts: Path, package_dir: Path = PACKAGE_DIR) -> list[Path]:
+    """The package's source files that `starts` import, directly or not, sorted, relative to the
+    package's parent (what an artefact whose entry points are `starts` needs)."""
+    root = package_dir.parent
+    files = importgraph.reached(starts, root, package_dir.name)
+    return sorted(path.relative_to(root) for path in files)
 
 
 def deterministic_zip(entries: Iterable[tuple[str, Path | bytes]], target: Path) -> Path:
@@ -98,7 +98,8 @@ def _fresh_dir(path: Path) -> Path:
 
 
 def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path, Path]:
-    """`out/function/` (main.py, requirements.txt, turnstile/) and `out/function.zip`."""
+    """`out/function/` (main.py, requirements.txt, the turnstile modules main.py reaches) and
+    `out/function.zip`."""
     folder = _fresh_dir(out / "function")
     entries: list[tuple[str, Path | bytes]] = []
     for name in FUNCTION_FILES:
@@ -107,7 +108,7 @@ def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path
             raise SettingsError(f"{source} is missing; the function source needs functions/{name}")
         shutil.copy2(source, folder / name)
         entries.append((name, source))
-    for rel in package_files():
+    for rel in reached_files(functions_dir / "main.py"):
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PACKAGE_DIR.parent / rel, target)
@@ -116,7 +117,8 @@ def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path
 
 
 def build_job(out: Path) -> tuple[Path, Path]:
-    """`out/job/main.py` and `out/job/turnstile.zip` (the package, importable from the zip).
+    """`out/job/main.py` and `out/job/turnstile.zip` (the modules the job's main file reaches,
+    importable from the zip).
 
     turnstile is a namespace package (no `__init__.py`), which zipimport does not find; the zip
     gets an empty `turnstile/__init__.py` so Python imports it from python_file_uris."""
@@ -125,7 +127,7 @@ def build_job(out: Path) -> tuple[Path, Path]:
     main = job / "main.py"
     shutil.copy2(JOB_MAIN, main)
     entries: list[tuple[str, Path | bytes]] = [
-        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in package_files()
+        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in reached_files(JOB_MAIN)
     ]
     init = f"{PACKAGE_DIR.name}/__init__.py"
     if init not in {name for name, _ in entries}:

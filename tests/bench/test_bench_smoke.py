@@ -28,7 +28,7 @@ KEYS = (
 
 def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path]) -> None:
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "turnstile.bench", "--quick", "--out", str(out)]
+    command = [sys.executable, "-m", "turnstile_dev.bench", "--quick", "--out", str(out)]
     command += ["--work", str(tmp_path / "work"), "--jars", str(iceberg_jars[-1].parent)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -11,8 +11,8 @@ from turnstile.jobs.port import JobStatus
 from turnstile.protocol import backlog
 from turnstile.protocol import decide as decide_module
 from turnstile.records import BatchOutcome, Lock
-from turnstile.simulation.adapters import SimTables
-from turnstile.simulation.world import run_many, run_schedule
+from turnstile_dev.simulation.adapters import SimTables
+from turnstile_dev.simulation.world import run_many, run_schedule
 
 
 def test_three_hundred_schedules_keep_every_invariant() -> None:

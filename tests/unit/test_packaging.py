@@ -1,10 +1,9 @@
 """The deployable artefacts: the function source folder and archive, the job's main file and package
-zip, the Iceberg jars for Dataproc; and that the functions' requirements cover what their code imports."""
+zip, the Iceberg jars for Dataproc; that each holds only what runs there; and that the functions'
+requirements cover what their code imports."""
 
 from __future__ import annotations
 
-import ast
-import importlib.metadata as md
 import re
 import subprocess
 import sys
@@ -12,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
 
-from turnstile import packaging
+from tests.dependencies import requirement_names, unprovided, with_dependencies
+from turnstile import importgraph, packaging
 from turnstile.errors import SettingsError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,10 +26,12 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> packaging.Built:
 
 
 def _python(code: str, cwd: Path, *path: Path) -> subprocess.CompletedProcess[str]:
-    """Run `code` in a fresh interpreter that cannot see shared/ (the editable install), only `path`."""
+    """Run `code` in a fresh interpreter that sees turnstile only in `path`: no shared/ (the editable
+    install) nor any other folder holding a turnstile package, since the namespace package would
+    merge them and hide a module missing from an artefact."""
     prelude = (
-        "import sys\n"
-        f"sys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(SHARED)!r}]\n"
+        "import sys, os\n"
+        "sys.path[:] = [p for p in sys.path if not os.path.isdir(os.path.join(p or '.', 'turnstile'))]\n"
         f"sys.path[:0] = {[str(p) for p in path]!r}\n"
     )
     return subprocess.run(
@@ -109,86 +110,97 @@ def test_deterministic_zip_sorts_and_fixes_times(tmp_path: Path) -> None:
         assert archive.read("a.txt") == b"a"
 
 
+# -- what the artefacts leave out ---------------------------------------------------------------------
+
+TOOLING = ("turnstile_dev/", "turnstile/bench/", "turnstile/simulation/", "turnstile/demo.py")
+"""The development tooling: in no artefact."""
+
+OPERATOR = (
+    "turnstile/cli",  # the CLI, a module or a package
+    "turnstile/ops/",
+    "turnstile/packaging.py",
+    "turnstile/importgraph.py",
+    "turnstile/local/stack.py",  # the local stack: emulator, event bridge, function host
+    "turnstile/local/emulator.py",
+    "turnstile/local/bridge.py",
+    "turnstile/local/commands.py",
+    "turnstile/py.typed",
+)
+"""What runs on an operator's or developer's machine only."""
+
+NOT_IN_FUNCTION = (*TOOLING, *OPERATOR, "turnstile/spark/")  # the function submits the job, never runs it
+NOT_IN_JOB = (
+    *TOOLING,
+    *OPERATOR,
+    "turnstile/local/",
+    "turnstile/protocol/",
+    "turnstile/entry.py",
+    "turnstile/wiring.py",
+    "turnstile/jobs/dataproc.py",
+    "turnstile/jobs/local.py",
+    "turnstile/store/memory.py",
+)
+
+
+def _names(archive_path: Path) -> list[str]:
+    with zipfile.ZipFile(archive_path) as archive:
+        return archive.namelist()
+
+
+def _unwanted(names: list[str], excluded: tuple[str, ...]) -> list[str]:
+    return sorted(name for name in names if name.startswith(excluded))
+
+
+def test_function_archive_holds_only_what_the_function_runs(built: packaging.Built) -> None:
+    names = _names(built.function_zip)
+    assert not _unwanted(names, NOT_IN_FUNCTION)
+    expected = {rel.as_posix() for rel in packaging.reached_files(ROOT / "functions" / "main.py")}
+    assert set(names) == expected | set(packaging.FUNCTION_FILES)
+
+
+def test_job_package_holds_only_what_the_job_runs(built: packaging.Built) -> None:
+    names = _names(built.job_package)
+    assert not _unwanted(names, NOT_IN_JOB)
+    expected = {rel.as_posix() for rel in packaging.reached_files(packaging.JOB_MAIN)}
+    assert set(names) == expected | {"turnstile/__init__.py"}
+    assert "turnstile/spark/applier.py" in names
+
+
+def test_the_tooling_is_outside_the_package() -> None:
+    assert (SHARED / "turnstile_dev" / "bench" / "__main__.py").is_file()
+    assert (SHARED / "turnstile_dev" / "simulation" / "__main__.py").is_file()
+    assert (SHARED / "turnstile_dev" / "demo.py").is_file()
+    assert not [p for p in ("bench", "simulation", "demo.py") if (SHARED / "turnstile" / p).exists()]
+
+
+def test_the_library_never_imports_the_tooling() -> None:
+    offenders = {
+        path.relative_to(SHARED).as_posix(): name
+        for path in (SHARED / "turnstile").rglob("*.py")
+        for name in importgraph.imported_names(path, SHARED)
+        if name.split(".")[0] == "turnstile_dev"
+    }
+    assert not offenders, f"the library imports the development tooling: {offenders}"
+
+
 # -- the functions' dependencies ----------------------------------------------------------------------
-
-
-def _module_file(module: str) -> Path | None:
-    base = SHARED.joinpath(*module.split("."))
-    for candidate in (base / "__init__.py", base.with_suffix(".py")):
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _third_party_imports(start: Path) -> set[str]:
     """Top-level third-party modules imported by `start` and every turnstile module it reaches."""
-    seen: set[Path] = set()
-    todo = [start]
-    found: set[str] = set()
-    while todo:
-        path = todo.pop()
-        if path in seen:
-            continue
-        seen.add(path)
-        for node in ast.walk(ast.parse(path.read_text())):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-            for name in names:
-                if name.split(".")[0] == "turnstile":
-                    found_file = _module_file(name)
-                    if found_file is not None:
-                        todo.append(found_file)
-                elif name.split(".")[0] not in sys.stdlib_module_names:
-                    found.add(name.split(".")[0])
-    return found
-
-
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _requirement_names(path: Path) -> set[str]:
-    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
-    return {_canonical(Requirement(line).name) for line in lines if line}
-
-
-def _with_dependencies(names: set[str]) -> set[str]:
-    """The distributions and everything they require (as installed here), transitively."""
-    closure: set[str] = set()
-    todo = list(names)
-    while todo:
-        name = todo.pop()
-        if name in closure:
-            continue
-        closure.add(name)
-        try:
-            requires = md.requires(name) or []
-        except md.PackageNotFoundError:
-            continue  # not installed here, so nothing here can import it either
-        for text in requires:
-            requirement = Requirement(text)
-            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
-                todo.append(_canonical(requirement.name))
-    return closure
+    return importgraph.third_party(
+        {start} | importgraph.reached([start], SHARED, "turnstile"), SHARED, ["turnstile"]
+    )
 
 
 def test_function_requirements_cover_what_the_function_imports() -> None:
-    deployed = _requirement_names(ROOT / "functions" / "requirements.txt")
-    available = _with_dependencies(deployed)
-    providers = md.packages_distributions()
-    missing = {}
-    for module in _third_party_imports(ROOT / "functions" / "main.py"):
-        dists = {_canonical(d) for d in providers.get(module, [])}
-        if not dists & available:
-            missing[module] = sorted(dists)
+    deployed = requirement_names(ROOT / "functions" / "requirements.txt")
+    missing = unprovided(_third_party_imports(ROOT / "functions" / "main.py"), deployed)
     assert not missing, f"imported by the function but not in functions/requirements.txt: {missing}"
 
 
 def test_function_requirements_leave_out_spark() -> None:
-    deployed = _with_dependencies(_requirement_names(ROOT / "functions" / "requirements.txt"))
+    deployed = with_dependencies(requirement_names(ROOT / "functions" / "requirements.txt"))
     assert not {"pyspark", "snowpark-connect-deps-iceberg", "py4j"} & deployed
 
 

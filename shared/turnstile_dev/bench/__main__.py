@@ -1,4 +1,4 @@
-"""`python -m turnstile.bench [--tables T --batches N --files F --rows R --quick]` (`make bench`).
+"""`python -m turnstile_dev.bench [--tables T --batches N --files F --rows R --quick]` (`make bench`).
 
 Runs every contender one after another on this machine, alone, on the same workload, then writes
 `<out>/results.json`, `<out>/results.md` and `<out>/chart.png`. Scratch data goes to `<work>`,
@@ -17,21 +17,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from turnstile.bench import counting, floor, job_cost, machine, report, scale, streaming, verify
-from turnstile.bench.sparkrun import SparkRun, SparkSetup
-from turnstile.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
-from turnstile.bench.workload import Workload
 from turnstile.local import emulator
 from turnstile.local.jars import check_java, ensure_jars
 from turnstile.local.stack import StackOptions
 from turnstile.store.gcs import GcsStore, make_client
+from turnstile_dev.bench import counting, floor, job_cost, machine, report, scale, streaming, verify
+from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup
+from turnstile_dev.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
+from turnstile_dev.bench.workload import Workload
 
 BENCH_CATALOG = "bench"
 T = TypeVar("T")
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m turnstile.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m turnstile_dev.bench", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--tables", type=int, help="tables (default 2; --quick: 1)")
     parser.add_argument("--batches", type=int, help="batches per table (default 100; --quick: 3)")
     parser.add_argument("--files", type=int, help="CSV files per batch (default 2; --quick: 1)")

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from turnstile.bench import verify
-from turnstile.bench.sparkrun import SparkRun, SparkSetup, submit
-from turnstile.bench.workload import SCHEMA, Workload
+from turnstile_dev.bench import verify
+from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup, submit
+from turnstile_dev.bench.workload import SCHEMA, Workload
 
 NAMESPACE = "streaming"
 

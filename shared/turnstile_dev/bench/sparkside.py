@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from turnstile.bench import floor, job_cost, streaming, verify
+from turnstile_dev.bench import floor, job_cost, streaming, verify
 
 
 def main(argv: list[str]) -> int:

@@ -23,13 +23,13 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from turnstile.bench.counting import FunctionHost
-from turnstile.bench.workload import SUCCESS, Workload
 from turnstile.config import LoadConfig
 from turnstile.paths import Table
 from turnstile.records import Pointer
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
+from turnstile_dev.bench.counting import FunctionHost
+from turnstile_dev.bench.workload import SUCCESS, Workload
 
 DATASET = "scale"
 

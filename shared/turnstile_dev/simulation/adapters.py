@@ -9,8 +9,8 @@ from turnstile.errors import JobServiceUnavailable
 from turnstile.jobs.execution import BatchFailed, execute, read_manifest
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.simulation.engine import Crash, Loop, SimClock, Task
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile_dev.simulation.engine import Crash, Loop, SimClock, Task
 
 
 class FaultyStore:

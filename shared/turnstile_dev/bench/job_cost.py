@@ -22,8 +22,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from turnstile.bench.sparkrun import SparkRun, SparkSetup, submit
-from turnstile.bench.workload import SCHEMA, Workload
 from turnstile.clock import SystemClock
 from turnstile.config import LoadConfig
 from turnstile.jobs.execution import execute
@@ -32,6 +30,8 @@ from turnstile.spark import commits, reading
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import Located
 from turnstile.store.memory import MemoryStore
+from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup, submit
+from turnstile_dev.bench.workload import SCHEMA, Workload
 
 NAMESPACE_JOB = "cost_job"
 NAMESPACE_BARE = "cost_bare"

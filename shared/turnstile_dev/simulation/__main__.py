@@ -1,4 +1,4 @@
-"""`python -m turnstile.simulation --seeds N --seed-base B` (what `make simulate` runs)."""
+"""`python -m turnstile_dev.simulation --seeds N --seed-base B` (what `make simulate` runs)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from turnstile.simulation.world import run_many, run_schedule
+from turnstile_dev.simulation.world import run_many, run_schedule
 
 
 def main(

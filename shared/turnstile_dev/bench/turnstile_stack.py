@@ -24,8 +24,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from turnstile.bench.machine import CpuMeter
-from turnstile.bench.workload import GATE, SCHEMA, Workload
 from turnstile.config import LoadConfig
 from turnstile.jobs.local import LocalRunner, read_json
 from turnstile.local.bridge import wait_until
@@ -33,6 +31,8 @@ from turnstile.local.stack import Stack, StackOptions, settings_for
 from turnstile.local.stackinfo import StackInfo
 from turnstile.records import BatchResult, Lock, LockState, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore, make_client
+from turnstile_dev.bench.machine import CpuMeter
+from turnstile_dev.bench.workload import GATE, SCHEMA, Workload
 
 CATALOG = "turnstile"
 

@@ -31,11 +31,11 @@ from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.records import Lock, LockState
 from turnstile.settings import Settings
-from turnstile.simulation.adapters import FaultyStore, SimRunner, SimTables
-from turnstile.simulation.engine import Crash, Killed, Loop, SimClock, Task
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile_dev.simulation.adapters import FaultyStore, SimRunner, SimTables
+from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
 
 BUCKET = "sim-bucket"
 GATE = "_HISTORYDONE"

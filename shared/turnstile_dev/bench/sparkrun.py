@@ -1,6 +1,6 @@
 """Runs a benchmark task in its own Spark application, the way the local job runner runs a job.
 
-`spark-submit [--conf ...] turnstile/bench/sparkside.py TASK ARGS.json RESULT.json`, with the same
+`spark-submit [--conf ...] turnstile_dev/bench/sparkside.py TASK ARGS.json RESULT.json`, with the same
 Spark properties as every local turnstile job (`local.jars.spark_conf`: local[2], the Iceberg
 runtime, a Hadoop catalog). The wall time counts from the moment spark-submit is started, JVM
 start-up included, as a turnstile job's does.

@@ -1,6 +1,6 @@
 """`make bench`: ordered ingestion measured side by side against what users would pick instead.
 
-`python -m turnstile.bench [--tables T --batches N --files F --rows R --quick]` writes
+`python -m turnstile_dev.bench [--tables T --batches N --files F --rows R --quick]` writes
 bench/results.md, bench/results.json and bench/chart.png. One module per job: `workload` (the data
 and its out-of-order arrival), one per contender (`turnstile_stack`: turnstile with coalescing and
 one job per batch on the real local stack; `streaming`: Spark Structured Streaming; `floor`: one

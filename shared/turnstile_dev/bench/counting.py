@@ -29,7 +29,6 @@ from cloudevents.conversion import to_binary
 from functions_framework import create_app
 
 from turnstile import logs, wiring
-from turnstile.bench.workload import GATE, SCHEMA, SUCCESS, Workload
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import cloud_event
 from turnstile.local.stack import functions_source
@@ -37,6 +36,7 @@ from turnstile.paths import classify
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile_dev.bench.workload import GATE, SCHEMA, SUCCESS, Workload
 
 Key = tuple[str, str, str, str]  # who (upstream, function, job), event kind, operation, call site
 
@@ -46,7 +46,7 @@ def call_site() -> str:
     frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         module = str(frame.f_globals.get("__name__", ""))
-        if module.startswith("turnstile.") and not module.startswith(("turnstile.store", "turnstile.bench")):
+        if module.startswith("turnstile.") and not module.startswith("turnstile.store"):
             return f"{module.removeprefix('turnstile.')}:{frame.f_code.co_name}"
         frame = frame.f_back
     return "benchmark"
