@@ -3,9 +3,6 @@ STORAGE_EMULATOR_HOST is not set, otherwise the emulator it names or GCS (the on
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,31 +63,6 @@ def current() -> Target:
     target = resolve_settings()
     STORAGE.set(target.storage)
     return target
-
-
-@contextmanager
-def exported(target: Target) -> Iterator[None]:
-    """The stack's storage and warehouse in this process's environment while it may start jobs:
-    a local job runs in a child process that reads its settings from the environment."""
-    stack, settings = target.stack, target.settings
-    if stack is None or settings.storage_emulator_host != stack.storage_url:
-        yield
-        return
-    values = {
-        "STORAGE_EMULATOR_HOST": stack.storage_url,
-        "ICEBERG_WAREHOUSE": settings.iceberg_warehouse or stack.warehouse,
-        "ICEBERG_CATALOG": settings.iceberg_catalog,
-    }
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:

@@ -114,8 +114,9 @@ def backfill_command(
         rows = ((f"gs://{bucket}/{c.name}", c.generation) for c in found)
         render.show(out, render.table(("OBJECT", "GENERATION"), rows))
         return EXIT_OK
+    # From the target's settings: a local job's environment names the stack's storage and warehouse.
     runner = session.LazyRunner(lambda: wiring.job_runner(target.settings, store))
-    with _target.exported(target), session.captured_logs() as records, render.progress() as bar:
+    with session.captured_logs() as records, render.progress() as bar:
         task = bar.add_task("publishing", total=len(found))
         summary = backfill_ops.publish(
             found,
