@@ -121,9 +121,9 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print(f"  error:  {lock.error}")
             if lock.covers:
                 out.print(f"  covers: {', '.join(lock.covers)}")
-            out.print(
-                f"  fix the cause, then run: turnstile unlock {s.uri}  (add --skip-head to drop the batch)"
-            )
+            out.print(f"  fix the cause, then run: {lock.unlock_command}")
+            for choice in lock.unlock_options:
+                out.print(f"  or, to {choice.does}: {lock.unlock_command} {choice.option}")
         elif s.health == status_ops.Health.STALLED:
             out.print()
             out.print(
