@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from google.auth.exceptions import DefaultCredentialsError
 from rich.console import Console
 
 from turnstile import wiring
@@ -13,7 +14,8 @@ from turnstile.cli import _target
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, emit_json
 from turnstile.config import ConfigReader
-from turnstile.explain import explain
+from turnstile.errors import PathError
+from turnstile.explain import explain, reads_config
 from turnstile.ops import backfill as backfill_ops
 from turnstile.ops import render, session
 from turnstile.ops import upload as upload_ops
@@ -27,7 +29,18 @@ def explain_command(uri: str, output: OutputOption = Output.text) -> None:
     """Show how turnstile reads one object: its kind, table, batch, ordering and config."""
     target = _target.current()
     bucket, name = parse_gs_uri(uri)
-    described = explain(name, bucket, target.settings, ConfigReader(target.store(bucket)))
+    if not name:
+        raise PathError(f"{uri} names a bucket, not an object; pass gs://BUCKET/OBJECT")
+    configs, unread = None, ""
+    if reads_config(name, target.settings):  # only then a storage client, and maybe credentials
+        try:
+            configs = ConfigReader(target.store(bucket))
+        except DefaultCredentialsError:
+            unread = (
+                f"no Google credentials to read gs://{bucket} (gcloud auth application-default login, "
+                "or turnstile up for the local stack)"
+            )
+    described = explain(name, bucket, target.settings, configs, unread)
     if output is Output.json:
         emit_json(described)
         return
