@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Run, one_error_line
+from turnstile import wiring
 from turnstile.local import emulator as emu
 from turnstile.local.stackinfo import StackInfo
+from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore, make_client
+from turnstile.store.port import ObjectStore
 
 SUCCESS = "sales/orders/incremental/2024/05/01/13/_SUCCESS"
 
@@ -46,7 +49,11 @@ def test_a_three_character_bucket_and_its_config_through_the_stack(
 
 
 @pytest.mark.usefixtures("nowhere")
-def test_a_state_object_needs_no_stack_and_no_credentials(run: Run) -> None:
+def test_a_state_object_needs_no_stack_and_no_credentials(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_client(settings: Settings, bucket: str) -> ObjectStore:
+        raise AssertionError(f"explain built a storage client for gs://{bucket}")
+
+    monkeypatch.setattr(wiring, "object_store", no_client)
     result = run("explain", "gs://abc/sales/orders/_bqlock", "-o", "json")
     assert result.exit_code == 0, result.output  # a storage client would have wanted credentials
     described = json.loads(result.stdout)
