@@ -35,39 +35,34 @@ def explain(
         "kind": kind.value,
         "action": kind.is_action,
     }
-    if kind in _CONFIGURED and configs is not None:
-        resolved = configs.resolve(name.rpartition("/")[0] + "/")
-        regex = resolved.load.destination_regex or settings.destination_regex
-        batch = parse_success(bucket, name, regex)
-        return described | {
-            "table": f"{batch.table.dataset}.{batch.table.table}",
-            "table_prefix": batch.table.prefix,
-            "rel": batch.rel,
-            "natural_time": batch.natural_time.isoformat() if batch.natural_time else None,
-            "ordered": resolved.ordered or settings.order_per_table,
-            "mode": resolved.load.mode,
-            "format": resolved.load.format,
-            "config_sources": list(resolved.sources),
-            "config_digest": resolved.digest,
-            "config_read": True,
-        }
-    if kind in _CONFIGURED:
-        batch = parse_success(bucket, name, settings.destination_regex)
-        described |= {
-            "table": f"{batch.table.dataset}.{batch.table.table}",
-            "table_prefix": batch.table.prefix,
-            "rel": batch.rel,
-            "natural_time": batch.natural_time.isoformat() if batch.natural_time else None,
-        }
-        note = (
-            f"not read: {unread}; ordering, mode and format are unknown, and table and rel follow "
-            "DESTINATION_REGEX of this environment (a _config/load.json destinationRegex may change them)"
-        )
-    else:
+    if kind not in _CONFIGURED:
         if kind not in (ObjectKind.CONFIG, ObjectKind.INTERNAL):
             table = table_of_state_object(bucket, name)
             described |= {"table": f"{table.dataset}.{table.table}", "table_prefix": table.prefix}
         note = f"not read: a {kind.value} object has no load config (nothing was read from storage)"
         if kind is ObjectKind.CONFIG:
             note = "not read: this is a _config/ file itself; turnstile validate checks it (nothing was read)"
-    return described | {"config_read": False, "config_note": note}
+        return described | {"config_read": False, "config_note": note}
+    resolved = None if configs is None else configs.resolve(name.rpartition("/")[0] + "/")
+    regex = (resolved.load.destination_regex if resolved else None) or settings.destination_regex
+    batch = parse_success(bucket, name, regex)
+    described |= {
+        "table": f"{batch.table.dataset}.{batch.table.table}",
+        "table_prefix": batch.table.prefix,
+        "rel": batch.rel,
+        "natural_time": batch.natural_time.isoformat() if batch.natural_time else None,
+    }
+    if resolved is None:
+        note = (
+            f"not read: {unread}; ordering, mode and format are unknown, and table and rel follow "
+            "DESTINATION_REGEX of this environment (a _config/load.json destinationRegex may change them)"
+        )
+        return described | {"config_read": False, "config_note": note}
+    return described | {
+        "ordered": resolved.ordered or settings.order_per_table,
+        "mode": resolved.load.mode,
+        "format": resolved.load.format,
+        "config_sources": list(resolved.sources),
+        "config_digest": resolved.digest,
+        "config_read": True,
+    }
