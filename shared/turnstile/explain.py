@@ -1,6 +1,7 @@
 """What turnstile makes of one object name: its kind, table, batch and resolved config.
 
-Pure except for the config lookup, which goes through an injected `ConfigReader`.
+Pure except for the config lookup, which goes through an injected `ConfigReader`; only batch
+markers and data files need one (`reads_config`), and without one their config is reported unread.
 """
 
 from __future__ import annotations
@@ -11,31 +12,57 @@ from turnstile.config import ConfigReader
 from turnstile.paths import ObjectKind, classify, parse_success, table_of_state_object
 from turnstile.settings import Settings
 
+_CONFIGURED = frozenset({ObjectKind.SUCCESS, ObjectKind.DATA})  # the kinds a load config applies to
 
-def explain(name: str, bucket: str, settings: Settings, configs: ConfigReader) -> dict[str, Any]:
-    """A JSON-able description of `gs://bucket/name`. Raises PathError or ConfigError."""
-    kind = classify(name, settings.success_filename, settings.start_backfill_filename)
+
+def kind_of(name: str, settings: Settings) -> ObjectKind:
+    return classify(name, settings.success_filename, settings.start_backfill_filename)
+
+
+def reads_config(name: str, settings: Settings) -> bool:
+    """Whether explaining `name` reads the `_config/` files that apply to it (from storage)."""
+    return kind_of(name, settings) in _CONFIGURED
+
+
+def explain(
+    name: str, bucket: str, settings: Settings, configs: ConfigReader | None, unread: str = ""
+) -> dict[str, Any]:
+    """A JSON-able description of `gs://bucket/name`. Without `configs` a batch marker's or data
+    file's config is not read (`unread` says why). Raises PathError or ConfigError."""
+    kind = kind_of(name, settings)
     described: dict[str, Any] = {
         "object": f"gs://{bucket}/{name}",
         "kind": kind.value,
         "action": kind.is_action,
     }
-    if kind in (ObjectKind.SUCCESS, ObjectKind.DATA):
-        resolved = configs.resolve(name.rpartition("/")[0] + "/")
-        regex = resolved.load.destination_regex or settings.destination_regex
-        batch = parse_success(bucket, name, regex)
-        described |= {
-            "table": f"{batch.table.dataset}.{batch.table.table}",
-            "table_prefix": batch.table.prefix,
-            "rel": batch.rel,
-            "natural_time": batch.natural_time.isoformat() if batch.natural_time else None,
-            "ordered": resolved.ordered or settings.order_per_table,
-            "mode": resolved.load.mode,
-            "format": resolved.load.format,
-            "config_sources": list(resolved.sources),
-            "config_digest": resolved.digest,
-        }
-    elif kind not in (ObjectKind.CONFIG, ObjectKind.INTERNAL):
-        table = table_of_state_object(bucket, name)
-        described |= {"table": f"{table.dataset}.{table.table}", "table_prefix": table.prefix}
-    return described
+    if kind not in _CONFIGURED:
+        if kind not in (ObjectKind.CONFIG, ObjectKind.INTERNAL):
+            table = table_of_state_object(bucket, name)
+            described |= {"table": f"{table.dataset}.{table.table}", "table_prefix": table.prefix}
+        note = f"not read: a {kind.value} object has no load config (nothing was read from storage)"
+        if kind is ObjectKind.CONFIG:
+            note = "not read: this is a _config/ file itself; turnstile validate checks it (nothing was read)"
+        return described | {"config_read": False, "config_note": note}
+    resolved = None if configs is None else configs.resolve(name.rpartition("/")[0] + "/")
+    regex = (resolved.load.destination_regex if resolved else None) or settings.destination_regex
+    batch = parse_success(bucket, name, regex)
+    described |= {
+        "table": f"{batch.table.dataset}.{batch.table.table}",
+        "table_prefix": batch.table.prefix,
+        "rel": batch.rel,
+        "natural_time": batch.natural_time.isoformat() if batch.natural_time else None,
+    }
+    if resolved is None:
+        note = (
+            f"not read: {unread}; ordering, mode and format are unknown, and table and rel follow "
+            "DESTINATION_REGEX of this environment (a _config/load.json destinationRegex may change them)"
+        )
+        return described | {"config_read": False, "config_note": note}
+    return described | {
+        "ordered": resolved.ordered or settings.order_per_table,
+        "mode": resolved.load.mode,
+        "format": resolved.load.format,
+        "config_sources": list(resolved.sources),
+        "config_digest": resolved.digest,
+        "config_read": True,
+    }

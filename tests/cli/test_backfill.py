@@ -10,6 +10,7 @@ import pytest
 from tests.cli.conftest import Run, World
 from turnstile import wiring
 from turnstile.errors import SettingsError
+from turnstile.jobs.local import job_environment
 from turnstile.jobs.port import JobStatus
 from turnstile.local.stackinfo import StackInfo
 from turnstile.records import Manifest, Pointer
@@ -75,11 +76,9 @@ def test_dry_run_lists_and_writes_nothing(run: Run, world: World) -> None:
 class RecordingRunner:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str]] = []
-        self.emulator: list[str | None] = []
 
     def submit(self, job_id: str, manifest_uri: str) -> None:
         self.submitted.append((job_id, manifest_uri))
-        self.emulator.append(os.environ.get("STORAGE_EMULATOR_HOST"))  # what a local job inherits
 
     def status(self, job_id: str) -> JobStatus | None:
         return None
@@ -109,8 +108,9 @@ def test_unordered_batches_are_submitted_with_the_configured_runner(
     manifest = Manifest.decode(found.data, manifest_uri)
     assert (manifest.job_id, manifest.ordered, manifest.batches[0].rel) == (job_id, False, HOURS[0])
     assert built[0].iceberg_catalog == "turnstile"  # the stack's catalog reached the runner's settings
-    assert runner.emulator == [stack.storage_url]  # a local job's process finds the stack's storage
-    assert "STORAGE_EMULATOR_HOST" not in os.environ  # and only while the command ran
+    # a local job's process finds the stack's storage, given to it rather than put in this process
+    assert job_environment(built[0])["STORAGE_EMULATOR_HOST"] == stack.storage_url
+    assert "STORAGE_EMULATOR_HOST" not in os.environ
 
 
 def test_without_a_runner_nothing_is_written_and_a_later_run_retries(

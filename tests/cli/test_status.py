@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,36 @@ def test_text_shows_the_blocked_table_its_error_and_the_unlock_command(
     assert result.stderr == ""
 
 
+def test_the_unlock_command_in_json_runs_as_printed(run: Run, world: World) -> None:
+    blocked(world)
+    lock = table_json(run, "sales.orders")["lock"]
+    program, *args = shlex.split(lock["unlock_command"])
+    assert program == "turnstile"
+    result = run(*args, lock["unlock_options"][0]["option"], "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    done = json.loads(result.stdout)
+    assert (done["table"], done["skip_head"], done["dropped_pointer"]) == (
+        world.uri,
+        True,
+        world.table.pointer(HOURS[0]),
+    )
+    assert table_json(run, "sales.orders")["lock"]["state"] == "FREE"
+
+
+@pytest.mark.parametrize("skip_head", [False, True])
+def test_the_unlock_commands_in_text_run_as_printed(run: Run, world: World, skip_head: bool) -> None:
+    blocked(world)
+    text = run("status").stdout
+    commands = [line.split(": ", 1)[1] for line in text.splitlines() if ": turnstile unlock " in line]
+    assert commands == [f"turnstile unlock {world.uri}", f"turnstile unlock {world.uri} --skip-head"]
+    assert "or, to drop the failed batch's pointer instead of applying it again" in text
+    program, *args = shlex.split(commands[skip_head])
+    assert program == "turnstile"
+    result = run(*args, "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["skip_head"] is skip_head
+
+
 def world_job() -> str:
     return "turnstile-sales-orders-0123456789abcdef"
 
@@ -76,7 +107,10 @@ def test_json_has_every_field_scripts_need(run: Run, world: World) -> None:
     assert lock["job_id"] == world_job()
     assert lock["covers"] == [HOURS[0]]
     assert lock["error"] == "column 'amount' not found"
-    assert lock["unlock_command"] == f"turnstile unlock {world.uri} [--skip-head]"
+    assert lock["unlock_command"] == f"turnstile unlock {world.uri}"
+    [skip_head] = lock["unlock_options"]
+    assert skip_head["option"] == "--skip-head"
+    assert skip_head["does"].startswith("drop the failed batch's pointer instead of applying it again")
     assert 0 <= lock["age_seconds"] < 60
     subscriber = orders["subscriber"]
     assert isinstance(subscriber, dict)
@@ -93,6 +127,7 @@ def test_json_has_every_field_scripts_need(run: Run, world: World) -> None:
     clicks = table_json(run, "web.clicks")
     assert clicks["health"] == "IDLE" and clicks["ordered"] is False
     assert clicks["lock"]["generation"] == 0
+    assert (clicks["lock"]["unlock_command"], clicks["lock"]["unlock_options"]) == (None, [])
     assert generations  # the pointers were really written by the publisher
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
-from turnstile import cli
+from turnstile.cli import tables as cli
 from turnstile.records import Lock, LockState
 
 HEAD = "incremental/2024/05/01/13"

@@ -67,11 +67,11 @@ def runner(
     tmp_path: Path,
     iceberg_jars: list[Path],
     warehouse: Path,
-    emulator_env: Emulator,
-    monkeypatch: pytest.MonkeyPatch,
+    gcs_emulator: Emulator,
 ) -> LocalRunner:
-    monkeypatch.setenv("ICEBERG_CATALOG", "local")  # the job process inherits the environment
-    return LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"))
+    # Given to the job process, not set in this one: it reaches the emulator only through these.
+    environment = {"STORAGE_EMULATOR_HOST": gcs_emulator.url, "ICEBERG_CATALOG": "local"}
+    return LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"), environment)
 
 
 def test_a_job_runs_under_spark_submit_and_a_second_submit_attaches(

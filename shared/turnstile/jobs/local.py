@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.local.jars import ensure_jars, spark_conf
-from turnstile.settings import Settings
+from turnstile.settings import Settings, child_environment
 
 REQUEST = "request.json"
 STATE = "state.json"
@@ -54,17 +55,32 @@ def alive(pid: int) -> bool:
     return True
 
 
+def job_environment(settings: Settings) -> dict[str, str]:
+    """The variables a job reads (`Settings.from_env()` in `turnstile.spark.main`) that these
+    settings give a value: its storage, project and Iceberg catalog follow the submitter's."""
+    values = {
+        "STORAGE_EMULATOR_HOST": settings.storage_emulator_host,
+        "GOOGLE_CLOUD_PROJECT": settings.gcp_project,
+        "ICEBERG_CATALOG": settings.iceberg_catalog,
+        "ICEBERG_WAREHOUSE": settings.iceberg_warehouse,
+    }
+    return {name: value for name, value in values.items() if value}
+
+
 @dataclass(frozen=True)
 class LocalRunner:
     home: Path
     conf: dict[str, str]  # Spark properties of every job: jars, the Iceberg catalog, local tuning
+    # What the worker and its spark-submit get on top of the environment they inherit.
+    environment: Mapping[str, str]
 
     @staticmethod
     def from_settings(settings: Settings) -> LocalRunner:
         home = Path(settings.turnstile_home).resolve()
         jars = ensure_jars(home / "jars")
         warehouse = Path(settings.iceberg_warehouse or home / "warehouse")
-        return LocalRunner(home, spark_conf(jars, warehouse, settings.iceberg_catalog))
+        conf = spark_conf(jars, warehouse, settings.iceberg_catalog)
+        return LocalRunner(home, conf, job_environment(settings))
 
     def job_dir(self, job_id: str) -> Path:
         return self.home / "jobs" / job_id
@@ -84,6 +100,7 @@ class LocalRunner:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
+                env=child_environment(self.environment),
                 start_new_session=True,
             )
         write_json(

@@ -45,6 +45,26 @@ class Health(StrEnum):
 
 
 @dataclass(frozen=True)
+class UnlockOption:
+    option: str
+    does: str
+
+
+# What `turnstile unlock` can add to the command `status` prints for a BLOCKED table.
+UNLOCK_OPTIONS = (
+    UnlockOption(
+        "--skip-head",
+        "drop the failed batch's pointer instead of applying it again (it was applied or repaired by hand)",
+    ),
+)
+
+
+def unlock_command(table: Table) -> str:
+    """`turnstile unlock gs://BUCKET/DS/TABLE`, runnable as it is; its options are UNLOCK_OPTIONS."""
+    return f"turnstile unlock {table.uri}"
+
+
+@dataclass(frozen=True)
 class LockView:
     state: str
     generation: int  # 0: no lock object yet; pass it to `unlock --expect-generation`
@@ -54,7 +74,8 @@ class LockView:
     covers: tuple[str, ...]
     failed_rel: str | None
     error: str | None
-    unlock_command: str | None
+    unlock_command: str | None  # a FAILED lock's: runnable as printed, options apart
+    unlock_options: tuple[UnlockOption, ...]
     position: str | None
 
 
@@ -156,6 +177,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         ordered_by.append("lock")  # only the subscriber of an ordered table writes one
     view = None
     if lock is not None:
+        failed = lock.state is LockState.FAILED
         view = LockView(
             state=lock.state.value,
             generation=lock_generation,
@@ -165,7 +187,8 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             covers=tuple(c.rel for c in lock.covers),
             failed_rel=lock.failed_rel,
             error=lock.error,
-            unlock_command=lock.unlock_command,
+            unlock_command=unlock_command(table) if failed else None,
+            unlock_options=UNLOCK_OPTIONS if failed else (),
             position=lock.position,
         )
     paused = lock is not None and state.paused

@@ -1,0 +1,41 @@
+"""The `turnstile` operator command.
+
+Every command talks to the local stack when `<TURNSTILE_HOME>/stack.json` exists (its emulator,
+bucket and warehouse) and STORAGE_EMULATOR_HOST is not set; otherwise to GCS with the usual Google
+credentials (`resolve_settings`, the one place that decides). Text for people, `--output json` for
+scripts. Exit codes: 0 ok; 1 problems found or the command failed; 2 the command was not run (usage,
+bad settings, refused). An error is one line on stderr: `error: <what went wrong>; <what to do>`.
+See docs/CLI.md.
+
+One module per group of commands: `tables` (status, unlock, resume, history), `batches` (put,
+backfill, validate, explain), `stack` (up, down, query); `_target` decides where they talk to and
+`_errors` turns what goes wrong into one line and an exit code. The logic is in `turnstile.ops`.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from turnstile.cli import batches, stack, tables
+from turnstile.cli._target import resolve_settings
+
+__all__ = ["app", "main", "resolve_settings"]
+
+app = typer.Typer(help="Ordered, exactly-once ingestion of GCS batches into Iceberg.", no_args_is_help=True)
+
+# In the order `turnstile --help` lists them.
+app.command("explain")(batches.explain_command)
+app.command("status")(tables.status_command)
+app.command("unlock")(tables.unlock_command)
+app.command("resume")(tables.resume_command)
+app.command("history")(tables.history_command)
+app.command("validate")(batches.validate_command)
+app.command("backfill")(batches.backfill_command)
+app.command("put")(batches.put_command)
+app.command("query")(stack.query_command)
+app.command("up")(stack.up)
+app.command("down")(stack.down)
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,85 @@
+"""Where the commands talk to: the local stack when `<TURNSTILE_HOME>/stack.json` exists and
+STORAGE_EMULATOR_HOST is not set, otherwise the emulator it names or GCS (the one place that decides)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from turnstile import wiring
+from turnstile.cli._errors import STORAGE
+from turnstile.errors import SettingsError
+from turnstile.local import stackinfo
+from turnstile.local.stackinfo import StackInfo
+from turnstile.ops.errors import Refused
+from turnstile.paths import LOCK, Table, parse_gs_uri, table_of_state_object
+from turnstile.settings import Settings
+from turnstile.store.port import ObjectStore
+
+
+@dataclass(frozen=True)
+class Target:
+    """Settings with the local stack applied, and a phrase naming where storage calls go."""
+
+    settings: Settings
+    stack: StackInfo | None
+    home: Path
+
+    @property
+    def storage(self) -> str:
+        host = self.settings.storage_emulator_host
+        if self.stack is not None and host == self.stack.storage_url:
+            return f"the local stack at {host}"
+        return f"the emulator at {host}" if host else "Google Cloud Storage"
+
+    def store(self, bucket: str) -> ObjectStore:
+        return wiring.object_store(self.settings, bucket)
+
+
+def resolve_settings(environ: dict[str, str] | None = None) -> Target:
+    """Settings from the environment; when `<TURNSTILE_HOME>/stack.json` exists and
+    STORAGE_EMULATOR_HOST is unset, the stack's emulator, warehouse and catalog fill them in."""
+    settings = Settings.from_env(environ)
+    home = Path(settings.turnstile_home)
+    try:
+        stack = stackinfo.load(home)
+    except (ValueError, TypeError) as exc:
+        raise SettingsError(
+            f"{home / stackinfo.STACK_FILE} is not a stack file ({exc}); remove it, or run turnstile up again"
+        ) from exc
+    if stack is not None and not settings.storage_emulator_host:
+        settings = settings.model_copy(
+            update={
+                "storage_emulator_host": stack.storage_url,
+                "iceberg_warehouse": settings.iceberg_warehouse or stack.warehouse,
+                "iceberg_catalog": stack.catalog,
+            }
+        )
+    return Target(settings, stack, home)
+
+
+def current() -> Target:
+    """The target of this command; storage errors from now on name it in their hints."""
+    target = resolve_settings()
+    STORAGE.set(target.storage)
+    return target
+
+
+def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
+    """The bucket and prefix a URI names; without one, the local stack's bucket."""
+    if uri is not None:
+        return parse_gs_uri(uri)
+    if target.stack is None:
+        raise Refused(
+            f"no bucket given and no local stack at {target.home / stackinfo.STACK_FILE}; "
+            "pass gs://BUCKET[/PREFIX], or start the local stack with turnstile up"
+        )
+    return target.stack.bucket, ""
+
+
+def table_of(uri: str) -> Table:
+    """The table a `gs://BUCKET/DATASET/TABLE` URI names."""
+    bucket, prefix = parse_gs_uri(uri)
+    if len([p for p in prefix.split("/") if p]) < 2:
+        raise Refused(f"{uri} does not name a table; pass gs://BUCKET/DATASET/TABLE")
+    return table_of_state_object(bucket, f"{prefix}/{LOCK}")

@@ -1,0 +1,305 @@
+"""Commands on one table's state: status, unlock, resume, history."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from turnstile.cli import _target
+from turnstile.cli._errors import guarded, one_line
+from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
+from turnstile.ops import history as history_ops
+from turnstile.ops import render, session
+from turnstile.ops import status as status_ops
+from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
+from turnstile.paths import Table
+from turnstile.protocol import operator
+from turnstile.protocol.lock import read as read_lock
+from turnstile.records import Lock, LockState
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _confirm(question: str) -> bool:
+    return typer.confirm(question, default=False, err=True)  # stdout stays the command's output
+
+
+# -- status ----------------------------------------------------------------------------------------
+
+
+@guarded
+def status_command(
+    uri: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="gs://BUCKET[/PREFIX]",
+            help="a bucket, a dataset folder or a table folder; default: the local stack's bucket",
+        ),
+    ] = None,
+    output: OutputOption = Output.text,
+) -> int:
+    """Per table: health, ordering, backlog, lock, subscriber, gate file and last applied batch.
+
+    Exits 1 when a table is BLOCKED (FAILED lock) or its state cannot be read."""
+    target = _target.current()
+    bucket, prefix = _target.bucket_and_prefix(target, uri)
+    inv = session.invocation(target.store(bucket), target.settings)
+    cache: dict[str, bool] = {}
+    found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
+    problems = any(s.health.is_problem for s in found)
+    where = f"gs://{bucket}/{prefix}".rstrip("/")
+    if output is Output.json:
+        tables = [s.to_json() for s in found]
+        emit_json({"bucket": bucket, "prefix": prefix, "storage": target.storage, "tables": tables})
+        return EXIT_PROBLEMS if problems else EXIT_OK
+    out = render.console()
+    out.print(f"{where} on {target.storage}")
+    if not found:
+        out.print(f"no tables under {where} (tables are <dataset>/<table>/ folders)")
+        return EXIT_OK
+    render.show(out, render.table(STATUS_COLUMNS, (_status_row(s) for s in found)))
+    _status_details(out, found)
+    return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+STATUS_COLUMNS = (
+    "TABLE",
+    "HEALTH",
+    "ORDERED",
+    "BACKLOG",
+    "HEAD",
+    "LOCK",
+    "JOB",
+    "LOCK AGE",
+    "SUBSCRIBER",
+    "GATE",
+    "LAST APPLIED",
+    "LAST RESULT",
+)
+
+
+def _status_row(s: status_ops.TableStatus) -> tuple[object, ...]:
+    lock = s.lock
+    subscriber = f"live ({s.subscriber.state})" if s.subscriber.live else f"no ({s.subscriber.state})"
+    result = s.last_result
+    last = None
+    if result is not None:
+        when = result.finished_at.strftime("%Y-%m-%d %H:%M") if result.finished_at else "?"
+        which = "" if result.rel == s.last_applied else f"{result.rel or '(flat)'}: "
+        last = f"{which}{result.outcome} {result.rows_written} rows {when}"
+    return (
+        s.table,
+        s.health,
+        s.ordered,
+        f"{s.backlog_depth}+" if s.backlog_capped else s.backlog_depth,
+        s.backlog_head,
+        lock.state if lock else "?",
+        lock.job_id if lock else None,
+        render.age(lock.age_seconds) if lock else None,
+        subscriber,
+        None if s.gate_present is None else ("present" if s.gate_present else "missing"),
+        s.last_applied,
+        last,
+    )
+
+
+def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
+    """Below the table: what to do about each table that needs a human (or is waiting)."""
+    for s in found:
+        lock = s.lock
+        if s.health == status_ops.Health.BLOCKED and lock is not None:
+            out.print()
+            out.print(
+                f"{s.table} is BLOCKED at batch {lock.failed_rel!r} since {render.age(lock.age_seconds)} ago "
+                f"(job {lock.job_id or '-'}, lock generation {lock.generation})"
+            )
+            out.print(f"  error:  {lock.error}")
+            if lock.covers:
+                out.print(f"  covers: {', '.join(lock.covers)}")
+            out.print(f"  fix the cause, then run: {lock.unlock_command}")
+            for choice in lock.unlock_options:
+                out.print(f"  or, to {choice.does}: {lock.unlock_command} {choice.option}")
+        elif s.health == status_ops.Health.STALLED:
+            out.print()
+            out.print(
+                f"{s.table} has queued batches and no live subscriber ({s.subscriber.state}); the sweeper "
+                f"restarts it within minutes, or run: turnstile resume {s.uri}"
+            )
+        elif s.health == status_ops.Health.GATED:
+            out.print()
+            out.print(f"{s.table} holds its backlog until {s.gate} exists")
+        for error in s.errors:
+            out.print()
+            out.print(f"{s.table}: {error}")
+
+
+# -- unlock, resume --------------------------------------------------------------------------------
+
+
+@guarded
+def unlock_command(
+    uri: TableArg,
+    skip_head: Annotated[
+        bool,
+        typer.Option(
+            "--skip-head", help="drop the failed batch's pointer: it was applied or repaired by hand"
+        ),
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    expect_generation: Annotated[
+        int | None,
+        typer.Option(
+            "--expect-generation",
+            help="refuse unless the lock is still at this generation (from status --output json)",
+        ),
+    ] = None,
+    output: OutputOption = Output.text,
+) -> None:
+    """Release a FAILED lock (refused if it changed since it was shown), then restart the subscriber.
+
+    Without --skip-head the failed batch is applied again; with it, its pointer is dropped."""
+    target = _target.current()
+    table = _target.table_of(uri)
+    inv = session.invocation(target.store(table.bucket), target.settings)
+    lock, generation = read_lock(inv, table)
+    if expect_generation is not None and generation != expect_generation:
+        raise Refused(
+            f"{table.uri}: the lock is at generation {generation}, not {expect_generation}: it changed "
+            "since it was read; run turnstile status again and retry"
+        )
+    if lock.state is not LockState.FAILED:
+        raise Refused(
+            f"{table.uri}: the lock is {lock.state.value}, not FAILED, so there is nothing to unlock; "
+            f"see turnstile status {table.uri}"
+        )
+    if output is Output.text:
+        _show_failed_lock(render.console(), table, lock, generation, skip_head=skip_head)
+    if not yes:
+        if not _interactive():
+            raise Refused(
+                "not unlocking without a confirmation and stdin is not a terminal; pass --yes to unlock"
+            )
+        if not _confirm(f"unlock {table.uri}?"):
+            raise Refused("not confirmed; the lock was left as it is")
+    done = operator.unlock(inv, table, skip_head=skip_head, expected_generation=generation)
+    retried = not skip_head or done.dropped_pointer is None
+    if output is Output.json:
+        emit_json(
+            {
+                "table": table.uri,
+                "released": True,
+                "lock_generation": generation,
+                "failed_rel": done.failed_rel,
+                "job_id": done.job_id,
+                "skip_head": skip_head,
+                "dropped_pointer": done.dropped_pointer,
+                "batch_retried": retried and bool(lock.covers),
+                "subscriber_restarted": True,
+            }
+        )
+        return
+    out = render.console()
+    out.print(f"released the FAILED lock of {table.uri} (generation {generation})")
+    if done.dropped_pointer:
+        out.print(
+            f"dropped the pointer of batch {done.failed_rel!r}: it counts as applied and is not retried"
+        )
+    elif skip_head and lock.covers:
+        out.print(
+            f"the pointer of batch {done.failed_rel!r} was already gone or re-published with a new "
+            "generation, which will be applied"
+        )
+    elif lock.covers:
+        out.print(f"batch {done.failed_rel!r} will be applied again")
+    out.print("restarted the subscriber (a new _BACKFILL generation); follow it with: turnstile status")
+
+
+def _show_failed_lock(out: Console, table: Table, lock: Lock, generation: int, *, skip_head: bool) -> None:
+    rows: list[tuple[str, object]] = [
+        ("table", table.uri),
+        ("state", lock.state.value),
+        ("lock generation", generation),
+        ("failed batch", lock.failed_rel),
+        ("job", lock.job_id),
+        ("failed at", lock.updated_at),
+        ("error", lock.error),
+        ("last applied", lock.position),
+    ]
+    render.show(out, render.table(("", ""), rows, header=False))
+    if skip_head:
+        out.print(f"unlock --skip-head drops batch {lock.failed_rel!r} (its pointer) and releases the lock")
+    else:
+        out.print(f"unlock releases the lock; batch {lock.failed_rel!r} is applied again")
+
+
+@guarded
+def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
+    """Start the table's subscriber now (a new `_BACKFILL` generation); also the go-ahead under
+    WAIT_FOR_VALIDATION."""
+    target = _target.current()
+    table = _target.table_of(uri)
+    inv = session.invocation(target.store(table.bucket), target.settings)
+    lock, _ = read_lock(inv, table)
+    generation = operator.resume(inv, table)
+    if output is Output.json:
+        emit_json({"table": table.uri, "backfill_generation": generation, "lock": lock.state.value})
+        return
+    out = render.console()
+    out.print(f"restarted the subscriber of {table.uri} (_BACKFILL generation {generation})")
+    if lock.state is LockState.FAILED:
+        out.print(
+            f"the table is BLOCKED at batch {lock.failed_rel!r}: the subscriber stops at once; fix the "
+            f"cause, then run: turnstile unlock {table.uri}"
+        )
+
+
+# -- history ---------------------------------------------------------------------------------------
+
+
+@guarded
+def history_command(
+    uri: TableArg,
+    last: Annotated[int, typer.Option("--last", min=0, help="show the last N records; 0: all")] = 100,
+    output: OutputOption = Output.text,
+) -> None:
+    """The table's result records in the order its batches apply: rel, generation, outcome, rows,
+    bad rows, seconds, snapshot id, finished at."""
+    target = _target.current()
+    table = _target.table_of(uri)
+    found = history_ops.history(
+        target.store(table.bucket),
+        table,
+        success_filename=target.settings.success_filename,
+        last=last or None,
+    )
+    if output is Output.json:
+        emit_json({"table": table.uri, "total": found.total, "entries": [e.to_json() for e in found.entries]})
+        return
+    out = render.console()
+    if not found.entries:
+        out.print(f"no result records under {table.uri}/_turnstile/results/ yet")
+        return
+    errors = any(e.error for e in found.entries)
+    columns = ["REL", "GENERATION", "OUTCOME", "ROWS", "BAD ROWS", "SECONDS", "SNAPSHOT", "FINISHED AT"]
+    rows = [
+        [
+            e.rel,
+            e.generation,
+            e.outcome,
+            e.rows_written,
+            e.bad_rows,
+            f"{e.seconds:.1f}",
+            e.snapshot_id,
+            e.finished_at,
+        ]
+        + ([one_line(e.error or "", 120) or None] if errors else [])
+        for e in found.entries
+    ]
+    render.show(out, render.table([*columns, *(["ERROR"] if errors else [])], rows))
+    if found.total > len(found.entries):
+        out.print(f"the last {len(found.entries)} of {found.total} records; --last 0 shows all")
