@@ -10,12 +10,13 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 
-from turnstile.errors import ConfigError
+from turnstile.errors import ConfigError, CorruptState
+from turnstile.jobs.port import JobState, JobStatus
 from turnstile.paths import Table, claim_name
 from turnstile.protocol import backlog, lock
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.decide import PointerRef
-from turnstile.records import Claim, ClaimState, Lock
+from turnstile.protocol.decide import PointerRef, View
+from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState
 from turnstile.store.port import ObjectInfo
 
 
@@ -139,3 +140,70 @@ class TableState:
 
     def age(self, then: datetime | None) -> float | None:
         return None if then is None else (self.now - then).total_seconds()
+
+    def view(self) -> View:
+        return subscriber_view(self)
+
+
+def subscriber_view(state: TableState) -> View:
+    """What `decide` looks at, read from the table (and, for a held lock, from the job's end)."""
+    inv, table, held = state.inv, state.table, state.lock
+    if held.state is LockState.RUNNING:
+        if not held.job_id or not held.manifest:
+            raise CorruptState(
+                f"gs://{inv.store.bucket}/{table.lock} is RUNNING but names no job or manifest; it was "
+                f"written by something else. Fix or delete it, then run: turnstile resume {table.uri}"
+            )
+        # The job's done signal is its end: the runner may still call it RUNNING for a while
+        # (the driver stopping, Dataproc tearing down), and nothing else would wake us then.
+        done = inv.store.read(table.done_signal(held.job_id))
+        if done is not None:
+            signal = JobDone.decode(done.data, done.name)
+            state_ = JobState.SUCCEEDED if signal.succeeded else JobState.FAILED
+            job: JobStatus | None = JobStatus(held.job_id, state_, signal.error)
+            return View(lock=held, head=(), job=job, outcomes=dict(signal.outcomes))
+        job = inv.runner.status(held.job_id)
+        outcomes = _results(inv, table, held) if job is not None and job.state.finished else None
+        return View(lock=held, head=(), job=job, outcomes=outcomes)
+    if held.state is LockState.FAILED:
+        return View(lock=held, head=())
+    if state.gated:
+        return View(lock=held, head=(), gate_open=False)
+    head = state.backlog()
+    may_start = True
+    if inv.settings.wait_for_validation and head:
+        # One job per _BACKFILL generation: the one that started the last job cannot start another.
+        # A retry after a transient failure needs no new go-ahead: the batch was allowed already.
+        current = state.backfill
+        may_start = held.attempt > 0 or (
+            current is not None and current.generation != held.backfill_generation
+        )
+    # Strictly before the position: a new `_SUCCESS` generation of the last batch applied (a
+    # re-upload, or every batch of a flat `<ds>/<tbl>/_SUCCESS` table) is the next batch, not a late
+    # one; a copy of the same generation is skipped by the job as already committed.
+    position = None if held.position is None else table.pointer(held.position, inv.settings.success_filename)
+    behind = (
+        bool(head) and position is not None and head[0].name <= position and head[0].name != held.allow_late
+    )
+    late = behind and position is not None and head[0].name < position
+    applied = behind and backlog.already_applied(inv, table, head[0])
+    backing_off = held.retry_at is not None and held.retry_at > state.now
+    return View(
+        lock=held,
+        head=head,
+        may_start=may_start,
+        head_is_late=late,
+        head_applied=applied,
+        backing_off=backing_off,
+    )
+
+
+def _results(inv: Invocation, table: Table, held: Lock) -> dict[str, BatchOutcome]:
+    """How each covered batch of a job that ended without its done signal (it crashed) ended:
+    from the per-batch result records it wrote before."""
+    outcomes = {}
+    for covered in held.covers:
+        found = inv.store.read(table.result(covered.rel, covered.success_generation))
+        if found is not None:
+            outcomes[covered.rel] = BatchResult.decode(found.data, found.name).outcome
+    return outcomes

@@ -11,8 +11,7 @@ from enum import StrEnum
 
 from turnstile import logs
 from turnstile.config import LoadConfig
-from turnstile.errors import ConfigError, CorruptState, JobDeferred, JobError, PathError, PreconditionFailed
-from turnstile.jobs.port import JobState, JobStatus
+from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
 from turnstile.paths import Table
 from turnstile.protocol import backlog, lock, retries
 from turnstile.protocol.context import Invocation
@@ -28,7 +27,6 @@ from turnstile.protocol.decide import (
     Paused,
     PointerRef,
     Submit,
-    View,
     Wait,
     decide,
 )
@@ -37,10 +35,7 @@ from turnstile.protocol.manifests import manifest_batch, write_manifest
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.state import TableState
 from turnstile.records import (
-    BatchOutcome,
-    BatchResult,
     CoveredBatch,
-    JobDone,
     Lock,
     LockState,
     Manifest,
@@ -73,7 +68,7 @@ def run(inv: Invocation, table: Table) -> Stopped:
             log.info("handing over before the function timeout", extra={"table": table.prefix})
             return Stopped.HANDOVER
         state = TableState(inv, table)
-        action = decide(_view(state))
+        action = decide(state.view())
         held, generation = state.lock, state.lock_generation
         match action:
             case Blocked():
@@ -108,69 +103,6 @@ def run(inv: Invocation, table: Table) -> Stopped:
                 if inv.settings.wait_for_validation and action.failed is None:
                     return Stopped.PAUSED
     raise RuntimeError(f"{table.uri}: the subscriber made {MAX_TURNS} turns without settling")
-
-
-def _view(state: TableState) -> View:
-    inv, table, held = state.inv, state.table, state.lock
-    if held.state is LockState.RUNNING:
-        if not held.job_id or not held.manifest:
-            raise CorruptState(
-                f"gs://{inv.store.bucket}/{table.lock} is RUNNING but names no job or manifest; it was "
-                f"written by something else. Fix or delete it, then run: turnstile resume {table.uri}"
-            )
-        # The job's done signal is its end: the runner may still call it RUNNING for a while
-        # (the driver stopping, Dataproc tearing down), and nothing else would wake us then.
-        done = inv.store.read(table.done_signal(held.job_id))
-        if done is not None:
-            signal = JobDone.decode(done.data, done.name)
-            state_ = JobState.SUCCEEDED if signal.succeeded else JobState.FAILED
-            job: JobStatus | None = JobStatus(held.job_id, state_, signal.error)
-            return View(lock=held, head=(), job=job, outcomes=dict(signal.outcomes))
-        job = inv.runner.status(held.job_id)
-        outcomes = _results(inv, table, held) if job is not None and job.state.finished else None
-        return View(lock=held, head=(), job=job, outcomes=outcomes)
-    if held.state is LockState.FAILED:
-        return View(lock=held, head=())
-    if state.gated:
-        return View(lock=held, head=(), gate_open=False)
-    head = state.backlog()
-    may_start = True
-    if inv.settings.wait_for_validation and head:
-        # One job per _BACKFILL generation: the one that started the last job cannot start another.
-        # A retry after a transient failure needs no new go-ahead: the batch was allowed already.
-        current = state.backfill
-        may_start = held.attempt > 0 or (
-            current is not None and current.generation != held.backfill_generation
-        )
-    # Strictly before the position: a new `_SUCCESS` generation of the last batch applied (a
-    # re-upload, or every batch of a flat `<ds>/<tbl>/_SUCCESS` table) is the next batch, not a late
-    # one; a copy of the same generation is skipped by the job as already committed.
-    position = None if held.position is None else table.pointer(held.position, inv.settings.success_filename)
-    behind = (
-        bool(head) and position is not None and head[0].name <= position and head[0].name != held.allow_late
-    )
-    late = behind and position is not None and head[0].name < position
-    applied = behind and backlog.already_applied(inv, table, head[0])
-    backing_off = held.retry_at is not None and held.retry_at > state.now
-    return View(
-        lock=held,
-        head=head,
-        may_start=may_start,
-        head_is_late=late,
-        head_applied=applied,
-        backing_off=backing_off,
-    )
-
-
-def _results(inv: Invocation, table: Table, held: Lock) -> dict[str, BatchOutcome]:
-    """How each covered batch of a job that ended without its done signal (it crashed) ended:
-    from the per-batch result records it wrote before."""
-    outcomes = {}
-    for covered in held.covers:
-        found = inv.store.read(table.result(covered.rel, covered.success_generation))
-        if found is not None:
-            outcomes[covered.rel] = BatchResult.decode(found.data, found.name).outcome
-    return outcomes
 
 
 def _acquire(
