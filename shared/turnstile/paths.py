@@ -160,6 +160,22 @@ class Table:
         """Result record of one batch; listing `results/` gives the history in rel order."""
         return f"{self.internal}results/{rel + '/' if rel else ''}{success_generation}.json"
 
+    @property
+    def open_jobs(self) -> str:
+        """Folder of the markers of unordered jobs not yet ended, with trailing slash."""
+        return f"{self.internal}open/"
+
+    def open_job(self, job_id: str) -> str:
+        return f"{self.open_jobs}{job_id}.json"
+
+    @property
+    def failures(self) -> str:
+        """Folder of the failure records of unordered batches, with trailing slash."""
+        return f"{self.internal}failures/"
+
+    def failure(self, rel: str, success_generation: int) -> str:
+        return f"{self.failures}{rel + '/' if rel else ''}{success_generation}.json"
+
     def failed_rows(self, rel: str) -> str:
         return f"{self.prefix}/_failed/{rel + '/' if rel else ''}"
 

@@ -8,7 +8,7 @@ bad settings, refused). An error is one line on stderr: `error: <what went wrong
 See docs/CLI.md.
 
 One module per group of commands: `tables` (status, unlock, resume, history), `batches` (put,
-backfill, validate, explain), `stack` (up, down, query); `_target` decides where they talk to and
+backfill, retry, validate, explain), `stack` (up, down, query); `_target` decides where they talk to and
 `_errors` turns what goes wrong into one line and an exit code. The logic is in `turnstile.ops`.
 """
 
@@ -31,6 +31,7 @@ app.command("resume")(tables.resume_command)
 app.command("history")(tables.history_command)
 app.command("validate")(batches.validate_command)
 app.command("backfill")(batches.backfill_command)
+app.command("retry")(batches.retry_command)
 app.command("put")(batches.put_command)
 app.command("query")(stack.query_command)
 app.command("up")(stack.up)

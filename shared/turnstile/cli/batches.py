@@ -18,6 +18,7 @@ from turnstile.errors import PathError
 from turnstile.explain import explain, reads_config
 from turnstile.ops import backfill as backfill_ops
 from turnstile.ops import render, session
+from turnstile.ops import retry as retry_ops
 from turnstile.ops import upload as upload_ops
 from turnstile.ops import validate as validate_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS
@@ -153,6 +154,31 @@ def backfill_command(
     if summary.failed:
         out.print("fix the problems shown, then run backfill again: batches already handled are skipped")
     return EXIT_PROBLEMS if summary.failed else EXIT_OK
+
+
+@guarded
+def retry_command(
+    uri: Annotated[str, typer.Argument(metavar="gs://BUCKET/DS/TABLE/REL", help="the failed batch's folder")],
+    output: OutputOption = Output.text,
+) -> None:
+    """Apply again an unordered batch whose job failed (after fixing the cause): its next attempt
+    runs under a new job id. An ordered table's failed batch is retried with `turnstile unlock`."""
+    target = _target.current()
+    bucket, folder = parse_gs_uri(uri)
+    if not folder:
+        raise PathError(f"{uri} names a bucket; pass the failed batch's folder, gs://BUCKET/DS/TABLE/REL")
+    store = target.store(bucket)
+    runner = session.LazyRunner(lambda: wiring.job_runner(target.settings, store))
+    inv = session.invocation(store, target.settings, runner)
+    done = retry_ops.retry(inv, f"{folder.rstrip('/')}/{target.settings.success_filename}")
+    if output is Output.json:
+        emit_json(done.__dict__)
+        return
+    out = render.console()
+    verb = "submitted" if done.submitted else "found already submitted"
+    out.print(f"{done.batch}: attempt {done.attempt + 1} {verb} as job {done.job_id}")
+    out.print(f"the attempt before failed with: {done.error}")
+    out.print("follow it with: turnstile status")
 
 
 @guarded

@@ -133,6 +133,15 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
         elif s.health == status_ops.Health.GATED:
             out.print()
             out.print(f"{s.table} holds its backlog until {s.gate} exists")
+        for failed in s.failed_batches:
+            out.print()
+            when = (
+                f"retried at {failed.retry_at:%Y-%m-%d %H:%M:%S} (attempt {failed.attempt + 1})"
+                if failed.retry_at
+                else f"fix the cause, then run: {failed.retry_command}"
+            )
+            out.print(f"{s.table}: batch {failed.rel!r} failed (job {failed.job_id}): {failed.error}")
+            out.print(f"  {when}")
         for error in s.errors:
             out.print()
             out.print(f"{s.table}: {error}")

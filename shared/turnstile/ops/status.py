@@ -16,14 +16,16 @@ from typing import Any
 
 from turnstile.config import ORDERME, levels
 from turnstile.errors import ConfigError, PathError
+from turnstile.ops import retry as retry_ops
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import tables as all_tables
-from turnstile.records import BatchResult, Lock, LockState
+from turnstile.records import BatchFailure, BatchResult, Lock, LockState
 from turnstile.store.port import ObjectStore
 
 BACKLOG_CAP = 1000
+FAILED_SHOWN = 100  # failure records listed per table
 ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
 
 
@@ -32,6 +34,7 @@ class Health(StrEnum):
 
     UNREADABLE = "UNREADABLE"  # a state object does not hold what turnstile wrote
     BLOCKED = "BLOCKED"  # FAILED lock: nothing moves until `turnstile unlock`
+    FAILED = "FAILED"  # unordered batches failed and wait for `turnstile retry`
     STALLED = "STALLED"  # a backlog, a free lock, and no live subscriber: the sweeper (or resume) restarts it
     RUNNING = "RUNNING"  # a job holds the table
     QUEUED = "QUEUED"  # a backlog and a live subscriber
@@ -41,7 +44,7 @@ class Health(StrEnum):
 
     @property
     def is_problem(self) -> bool:
-        return self in (Health.UNREADABLE, Health.BLOCKED)
+        return self in (Health.UNREADABLE, Health.BLOCKED, Health.FAILED)
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,19 @@ class ResultView:
 
 
 @dataclass(frozen=True)
+class FailedView:
+    rel: str
+    success_generation: int
+    job_id: str
+    error: str
+    transient: bool
+    attempt: int
+    retry_at: datetime | None  # None: waits for `turnstile retry`
+    failed_at: datetime
+    retry_command: str
+
+
+@dataclass(frozen=True)
 class TableStatus:
     table: str  # dataset.table
     uri: str
@@ -118,6 +134,8 @@ class TableStatus:
     last_applied: str | None  # the lock's position: rel of the last batch applied or skipped
     last_result: ResultView | None
     errors: tuple[str, ...] = field(default=())
+    failed_batches: tuple[FailedView, ...] = field(default=())  # unordered batches whose job failed
+    retrying: int = 0  # of those, how many the sweeper retries by itself
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,12 +213,17 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     result, result_error = last_result(inv.store, table, lock.position if lock else None)
     if result_error:
         errors.append(result_error)
+    failed_batches = tuple(_failed_view(table, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
+    waiting = [f for f in failed_batches if f.retry_at is None]
+    health = _health(
+        lock, errors, backlog=len(head), gate_present=gate_present, paused=paused, live=subscriber.live
+    )
+    if waiting and not health.is_problem:
+        health = Health.FAILED
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
         uri=table.uri,
-        health=_health(
-            lock, errors, backlog=len(head), gate_present=gate_present, paused=paused, live=subscriber.live
-        ),
+        health=health,
         ordered=bool(ordered_by),
         ordered_by=tuple(ordered_by),
         backlog_depth=min(len(head), BACKLOG_CAP),
@@ -213,6 +236,22 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         last_applied=lock.position if lock else None,
         last_result=result,
         errors=tuple(errors),
+        failed_batches=failed_batches,
+        retrying=len(failed_batches) - len(waiting),
+    )
+
+
+def _failed_view(table: Table, failure: BatchFailure) -> FailedView:
+    return FailedView(
+        rel=failure.rel,
+        success_generation=failure.success_generation,
+        job_id=failure.job_id,
+        error=failure.error,
+        transient=failure.transient,
+        attempt=failure.attempt,
+        retry_at=failure.retry_at,
+        failed_at=failure.failed_at,
+        retry_command=f"turnstile retry {table.uri}/{failure.rel}",
     )
 
 

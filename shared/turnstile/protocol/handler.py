@@ -78,16 +78,7 @@ def _route(inv: Invocation, ref: ObjectRef) -> str:
         return Handled.IGNORED
     done = JobDone.decode(found.data, ref.uri)
     if not done.ordered:
-        if not done.succeeded:
-            log.error(
-                f"job {done.job_id} failed: {done.error}",
-                extra={
-                    "event": "job_failed",
-                    "table": table.prefix,
-                    "job_id": done.job_id,
-                    "error": done.error,
-                },
-            )
+        unordered.ended(inv, table, done)
         return Handled.REPORTED
     return subscriber.run(inv, table)
 

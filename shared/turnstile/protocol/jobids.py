@@ -29,9 +29,11 @@ def ordered_job_id(
     return f"{prefix}-{_slug(table)}-{digest[:16]}"
 
 
-def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: int) -> str:
-    """One job per `_SUCCESS` generation: a duplicate event attaches, a re-upload applies again."""
-    return f"{prefix}-{_slug(table)}-u{_digest(table.prefix, rel, success_generation)[:15]}"
+def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: int, attempt: int = 0) -> str:
+    """One job per `_SUCCESS` generation: a duplicate event attaches, a re-upload applies again.
+    A retry after a failure is attempt 1, 2...: a new id (`-r<attempt>`, at most 62 characters)."""
+    job_id = f"{prefix}-{_slug(table)}-u{_digest(table.prefix, rel, success_generation)[:15]}"
+    return f"{job_id}-r{attempt}" if attempt else job_id
 
 
 def request_id(job_id: str) -> str:

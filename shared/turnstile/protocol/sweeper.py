@@ -2,7 +2,8 @@
 
 Per table it restarts a subscriber where the backlog is not empty but no run is live, wakes one
 where the lock names a job that has ended (its done signal was lost or its function crashed),
-deletes stale claims, and publishes batches whose events never came (`reconcile`). It never
+deletes stale claims, publishes batches whose events never came (`reconcile`), and asks the runner
+about jobs past their expected time (`watchdog`). It never
 unlocks a FAILED table: it logs it, with the age of its lock, so the alert keeps firing until a
 human acts.
 
@@ -11,7 +12,7 @@ Tables are found as `<dataset>/<table>/` folders (the default layout): two folde
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -22,6 +23,7 @@ from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
+from turnstile.protocol.watchdog import watch
 from turnstile.records import LockState
 
 log = logs.get("sweeper")
@@ -145,6 +147,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
             extra={"event": "subscriber_restarted", "table": table.prefix},
         )
     swept = _sweep_claims(inv, table, state.now)
+    watched = watch(state)
     return {
         "table": table.uri,
         "verdict": decided,
@@ -152,6 +155,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
         "lock_age_seconds": found.lock_age,
         "claims_deleted": swept,
         "reconciled": reconcile(state),
+        "jobs": asdict(watched),
     }
 
 

@@ -1,29 +1,49 @@
 """Unordered tables: each `_SUCCESS` generation is one job, submitted at once.
 
-The job id is derived from (table, rel, `_SUCCESS` generation): a duplicate event finds its job
-already there and does nothing; a re-uploaded `_SUCCESS` is a new generation and applies again.
+The job id is derived from (table, rel, `_SUCCESS` generation, attempt): a duplicate event finds its
+job already there and does nothing; a re-uploaded `_SUCCESS` is a new generation and applies again.
+From its submit until its end is handled, a job has a marker `<table>/_turnstile/open/<job>.json`,
+which the sweeper's watchdog looks at. A job that fails leaves a failure record
+`<table>/_turnstile/failures/<rel>/<generation>.json` and an alert: a transient failure is retried
+by the sweeper with backoff until `job_retries` run out; any other waits for `turnstile retry`.
 """
 
 from __future__ import annotations
 
 from turnstile import logs
-from turnstile.config import ResolvedConfig
-from turnstile.paths import Batch
+from turnstile.config import LoadConfig, ResolvedConfig
+from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
+from turnstile.paths import Batch, Table
+from turnstile.protocol import retries
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
-from turnstile.records import Manifest
+from turnstile.records import BatchFailure, BatchOutcome, JobDone, Manifest, OpenJob
 
 log = logs.get("unordered")
 
 
-def apply(inv: Invocation, batch: Batch, resolved: ResolvedConfig, success_generation: int) -> bool:
+def apply(
+    inv: Invocation, batch: Batch, resolved: ResolvedConfig, success_generation: int, attempt: int = 0
+) -> bool:
     """Submit the batch's job; False when that job exists already (a duplicate event)."""
     table = batch.table
-    job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation)
+    job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation, attempt)
     if inv.runner.status(job_id) is not None:
         log.info("job already submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
         return False
+    marker = OpenJob(
+        job_id=job_id,
+        success=batch.success(inv.settings.success_filename),
+        success_generation=success_generation,
+        rel=batch.rel,
+        attempt=attempt,
+        submitted_at=inv.clock.now(),
+    )
+    try:
+        inv.store.create(table.open_job(job_id), marker.encode())
+    except PreconditionFailed:
+        pass  # written before a crash that kept the job from being submitted: submit it now
     manifest = Manifest(
         job_id=job_id,
         bucket=inv.store.bucket,
@@ -32,6 +52,90 @@ def apply(inv: Invocation, batch: Batch, resolved: ResolvedConfig, success_gener
         batches=(manifest_batch(inv, batch, resolved, success_generation),),
     )
     uri = write_manifest(inv, table.manifest(job_id), manifest)
-    inv.runner.submit(job_id, uri)
+    try:
+        inv.runner.submit(job_id, uri)
+    except JobError as exc:
+        transient = isinstance(exc, JobDeferred)
+        failed(
+            inv, table, marker, f"the job could not be submitted: {exc}", transient=transient, config=resolved
+        )
+        return True
     log.info("job submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
     return True
+
+
+def ended(inv: Invocation, table: Table, done: JobDone) -> None:
+    """Handle an unordered job's end: clear its marker; record and alert a failure."""
+    found = inv.store.read(table.open_job(done.job_id))
+    if found is None:
+        return  # handled already (a duplicate done event, or the watchdog got there first)
+    marker = OpenJob.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+    if done.succeeded:
+        inv.store.remove(table.failure(marker.rel, marker.success_generation))
+        inv.store.remove(table.open_job(done.job_id))
+        return
+    recorded = done.outcomes.get(marker.rel) is BatchOutcome.FAILED
+    transient = retries.kind(recorded) is retries.FailureKind.TRANSIENT
+    failed(inv, table, marker, done.error or f"job {done.job_id} failed", transient=transient)
+
+
+def failed(
+    inv: Invocation,
+    table: Table,
+    marker: OpenJob,
+    error: str,
+    *,
+    transient: bool,
+    config: ResolvedConfig | None = None,
+) -> BatchFailure:
+    """Record the failure of the job `marker` names, schedule its retry when it is transient and
+    retries are left, raise the alert, and clear the marker."""
+    load = config.load if config is not None else _load(inv, marker)
+    attempt = marker.attempt + 1
+    now = inv.clock.now()
+    when = (
+        retries.retry_at(attempt, load.job_retries, load.job_retry_backoff_seconds, marker.job_id, now)
+        if transient
+        else None
+    )
+    failure = BatchFailure(
+        job_id=marker.job_id,
+        success=marker.success,
+        success_generation=marker.success_generation,
+        rel=marker.rel,
+        error=error,
+        transient=transient,
+        attempt=attempt,
+        retry_at=when,
+        failed_at=now,
+    )
+    inv.store.write(table.failure(marker.rel, marker.success_generation), failure.encode())
+    inv.store.remove(table.open_job(marker.job_id))
+    fields = {
+        "table": table.prefix,
+        "job_id": marker.job_id,
+        "rel": marker.rel,
+        "attempt": attempt,
+        "error": error,
+    }
+    if when is not None:
+        log.warning(
+            f"job {marker.job_id} for batch {marker.rel!r} of {table.uri} failed for a transient reason "
+            f"({error}); retried at {when.isoformat()}",
+            extra={"event": "job_retry_scheduled", "retry_at": when.isoformat(), **fields},
+        )
+    else:
+        log.error(
+            f"batch {marker.rel!r} of {table.uri} failed ({error}); fix the cause, then run: "
+            f"turnstile retry {table.uri}/{marker.rel}",
+            extra={"event": "batch_failed", "bucket": table.bucket, **fields},
+        )
+    return failure
+
+
+def _load(inv: Invocation, marker: OpenJob) -> LoadConfig:
+    """The batch's load config (the defaults when it no longer resolves)."""
+    try:
+        return inv.batch(marker.success)[1].load
+    except (ConfigError, PathError):
+        return LoadConfig.model_validate({})

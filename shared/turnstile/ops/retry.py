@@ -1,0 +1,63 @@
+"""`turnstile retry`: apply again an unordered batch whose job failed, after its cause was fixed.
+
+The batch's failure record (`<table>/_turnstile/failures/<rel>/<generation>.json`) names the
+attempt that failed; the retry submits the next attempt under its own job id and removes the
+record, so `status` stops listing it (a new failure writes a new one). An ordered table's failed
+batch holds the table's lock instead: `turnstile unlock` is its retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnstile.ops.errors import Refused
+from turnstile.paths import Table
+from turnstile.protocol import unordered
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.jobids import unordered_job_id
+from turnstile.records import BatchFailure
+
+
+@dataclass(frozen=True)
+class Retried:
+    batch: str  # gs:// URI of the batch folder
+    generation: int
+    attempt: int
+    job_id: str
+    submitted: bool  # False: the job of this attempt existed already
+    error: str  # what the failed attempt reported
+
+
+def failures(inv: Invocation, table: Table, limit: int | None = None) -> list[BatchFailure]:
+    """The table's failure records (the first `limit`), in rel order."""
+    found = []
+    for info in inv.store.list_objects(table.failures, limit=limit):
+        read = inv.store.read(info.name)
+        if read is not None:
+            found.append(BatchFailure.decode(read.data, f"gs://{inv.store.bucket}/{info.name}"))
+    return found
+
+
+def retry(inv: Invocation, success_name: str) -> Retried:
+    """Submit the next attempt of the batch whose `_SUCCESS` is `success_name`."""
+    batch, resolved = inv.batch(success_name)
+    table = batch.table
+    if resolved.ordered or inv.settings.order_per_table:
+        raise Refused(
+            f"{batch.uri} belongs to an ordered table, whose failed batch holds the table's lock; "
+            f"see turnstile status {table.uri} and retry it with turnstile unlock {table.uri}"
+        )
+    live = inv.store.stat(success_name)
+    if live is None:
+        raise Refused(f"gs://{inv.store.bucket}/{success_name} does not exist; upload the batch again")
+    found = inv.store.read(table.failure(batch.rel, live.generation))
+    if found is None:
+        raise Refused(
+            f"{batch.uri} has no failed job for its _SUCCESS generation {live.generation}; "
+            f"turnstile status {table.uri} lists the failed batches"
+        )
+    failure = BatchFailure.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+    submitted = unordered.apply(inv, batch, resolved, live.generation, failure.attempt)
+    inv.store.remove(found.name)
+    job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, live.generation, failure.attempt)
+    return Retried(batch.uri, live.generation, failure.attempt, job_id, submitted, failure.error)

@@ -1,0 +1,186 @@
+"""No failed job goes unnoticed: an unordered batch whose job fails is recorded in the bucket, alerted
+and shown by `status`, retried by itself when the failure is transient and by `turnstile retry`
+otherwise; the sweeper's watchdog handles jobs that die without their done signal or run too long.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from tests.functional.harness import Host, start_host
+from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all, table
+from tests.functional.test_sweeper import ManualClock
+from turnstile import wiring
+from turnstile.clock import Clock
+from turnstile.jobs.inline import InlineRunner
+from turnstile.jobs.port import JobRunner, JobState, JobStatus
+from turnstile.ops import retry as retry_ops
+from turnstile.ops import status as status_ops
+from turnstile.ops.errors import Refused
+from turnstile.protocol import sweeper
+from turnstile.protocol.context import Invocation
+from turnstile.records import BatchFailure, LockState
+from turnstile.settings import Settings
+from turnstile.store.gcs import GcsStore
+
+
+class Unreliable:
+    """The job service: `dying` jobs end FAILED at once without a trace (no result, no done
+    signal); with `hanging`, jobs stay RUNNING until cancelled."""
+
+    def __init__(self, inner: InlineRunner, *, dying: int = 0, hanging: bool = False) -> None:
+        self.inner = inner
+        self.dying = dying
+        self.hanging = hanging
+        self.states: dict[str, JobStatus] = {}
+        self.submitted: list[str] = []
+        self.cancelled: list[str] = []
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        self.submitted.append(job_id)
+        if self.dying > 0:
+            self.dying -= 1
+            self.states[job_id] = JobStatus(job_id, JobState.FAILED, "the executor's machine was lost")
+        elif self.hanging:
+            self.states[job_id] = JobStatus(job_id, JobState.RUNNING)
+        else:
+            self.inner.submit(job_id, manifest_uri)
+
+    def status(self, job_id: str) -> JobStatus | None:
+        return self.states.get(job_id) or self.inner.status(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+        self.states[job_id] = JobStatus(job_id, JobState.CANCELLED, "cancelled")
+
+
+def with_runner(monkeypatch: pytest.MonkeyPatch, host: Host, **faults: object) -> Unreliable:
+    assert isinstance(host.runner, InlineRunner)
+    runner = Unreliable(host.runner, **faults)  # type: ignore[arg-type]
+    monkeypatch.setattr(wiring, "job_runner", lambda settings, store: runner)
+    return runner
+
+
+def inv(host: Host, runner: JobRunner, clock: Clock | None = None) -> Invocation:
+    clock = clock or ManualClock()
+    return Invocation(host.store, runner, Settings.from_env(), clock, "operator", clock.now())
+
+
+def events(host: Host, name: str) -> list[dict[str, object]]:
+    return [r for r in host.log_records() if r.get("event") == name]
+
+
+def test_an_unordered_batch_that_fails_is_recorded_alerted_shown_and_retried_by_command(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {})
+    runner = with_runner(monkeypatch, host)
+    host.tables.failing.add("02")
+    generations = put_all(host, ["01", "02"])
+    host.drain()
+    assert host.applied(TABLE) == ["01"]
+    t = table(host)
+    found = gcs_store.read(t.failure("02", generations["02"]))
+    assert found is not None
+    failure = BatchFailure.decode(found.data, found.name)
+    assert failure.transient is False and failure.retry_at is None and failure.attempt == 1
+    assert "injected failure" in failure.error
+    assert gcs_store.list_objects(t.open_jobs) == []  # the job's end was handled
+    [alert] = events(host, "batch_failed")
+    assert alert["severity"] == "ERROR" and alert["rel"] == "02"
+    assert f"turnstile retry {t.uri}/02" in str(alert["message"])
+    shown = status_ops.table_status(inv(host, runner), t)
+    assert shown.health is status_ops.Health.FAILED and shown.health.is_problem
+    [listed] = shown.failed_batches
+    assert listed.rel == "02" and listed.retry_command == f"turnstile retry {t.uri}/02"
+    # A retry before the fix fails again, and is recorded again.
+    retried = retry_ops.retry(inv(host, runner), f"{TABLE}/02/_SUCCESS")
+    assert retried.submitted and retried.job_id.endswith("-r1")
+    host.drain()
+    again = gcs_store.read(t.failure("02", generations["02"]))
+    assert again is not None and BatchFailure.decode(again.data, again.name).attempt == 2
+    # Fixed: the next attempt applies it, once, and the record goes.
+    host.tables.failing.discard("02")
+    retry_ops.retry(inv(host, runner), f"{TABLE}/02/_SUCCESS")
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02"])
+    assert gcs_store.read(t.failure("02", generations["02"])) is None
+    assert status_ops.table_status(inv(host, runner), t).health is status_ops.Health.IDLE
+
+
+def test_retry_refuses_what_it_cannot_retry(monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore) -> None:
+    host = start_host(monkeypatch, gcs_store, {})
+    runner = with_runner(monkeypatch, host)
+    put_all(host, ["01"])
+    host.drain()
+    with pytest.raises(Refused, match="has no failed job"):
+        retry_ops.retry(inv(host, runner), f"{TABLE}/01/_SUCCESS")
+    with pytest.raises(Refused, match="does not exist"):
+        retry_ops.retry(inv(host, runner), f"{TABLE}/09/_SUCCESS")
+    monkeypatch.setenv("ORDER_PER_TABLE", "true")
+    with pytest.raises(Refused, match="turnstile unlock"):
+        retry_ops.retry(inv(host, runner), f"{TABLE}/01/_SUCCESS")
+    assert host.applied(TABLE) == ["01"]
+
+
+def test_a_job_that_dies_without_its_done_signal_is_found_by_the_watchdog_and_retried(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {})
+    runner = with_runner(monkeypatch, host, dying=1)
+    config = {"job_retry_backoff_seconds": 5}
+    host.upload(f"{TABLE}/_config/load.json", json.dumps(config).encode())
+    generation = put_all(host, ["01"])["01"]
+    host.drain()
+    t = table(host)
+    assert len(gcs_store.list_objects(t.open_jobs)) == 1  # nothing else would ever notice
+    clock = ManualClock()
+    report = sweeper.sweep(inv(host, runner, clock))  # within the lease: its events may be coming
+    assert report[0]["jobs"]["ended"] == 0
+    clock.sleep(Settings.from_env().function_timeout_sec + 1)
+    report = sweeper.sweep(inv(host, runner, clock))
+    assert report[0]["jobs"]["ended"] == 1
+    found = gcs_store.read(t.failure("01", generation))
+    assert found is not None
+    failure = BatchFailure.decode(found.data, found.name)
+    assert failure.transient and failure.retry_at is not None and "machine was lost" in failure.error
+    [scheduled] = events(host, "job_retry_scheduled")
+    assert scheduled["rel"] == "01"
+    assert not events(host, "batch_failed")
+    clock.sleep(10)
+    report = sweeper.sweep(inv(host, runner, clock))
+    assert report[0]["jobs"]["retried"] == 1
+    host.drain()
+    assert host.tables.commits[TABLE] == [("01", generation)]
+    assert runner.submitted[1].endswith("-r1")
+    assert gcs_store.read(t.failure("01", generation)) is None
+    assert gcs_store.list_objects(t.open_jobs) == []
+
+
+def test_a_job_running_past_its_timeout_is_cancelled_and_retried(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    runner = with_runner(monkeypatch, host, hanging=True)
+    host.upload(f"{TABLE}/_config/load.json", json.dumps({"job_timeout_seconds": 60}).encode())
+    put_all(host, ["01"])
+    host.drain()
+    [job] = runner.submitted
+    assert host.lock(TABLE).state is LockState.RUNNING
+    clock = ManualClock()
+    sweeper.sweep(inv(host, runner, clock))
+    assert runner.cancelled == []  # not overdue yet
+    clock.sleep(120)
+    sweeper.sweep(inv(host, runner, clock))
+    assert runner.cancelled == [job]
+    [timed_out] = events(host, "job_timed_out")
+    assert timed_out["job_id"] == job
+    [report] = sweeper.sweep(inv(host, runner, clock))  # it ended: the table is woken
+    assert report["verdict"] == "wake"
+    host.drain()
+    lock = host.lock(TABLE)
+    assert lock.state is LockState.FREE and lock.attempt == 1 and lock.retry_at is not None
+    assert lock.retry_at - clock.now() < timedelta(minutes=15)
