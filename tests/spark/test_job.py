@@ -2,7 +2,7 @@
 evolution, transforms, failures, result records and commit tags.
 
 Each test uses its own table (a `Kit`) in the session's `local` catalog and runs manifests through
-`turnstile.jobs.execution.execute` with the real `IcebergApplier`. Batches cost about a second
+`turnstile.execution.execute` with the real `IcebergApplier`. Batches cost about a second
 each, so each test applies as few as its point needs.
 """
 

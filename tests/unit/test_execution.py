@@ -1,4 +1,4 @@
-"""The bucket side of a job (turnstile.jobs.execution) over an in-memory table (MemoryTables)."""
+"""The bucket side of a job (turnstile.execution) over an in-memory table (MemoryTables)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.errors import BatchFailed
+from turnstile.execution import execute, read_manifest
 from turnstile.jobs.inline import MemoryTables
 from turnstile.paths import Table
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch

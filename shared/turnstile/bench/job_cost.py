@@ -2,7 +2,7 @@
 local job costs.
 
 In one warm session, batch by batch and alternating which goes first, the same files are applied
-by the job (`jobs.execution.execute` over a one-batch manifest, with `IcebergApplier`: read with the
+by the job (`execution.execute` over a one-batch manifest, with `IcebergApplier`: read with the
 configured schema setting bad rows aside, the committed-batch ledger, the tagged commit, the result
 record) and by a bare `spark.read.csv(...).writeTo(table).append()`. Spark reads the files in place
 (as it reads `gs://` on Dataproc); the bucket side is an in-memory store. The job's time is also
@@ -26,7 +26,7 @@ from turnstile.bench.sparkrun import SparkRun, SparkSetup, submit
 from turnstile.bench.workload import SCHEMA, Workload
 from turnstile.clock import SystemClock
 from turnstile.config import LoadConfig
-from turnstile.jobs.execution import execute
+from turnstile.execution import execute
 from turnstile.records import Manifest, ManifestBatch
 from turnstile.spark import commits, reading
 from turnstile.spark.applier import IcebergApplier

@@ -13,7 +13,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as f
 
 from turnstile.config import LoadConfig
-from turnstile.jobs.execution import BatchFailed
+from turnstile.errors import BatchFailed
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.spark import commits, reading, schema
 from turnstile.spark.staging import Staging

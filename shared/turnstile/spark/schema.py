@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from turnstile.jobs.execution import BatchFailed
+from turnstile.errors import BatchFailed
 
 Column = tuple[str, str]
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
