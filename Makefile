@@ -26,7 +26,7 @@ system-deps: ## Java 17 and jarjar (Debian packages) for local Spark with Iceber
 	@bash .ci/system-deps.sh
 
 setup: $(INSTALLED) system-deps ## Create .venv, install pinned requirements, build the local Spark/Iceberg jars
-	@$(BIN)/python -m turnstile.local.jars $(JARS_DIR) >/dev/null
+	@$(BIN)/python -m turnstile.jobs.local_spark $(JARS_DIR) >/dev/null
 
 lint: setup ## ruff and mypy (strict on the library)
 	$(BIN)/ruff check .

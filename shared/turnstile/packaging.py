@@ -12,7 +12,7 @@ BUILD_DIR (default `build/`) receives:
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
     job/turnstile.zip    the turnstile package for python_file_uris
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
-                         relocated Jackson classes it needs (see turnstile.local.jars)
+                         relocated Jackson classes it needs (see turnstile.jobs.local_spark)
 
 The zips are deterministic (sorted entries, fixed timestamps and modes): unchanged code gives
 byte-identical archives, so `terraform plan` shows no change and the function is not rebuilt.
@@ -31,7 +31,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from turnstile.errors import SettingsError
-from turnstile.local import jars as local_jars
+from turnstile.jobs import local_spark
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root (shared/turnstile/packaging.py -> the checkout)."""
@@ -158,7 +158,7 @@ def build_jars(out: Path, scala: str = DEFAULT_SCALA) -> tuple[Path, ...]:
     folder = out / "job" / "jars"
     folder.mkdir(parents=True, exist_ok=True)
     runtime = iceberg_runtime_jar(scala)
-    jackson = local_jars.ensure_jars(folder)[-1]
+    jackson = local_spark.ensure_jars(folder)[-1]
     wanted = {runtime.name, jackson.name}
     for stale in folder.glob("*.jar"):
         if stale.name not in wanted:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from turnstile.clock import SystemClock
-from turnstile.config import LoadConfig
 from turnstile.execution import execute
+from turnstile.load_config import LoadConfig
 from turnstile.records import JobDone, Manifest, ManifestBatch
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import LocalStaging

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from turnstile.errors import ConfigError, Terminal
+from turnstile.load_config import LoadConfig
 from turnstile.records import (
     BatchOutcome,
     BatchResult,
@@ -39,7 +40,7 @@ MANIFEST_BATCH = ManifestBatch(
     rel="2024/01",
     success_generation=3,
     data_uris=("gs://bkt/ds/tbl/2024/01/a.parquet", "gs://bkt/ds/tbl/2024/01/b.parquet"),
-    load={"format": "parquet", "options": {"mergeSchema": True}, "columns": ["a", "b"]},
+    load=LoadConfig(format="parquet", reader_options={"mergeSchema": True}, schema_="a INT, b STRING"),
     transform_sql="SELECT * FROM batch",
     config_digest="d1g",
     max_batches_per_job=4,

@@ -21,8 +21,8 @@ from turnstile.bench import counting, floor, job_cost, machine, report, scale, s
 from turnstile.bench.sparkrun import SparkRun, SparkSetup
 from turnstile.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
 from turnstile.bench.workload import Workload
+from turnstile.jobs.local_spark import check_java, ensure_jars
 from turnstile.local import emulator
-from turnstile.local.jars import check_java, ensure_jars
 from turnstile.local.stack import StackOptions
 from turnstile.store.gcs import GcsStore, make_client
 

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 from turnstile.bench.sparkrun import SparkRun, SparkSetup, submit
 from turnstile.bench.workload import SCHEMA, Workload
 from turnstile.clock import SystemClock
-from turnstile.config import LoadConfig
 from turnstile.execution import execute
+from turnstile.load_config import LoadConfig
 from turnstile.records import Manifest, ManifestBatch
 from turnstile.spark import commits, reading
 from turnstile.spark.applier import IcebergApplier
@@ -99,7 +99,7 @@ class _Session:
         self.store = MemoryStore("bench")
         self.files = _LocalFiles()
         self.applier = IcebergApplier(spark, catalog, self.files, lambda bucket: self.store, "bench")
-        self.load = LoadConfig.model_validate({"schema": SCHEMA}).model_dump(mode="json", by_alias=True)
+        self.load = LoadConfig.model_validate({"schema": SCHEMA})
         self.spark_jobs: dict[str, int] = {}
         self._calls = 0
 

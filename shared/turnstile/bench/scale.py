@@ -25,7 +25,7 @@ from typing import Any
 
 from turnstile.bench.counting import FunctionHost
 from turnstile.bench.workload import SUCCESS, Workload
-from turnstile.config import LoadConfig
+from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
 from turnstile.records import Pointer
 from turnstile.store.memory import MemoryStore

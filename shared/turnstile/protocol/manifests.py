@@ -32,7 +32,7 @@ def manifest_batch(
         rel=batch.rel,
         success_generation=success_generation,
         data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
-        load=resolved.load.model_dump(mode="json", by_alias=True),
+        load=resolved.load,
         transform_sql=resolved.transform_sql,
         config_digest=resolved.digest,
         max_batches_per_job=resolved.load.max_batches_per_job,

@@ -12,8 +12,8 @@ from typing import Any
 from pyspark.sql import Window
 from pyspark.sql import functions as f
 
-from turnstile.config import LoadConfig
 from turnstile.errors import BatchFailed
+from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.spark import commits, reading, schema
 from turnstile.spark.staging import Staging
@@ -52,7 +52,7 @@ class IcebergApplier:
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         started = time.monotonic()
-        load = LoadConfig.model_validate(batch.load)
+        load = batch.load
         table = self.table(batch)
         located = self._staging.locate(batch.data_uris)
         try:

@@ -8,7 +8,7 @@ from typing import Any
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
-from turnstile.config import LoadConfig
+from turnstile.load_config import LoadConfig
 
 CORRUPT = "_turnstile_unparsed"
 _SPARK_FORMAT = {
