@@ -232,3 +232,23 @@ def test_any_job_done_round_trips_in_order(done: JobDone) -> None:
     back = JobDone.decode(done.encode(), WHERE)
     assert back == done
     assert list(back.outcomes) == list(done.outcomes)
+
+
+def test_a_manifest_carries_the_load_config_with_the_load_json_keys() -> None:
+    batch = MANIFEST_BATCH.model_copy(
+        update={
+            "load": LoadConfig.model_validate({"schema": "id INT", "destinationRegex": "^(?P<dataset>x)/"})
+        }
+    )
+    load = json.loads(batch.model_dump_json())["load"]
+    assert (load["schema"], load["destinationRegex"]) == ("id INT", "^(?P<dataset>x)/")
+    assert "schema_" not in load and "destination_regex" not in load
+    decoded = ManifestBatch.model_validate_json(batch.model_dump_json())
+    assert isinstance(decoded.load, LoadConfig) and decoded == batch
+
+
+def test_a_manifest_with_an_unknown_load_key_is_refused() -> None:
+    data = json.loads(MANIFEST_BATCH.model_dump_json())
+    data["load"]["colums"] = ["a"]
+    with pytest.raises(ValidationError, match="colums"):
+        ManifestBatch.model_validate(data)

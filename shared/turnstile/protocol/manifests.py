@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from turnstile.batchfiles import data_files
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
@@ -9,14 +10,8 @@ from turnstile.records import Manifest, ManifestBatch
 
 def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
     """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
-    folder = batch.folder
-    uris = []
-    for info in inv.store.list_objects(folder):
-        rest = info.name[len(folder) :]
-        if "/" in rest or rest.startswith(("_", ".")):
-            continue
-        uris.append(f"gs://{inv.store.bucket}/{info.name}")
-    return tuple(uris)
+    names = data_files(batch.folder, (info.name for info in inv.store.list_objects(batch.folder)))
+    return tuple(f"gs://{inv.store.bucket}/{name}" for name in names)
 
 
 def manifest_batch(

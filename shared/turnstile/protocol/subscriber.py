@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnstile import logs
+from turnstile.batchfiles import is_data_file
 from turnstile.errors import ConfigError, JobError, PathError, PreconditionFailed
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.paths import ObjectKind, Table, classify
@@ -207,7 +208,7 @@ def _acquire(
     batches: list[ManifestBatch] = []
     for pointer, record in pointers:
         folder = table.batch_folder(pointer.rel)
-        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if _directly_in(folder, o.name))
+        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if is_data_file(folder, o.name))
         try:
             batches.append(manifest_batch(inv, record.success, record.success_generation, data_uris=files))
         except (ConfigError, PathError) as exc:
@@ -272,11 +273,6 @@ def _block(
     except PreconditionFailed:
         return
     _log_failure(table, failed)
-
-
-def _directly_in(folder: str, name: str) -> bool:
-    rest = name[len(folder) :] if name.startswith(folder) else "/"
-    return "/" not in rest and not rest.startswith(("_", "."))
 
 
 def _pending_objects(
