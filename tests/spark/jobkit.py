@@ -50,7 +50,7 @@ class Kit:
             rel=rel,
             success_generation=gen,
             data_uris=tuple(uris),
-            load=config.model_dump(mode="json", by_alias=True),
+            load=config,
             transform_sql=self.transform,
             config_digest="test",
             result=f"{self.prefix}/_turnstile/results/{rel}/{gen}.json",

@@ -31,7 +31,7 @@ def _batch(store: GcsStore, table: str, rel: str, generation: int, rows: str) ->
         rel=rel,
         success_generation=generation,
         data_uris=(f"gs://{store.bucket}/{name}",),
-        load=LoadConfig().model_dump(mode="json", by_alias=True),
+        load=LoadConfig(),
         config_digest="d",
         result=f"ds/{table}/_turnstile/results/{rel}/{generation}.json",
         failed_prefix=f"ds/{table}/_failed/{rel}/",
