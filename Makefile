@@ -26,12 +26,13 @@ system-deps: ## Java 17 and jarjar (Debian packages) for local Spark with Iceber
 	@bash .ci/system-deps.sh
 
 setup: $(INSTALLED) system-deps ## Create .venv, install pinned requirements, build the local Spark/Iceberg jars
-	@$(BIN)/python -m turnstile.local.jars $(JARS_DIR) >/dev/null
+	@$(BIN)/python -m turnstile.jobs.local_spark $(JARS_DIR) >/dev/null
 
 lint: setup ## ruff and mypy (strict on the library)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint terraform-check ## Lint, type-check, check terraform/ offline and run every test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

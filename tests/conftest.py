@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from google.cloud import storage
 
+from turnstile.jobs.local_spark import check_java, ensure_jars, spark_conf
 from turnstile.local import emulator as emu
-from turnstile.local.jars import check_java, ensure_jars, spark_conf
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore

@@ -18,11 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import ValidationError
 
 from turnstile.errors import ConfigError
+from turnstile.load_config import LoadConfig
 from turnstile.paths import CONFIG
 from turnstile.store.port import ObjectStore
 from turnstile.validation import explain
@@ -30,83 +31,6 @@ from turnstile.validation import explain
 LOAD_JSON = "load.json"
 TRANSFORM_SQL = "transform.sql"
 ORDERME = "ORDERME"
-
-
-class LoadConfig(BaseModel):
-    """How to read a batch and write it to its Iceberg table (the merged `load.json`)."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True
-    )
-
-    format: Literal["csv", "json", "jsonl", "parquet", "orc", "text"] = "csv"
-    """File format of the data files (`json` and `jsonl` both mean one JSON object per line).
-    Gzip-compressed files (`.gz`) are read transparently."""
-
-    reader_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """Spark DataFrameReader options, e.g. `{"delimiter": ";"}`; CSV defaults to `header: true`."""
-
-    schema_: str | None = Field(None, alias="schema")
-    """Explicit schema as Spark DDL (`id BIGINT, name STRING, ts TIMESTAMP`); default: inferred."""
-
-    mode: Literal["append", "merge", "overwrite"] = "append"
-    """append rows; merge (MERGE INTO on `merge_keys`); overwrite (replace the table atomically)."""
-
-    merge_keys: tuple[str, ...] = ()
-    """Columns identifying a row for `mode: merge`."""
-
-    merge_order_by: str | None = None
-    """Column deciding which of several source rows with one key wins (the largest value)."""
-
-    delete_column: str | None = None
-    """Boolean column of change-data batches: a true value deletes the row in `mode: merge`."""
-
-    table_schema: str | None = None
-    """Spark DDL of the destination when the job creates it (`id INT, s STRING`); default: the
-    batch's own columns. Needed when a DML transform.sql writes columns the batch does not have."""
-
-    partition_by: tuple[str, ...] = ()
-    """Iceberg partition transforms used when the table is created, e.g. `["days(ts)"]`."""
-
-    table_properties: dict[str, str] = Field(default_factory=dict)
-    """Iceberg table properties set when the table is created."""
-
-    max_bad_records: int = Field(0, ge=0)
-    """Rows that fail to parse or cast and may be set aside in `_failed/` before the batch fails."""
-
-    schema_evolution: Literal["none", "add_columns"] = "none"
-    """`add_columns`: new columns in a batch are added to the table (plus Iceberg's widenings)."""
-
-    time_column: str | None = None
-    """Column whose min and max go into each batch's result record."""
-
-    max_batches_per_job: int = Field(10, ge=1, le=100)
-    """Ordered tables: how many consecutive backlog batches one job may apply (one commit each)."""
-
-    job_retries: int = Field(3, ge=0, le=10)
-    """How many times a job that failed for a transient reason (the service, the machine, a job
-    that never started; not the batch's data or SQL) is retried, with exponential backoff."""
-
-    job_retry_backoff_seconds: int = Field(60, ge=1, le=3600)
-    """Wait before the first retry of a transient failure; each further retry waits twice as long
-    (at most 15 minutes), plus a jitter."""
-
-    job_timeout_seconds: int = Field(6 * 3600, ge=60)
-    """A job still running after this long is cancelled by the sweeper's watchdog and counts as a
-    transient failure."""
-
-    destination_regex: str | None = Field(None, alias="destinationRegex")
-    """Overrides DESTINATION_REGEX for batches below this `_config/`."""
-
-    @model_validator(mode="after")
-    def _merge_needs_keys(self, info: ValidationInfo) -> LoadConfig:
-        if info.context and info.context.get("partial"):
-            return self  # one file of the cascade: cross-key rules apply to the merged result
-        if self.mode == "merge" and not self.merge_keys:
-            raise ValueError("mode 'merge' needs merge_keys (the columns that identify a row)")
-        if self.mode != "merge" and (self.merge_order_by or self.delete_column):
-            raise ValueError("merge_order_by and delete_column only apply to mode 'merge'")
-        return self
 
 
 @dataclass(frozen=True)

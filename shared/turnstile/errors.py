@@ -64,6 +64,19 @@ class JobDeferred(JobError):
     the event itself is acknowledged."""
 
 
+class BatchFailed(TurnstileError, Terminal):
+    """The batch cannot be applied (bad data, schema conflict, failing SQL): the job stops here."""
+
+
+class CorruptRecord(BatchFailed):
+    """Rows of a batch do not fit its schema; `column` and `value` name the culprit when known."""
+
+    def __init__(self, message: str, *, column: str | None = None, value: str | None = None) -> None:
+        super().__init__(message)
+        self.column = column
+        self.value = value
+
+
 @dataclass
 class PreconditionFailed(TurnstileError):
     """A generation precondition did not hold.

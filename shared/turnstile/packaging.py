@@ -12,7 +12,7 @@ BUILD_DIR (default `build/`) receives:
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
     job/turnstile.zip    for python_file_uris: the turnstile modules the job's main file reaches
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
-                         relocated Jackson classes it needs (see turnstile.local.jars)
+                         relocated Jackson classes it needs (see turnstile.jobs.local_spark)
 
 Each artefact holds only the modules its entry point imports (`turnstile.importgraph`): no CLI,
 no packaging, no Spark code in the function; none of the protocol in the job. The development
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from turnstile import importgraph
 from turnstile.errors import SettingsError
-from turnstile.local import jars as local_jars
+from turnstile.jobs import local_spark
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root (shared/turnstile/packaging.py -> the checkout)."""
@@ -160,7 +160,7 @@ def build_jars(out: Path, scala: str = DEFAULT_SCALA) -> tuple[Path, ...]:
     folder = out / "job" / "jars"
     folder.mkdir(parents=True, exist_ok=True)
     runtime = iceberg_runtime_jar(scala)
-    jackson = local_jars.ensure_jars(folder)[-1]
+    jackson = local_spark.ensure_jars(folder)[-1]
     wanted = {runtime.name, jackson.name}
     for stale in folder.glob("*.jar"):
         if stale.name not in wanted:

@@ -9,9 +9,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
 from turnstile.errors import ConfigError
+from turnstile.load_config import LoadConfig
 
 T = TypeVar("T", bound="Record")
 
@@ -105,12 +106,17 @@ class ManifestBatch(BaseModel):
     rel: str
     success_generation: int
     data_uris: tuple[str, ...]
-    load: dict[str, Any]
+    load: LoadConfig
     transform_sql: str | None = None
     config_digest: str
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record
     failed_prefix: str  # where bad rows go
+
+    @field_serializer("load")
+    def _load_as_in_load_json(self, load: LoadConfig) -> dict[str, Any]:
+        """The keys of load.json (`schema`, `destinationRegex`), not the Python field names."""
+        return load.model_dump(mode="json", by_alias=True)
 
 
 class Manifest(Record):

@@ -23,7 +23,7 @@ from pyspark.sql import SparkSession
 
 from turnstile import logs
 from turnstile.clock import SystemClock
-from turnstile.local.jars import ensure_jars, spark_conf
+from turnstile.jobs.local_spark import ensure_jars, spark_conf
 from turnstile.local.stack import Stack, StackOptions, settings_for
 from turnstile.paths import Table
 from turnstile.protocol.context import Invocation

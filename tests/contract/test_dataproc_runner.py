@@ -19,9 +19,8 @@ from google.auth.credentials import AnonymousCredentials
 
 from tests.contract.dataproc_stub import DataprocStub
 from turnstile.errors import JobError, JobServiceUnavailable, SettingsError, Terminal, Transient
-from turnstile.jobs.dataproc import DEFAULT_RETRY, DataprocBatchSpec, DataprocRunner, make_client
+from turnstile.jobs.dataproc import DEFAULT_RETRY, DataprocBatchSpec, DataprocRunner, make_client, request_id
 from turnstile.jobs.port import JobState
-from turnstile.protocol.jobids import request_id
 from turnstile.settings import Settings
 
 PROJECT, REGION = "proj-1", "europe-west1"

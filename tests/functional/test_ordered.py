@@ -16,7 +16,7 @@ import pytest
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile.clock import SystemClock
-from turnstile.jobs.execution import execute, read_manifest
+from turnstile.execution import execute, read_manifest
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState
 from turnstile.protocol import operator

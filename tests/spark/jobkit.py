@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from turnstile.clock import SystemClock
-from turnstile.config import LoadConfig
-from turnstile.jobs.execution import execute
+from turnstile.execution import execute
+from turnstile.load_config import LoadConfig
 from turnstile.records import JobDone, Manifest, ManifestBatch
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import LocalStaging
@@ -50,7 +50,7 @@ class Kit:
             rel=rel,
             success_generation=gen,
             data_uris=tuple(uris),
-            load=config.model_dump(mode="json", by_alias=True),
+            load=config,
             transform_sql=self.transform,
             config_digest="test",
             result=f"{self.prefix}/_turnstile/results/{rel}/{gen}.json",

@@ -1,4 +1,4 @@
-"""A local Spark session reads and writes Iceberg tables with the jars `turnstile.local.jars` builds."""
+"""A local Spark session reads and writes Iceberg tables with the jars `turnstile.jobs.local_spark` builds."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from turnstile.errors import SettingsError
-from turnstile.local import jars
-from turnstile.local.jars import check_java, ensure_jars, java_version, parse_java_version
+from turnstile.jobs import local_spark as jars
+from turnstile.jobs.local_spark import check_java, ensure_jars, java_version, parse_java_version
 
 TABLE = "local.db.t"
 

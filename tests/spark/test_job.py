@@ -2,7 +2,7 @@
 evolution, transforms, failures, result records and commit tags.
 
 Each test uses its own table (a `Kit`) in the session's `local` catalog and runs manifests through
-`turnstile.jobs.execution.execute` with the real `IcebergApplier`. Batches cost about a second
+`turnstile.execution.execute` with the real `IcebergApplier`. Batches cost about a second
 each, so each test applies as few as its point needs.
 """
 
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit, csv
+from turnstile.errors import CorruptRecord
 from turnstile.records import BatchOutcome, BatchResult, JobDone, ManifestBatch
 from turnstile.spark import commits
 from turnstile.spark.applier import IcebergApplier
@@ -411,6 +412,16 @@ def test_bad_rows_over_the_limit_fail_the_batch_and_commit_nothing(spark: Any, t
     assert list(tagged(kit)) == [key(good)]
     stored = kit.store.read(where.removeprefix(f"gs://{BUCKET}/"))
     assert stored is not None and len(stored.text().splitlines()) == 2
+
+
+def test_bad_rows_over_the_limit_raise_a_corrupt_record_holding_the_first_row(
+    spark: Any, tmp_path: Path
+) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING")
+    bad = kit.batch("1", csv("id,v", "1,a", "x,c"))
+    with pytest.raises(CorruptRecord, match="1 row") as caught:
+        kit.applier().apply(bad, "job-1")
+    assert caught.value.value == "x,c"
 
 
 # --- 5. schema ----------------------------------------------------------------------------------

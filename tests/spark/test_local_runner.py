@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from turnstile.config import LoadConfig
 from turnstile.jobs.local import STATE, LocalRunner, read_json
+from turnstile.jobs.local_spark import spark_conf
 from turnstile.jobs.port import JobState, JobStatus
+from turnstile.load_config import LoadConfig
 from turnstile.local.emulator import Emulator
-from turnstile.local.jars import spark_conf
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore
 
@@ -31,7 +31,7 @@ def _batch(store: GcsStore, table: str, rel: str, generation: int, rows: str) ->
         rel=rel,
         success_generation=generation,
         data_uris=(f"gs://{store.bucket}/{name}",),
-        load=LoadConfig().model_dump(mode="json", by_alias=True),
+        load=LoadConfig(),
         config_digest="d",
         result=f"ds/{table}/_turnstile/results/{rel}/{generation}.json",
         failed_prefix=f"ds/{table}/_failed/{rel}/",

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from turnstile.config import ConfigReader, LoadConfig, deep_merge, levels
+from turnstile.config import ConfigReader, deep_merge, levels
 from turnstile.errors import ConfigError, Terminal
+from turnstile.load_config import LoadConfig
 from turnstile.paths import parse_success
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectInfo, StoredObject

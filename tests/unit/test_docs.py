@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from turnstile.config import LoadConfig
+from turnstile.load_config import LoadConfig
 from turnstile.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

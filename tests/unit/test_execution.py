@@ -1,4 +1,4 @@
-"""The bucket side of a job (turnstile.jobs.execution) over an in-memory table (MemoryTables)."""
+"""The bucket side of a job (turnstile.execution) over an in-memory table (MemoryTables)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.errors import BatchFailed, CorruptRecord, Terminal, Transient, TurnstileError
+from turnstile.execution import execute, read_manifest
 from turnstile.jobs.inline import MemoryTables
 from turnstile.paths import Table
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
@@ -182,6 +183,35 @@ def test_read_manifest_round_trip_and_missing() -> None:
         read_manifest(store, uri)
     store.write(TABLE.manifest(JOB), m.encode())
     assert read_manifest(store, uri) == m
+
+
+def test_batch_failures_are_terminal_turnstile_errors() -> None:
+    failed = BatchFailed("bad data")
+    assert isinstance(failed, TurnstileError) and isinstance(failed, Terminal)
+    assert not isinstance(failed, Transient)
+    corrupt = CorruptRecord("2 row(s) could not be parsed", column="price", value="12,5")
+    assert isinstance(corrupt, BatchFailed)
+    assert (str(corrupt), corrupt.column, corrupt.value) == ("2 row(s) could not be parsed", "price", "12,5")
+    assert (CorruptRecord("unknown where").column, CorruptRecord("unknown where").value) == (None, None)
+
+
+class CorruptSecond(MemoryTables):
+    """An applier whose second batch holds rows that do not fit the schema."""
+
+    def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        if batch.rel == "b2":
+            raise CorruptRecord("1 row(s) could not be parsed", value="not,a,row")
+        return super().apply(batch, job_id)
+
+
+def test_a_corrupt_record_fails_its_batch_and_stops_the_job_with_its_message() -> None:
+    store = MemoryStore(BUCKET)
+    tables = CorruptSecond()
+    done = execute(store, manifest(mbatch("b1"), mbatch("b2"), mbatch("b3")), tables, FixedClock())
+    assert not done.succeeded
+    assert done.outcomes == {"b1": BatchOutcome.COMMITTED, "b2": BatchOutcome.FAILED}
+    assert done.error == "batch 'b2': 1 row(s) could not be parsed"
+    assert tables.applied_rels(TABLE.prefix) == ["b1"]
 
 
 class ReturnsFailed(MemoryTables):

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from turnstile.jobs.dataproc import request_id
 from turnstile.paths import IDENTIFIER, Table
-from turnstile.protocol.jobids import ordered_job_id, request_id, unordered_job_id
+from turnstile.protocol.jobids import ordered_job_id, unordered_job_id
 from turnstile.settings import Settings
 
 # Dataproc batch ids: 4-63 characters, lowercase letters, digits and hyphens, starting and ending

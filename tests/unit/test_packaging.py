@@ -78,7 +78,7 @@ def test_function_imports_turnstile_from_its_own_folder(built: packaging.Built) 
 
 def test_job_package_imports_from_the_zip(built: packaging.Built, tmp_path: Path) -> None:
     done = _python(
-        "import importlib.util, turnstile.settings, turnstile.jobs.execution\n"
+        "import importlib.util, turnstile.settings, turnstile.execution\n"
         "print(turnstile.settings.__file__)\n"
         "print(importlib.util.find_spec('turnstile.spark.applier').origin)\n",
         tmp_path,

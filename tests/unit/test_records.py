@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from turnstile.errors import ConfigError, Terminal
+from turnstile.load_config import LoadConfig
 from turnstile.records import (
     BatchFailure,
     BatchOutcome,
@@ -41,7 +42,7 @@ MANIFEST_BATCH = ManifestBatch(
     rel="2024/01",
     success_generation=3,
     data_uris=("gs://bkt/ds/tbl/2024/01/a.parquet", "gs://bkt/ds/tbl/2024/01/b.parquet"),
-    load={"format": "parquet", "options": {"mergeSchema": True}, "columns": ["a", "b"]},
+    load=LoadConfig(format="parquet", reader_options={"mergeSchema": True}, schema_="a INT, b STRING"),
     transform_sql="SELECT * FROM batch",
     config_digest="d1g",
     max_batches_per_job=4,
@@ -250,3 +251,23 @@ def test_any_job_done_round_trips_in_order(done: JobDone) -> None:
     back = JobDone.decode(done.encode(), WHERE)
     assert back == done
     assert list(back.outcomes) == list(done.outcomes)
+
+
+def test_a_manifest_carries_the_load_config_with_the_load_json_keys() -> None:
+    batch = MANIFEST_BATCH.model_copy(
+        update={
+            "load": LoadConfig.model_validate({"schema": "id INT", "destinationRegex": "^(?P<dataset>x)/"})
+        }
+    )
+    load = json.loads(batch.model_dump_json())["load"]
+    assert (load["schema"], load["destinationRegex"]) == ("id INT", "^(?P<dataset>x)/")
+    assert "schema_" not in load and "destination_regex" not in load
+    decoded = ManifestBatch.model_validate_json(batch.model_dump_json())
+    assert isinstance(decoded.load, LoadConfig) and decoded == batch
+
+
+def test_a_manifest_with_an_unknown_load_key_is_refused() -> None:
+    data = json.loads(MANIFEST_BATCH.model_dump_json())
+    data["load"]["colums"] = ["a"]
+    with pytest.raises(ValidationError, match="colums"):
+        ManifestBatch.model_validate(data)

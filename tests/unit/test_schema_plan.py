@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstile.jobs.execution import BatchFailed
+from turnstile.errors import BatchFailed
 from turnstile.spark.schema import Evolution, plan, widens
 
 TABLE = [("id", "int"), ("name", "string"), ("price", "decimal(10,2)"), ("score", "float")]

@@ -17,6 +17,7 @@ up, surface as `JobServiceUnavailable`; any other API error is `JobError` (termi
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,14 +30,12 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import dataproc_v1
 
 from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
+from turnstile.jobs.catalog import iceberg_catalog_properties
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.protocol.jobids import request_id
 from turnstile.settings import Settings
 
 JOB_LABEL = "turnstile-job"
 """Label put on every batch turnstile submits (value `true`), to find them in the console."""
-
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 _STATES: dict[int, JobState] = {  # Batch.State (an IntEnum) -> JobState
     dataproc_v1.Batch.State.STATE_UNSPECIFIED: JobState.PENDING,
@@ -90,6 +89,12 @@ def _already_exists(exc: gexc.GoogleAPICallError) -> bool:
     return isinstance(exc, gexc.Conflict) and _error_status(exc) != "ABORTED"
 
 
+def request_id(job_id: str) -> str:
+    """Idempotency key of the create call: the same job always sends the same one (at most 40
+    characters, as CreateBatchRequest.request_id allows)."""
+    return hashlib.sha256(job_id.encode()).hexdigest()[:40]
+
+
 DEFAULT_RETRY = Retry(predicate=_is_transient, initial=1.0, maximum=10.0, multiplier=2.0, timeout=60.0)
 """Backoff for every call; CreateBatch is safe to repeat because it carries a request id."""
 
@@ -98,56 +103,20 @@ DEFAULT_TIMEOUT = 60.0
 
 
 def catalog_properties(settings: Settings) -> dict[str, str]:
-    """Spark properties that make `settings.iceberg_catalog` an Iceberg catalog of the configured type.
-
-    Property names verified (with the documentation search available when this was written):
-    - biglake: Google's BigLake metastore catalog plugin, the jar
-      `gs://spark-lib/biglake/biglake-catalog-iceberg<iceberg>-<ver>-with-dependencies.jar` staged
-      through JOB_JAR_URIS next to the Iceberg Spark runtime, reads
-      `spark.sql.catalog.<name>.catalog-impl=org.apache.iceberg.gcp.biglake.BigLakeCatalog` and the
-      keys `gcp_project`, `gcp_location`, `blms_catalog`, `warehouse` (Google's Dataproc samples
-      and `gcloud dataproc batches submit --properties` examples use exactly these). The
-      same-named class proposed to Apache Iceberg (apache/iceberg PR #7412, closed unmerged)
-      used `biglake.project-id` / `biglake.location` / `biglake.catalog` instead: those do NOT
-      apply to Google's jar. Google now calls this catalog "BigLake metastore (classic)"; for new
-      deployments it recommends its Iceberg REST catalog (type `rest` here).
-    - rest / hadoop: Iceberg's own `type=rest` + `uri` and `type=hadoop` + `warehouse`.
-    The BigLake location is the Dataproc region (settings have no separate variable for it) and
-    the BigLake catalog id is the Spark catalog name.
-    """
-    name = settings.iceberg_catalog
-    prefix = f"spark.sql.catalog.{name}"
-    props = {
-        "spark.sql.extensions": ICEBERG_EXTENSIONS,
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
-        # The job reads its settings on the driver, whose environment the functions' does not reach.
-        "spark.dataproc.driverEnv.ICEBERG_CATALOG": name,
-    }
+    """The Iceberg catalog of `settings`, plus the driver environment the job reads its settings
+    from. The BigLake location is the Dataproc region (settings have no separate variable for it)."""
+    props = iceberg_catalog_properties(
+        settings.iceberg_catalog,
+        settings.iceberg_catalog_type,
+        warehouse=settings.iceberg_warehouse,
+        uri=settings.iceberg_catalog_uri,
+        gcp_project=settings.gcp_project,
+        location=settings.dataproc_region,
+    )
+    # The job reads its settings on the driver, whose environment the functions' does not reach.
+    props["spark.dataproc.driverEnv.ICEBERG_CATALOG"] = settings.iceberg_catalog
     if settings.gcp_project:
         props["spark.dataproc.driverEnv.GOOGLE_CLOUD_PROJECT"] = settings.gcp_project
-    kind = settings.iceberg_catalog_type
-    if kind == "rest":
-        if not settings.iceberg_catalog_uri:
-            raise SettingsError("ICEBERG_CATALOG_URI is not set; ICEBERG_CATALOG_TYPE=rest needs it")
-        props[f"{prefix}.type"] = "rest"
-        props[f"{prefix}.uri"] = settings.iceberg_catalog_uri
-        if settings.iceberg_warehouse:
-            props[f"{prefix}.warehouse"] = settings.iceberg_warehouse
-        return props
-    if not settings.iceberg_warehouse:
-        raise SettingsError(f"ICEBERG_WAREHOUSE is not set; ICEBERG_CATALOG_TYPE={kind} needs it")
-    if kind == "biglake":
-        if not settings.gcp_project:
-            raise SettingsError("GOOGLE_CLOUD_PROJECT is not set; ICEBERG_CATALOG_TYPE=biglake needs it")
-        props[f"{prefix}.catalog-impl"] = "org.apache.iceberg.gcp.biglake.BigLakeCatalog"
-        props[f"{prefix}.gcp_project"] = settings.gcp_project
-        props[f"{prefix}.gcp_location"] = settings.dataproc_region
-        props[f"{prefix}.blms_catalog"] = name
-    else:
-        # A Hadoop catalog commits by renaming a metadata file, which GCS does not do atomically:
-        # fine for the local stack and tests, not for concurrent writers in production.
-        props[f"{prefix}.type"] = "hadoop"
-    props[f"{prefix}.warehouse"] = settings.iceberg_warehouse
     return props
 
 

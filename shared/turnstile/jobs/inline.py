@@ -1,7 +1,7 @@
 """An in-process JobRunner whose jobs apply batches to an in-memory table and record the order.
 
 For functional tests and simulations: it runs the same bucket-side execution as the PySpark job
-(`jobs.execution`), with the same rule that a batch already committed is skipped, so what it
+(`turnstile.execution`), with the same rule that a batch already committed is skipped, so what it
 records is what an Iceberg table would hold.
 """
 
@@ -11,7 +11,8 @@ import threading
 from dataclasses import dataclass, field
 
 from turnstile.clock import Clock, SystemClock
-from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.errors import BatchFailed
+from turnstile.execution import execute, read_manifest
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ObjectStore

@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from turnstile.jobs.local_spark import ensure_jars, spark_conf
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.local.jars import ensure_jars, spark_conf
 from turnstile.settings import Settings, child_environment
 
 REQUEST = "request.json"

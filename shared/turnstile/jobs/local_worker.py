@@ -8,17 +8,26 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
-import pyspark
-
+from turnstile.errors import SettingsError
 from turnstile.jobs.local import LOG, REQUEST, STATE, _now, read_json, write_json
 from turnstile.jobs.port import JobState
-from turnstile.spark import main as job_main
+
+JOB_MAIN_MODULE = "turnstile.spark.main"
+
+
+def _module_file(module: str) -> Path:
+    """Where a module's source is, found without importing it (the job's imports are Spark's)."""
+    spec = find_spec(module)
+    if spec is None or spec.origin is None:
+        raise SettingsError(f"Python module {module} is not installed; pip install -r requirements.txt")
+    return Path(spec.origin)
 
 
 def spark_submit() -> Path:
-    return Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    return _module_file("pyspark").parent / "bin" / "spark-submit"
 
 
 def run(folder: Path) -> int:
@@ -32,7 +41,7 @@ def run(folder: Path) -> int:
     for key, value in request["conf"].items():
         command += ["--conf", f"{key}={value}"]
     command += [
-        str(Path(job_main.__file__)),
+        str(_module_file(JOB_MAIN_MODULE)),
         "--manifest",
         request["manifest"],
         "--stage-to",

@@ -21,9 +21,9 @@ from pathlib import Path
 import requests
 
 from turnstile import logs
+from turnstile.jobs.local_spark import ensure_jars
 from turnstile.local import emulator
 from turnstile.local.bridge import EventBridge, wait_until
-from turnstile.local.jars import ensure_jars
 from turnstile.local.stackinfo import STACK_FILE, StackInfo
 from turnstile.settings import Settings, child_environment
 from turnstile.store.gcs import GcsStore, make_client

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from turnstile.local.jars import check_java, ensure_jars, spark_conf
+from turnstile.jobs.local_spark import check_java, ensure_jars, spark_conf
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops.errors import Failed, Refused
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from turnstile.batchfiles import is_data_name
 from turnstile.config import ConfigReader
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops.errors import Refused
@@ -60,7 +61,7 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
                 f"{path} is a folder; a batch is the files directly in one folder, so move them up or "
                 "put the sub-folder as its own batch"
             )
-        if path.name.startswith((".", "_")):
+        if not is_data_name(path.name):
             skipped.append(path.name)
             continue
         files.append(path)

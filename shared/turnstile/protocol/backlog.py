@@ -87,12 +87,6 @@ def remove_applied(inv: Invocation, applied: tuple[CoveredBatch, ...]) -> None:
             pass  # gone already (a repeated finish) or re-published with a new generation: keep that
 
 
-def directly_in(folder: str, name: str) -> bool:
-    """A data file of the batch folder: not in a sub-folder, not a `_` or `.` file."""
-    rest = name[len(folder) :] if name.startswith(folder) else "/"
-    return "/" not in rest and not rest.startswith(("_", "."))
-
-
 def pending_objects(
     inv: Invocation, table: Table, position: str | None, first_rel: str, last_rel: str
 ) -> list[ObjectInfo]:

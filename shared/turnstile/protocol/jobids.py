@@ -1,7 +1,6 @@
 """Deterministic job ids: the same state always names the same job, so a retried submit attaches.
 
-Dataproc batch ids are 4-63 characters of [a-z0-9-] and unique per project and region forever;
-request ids are at most 40 characters.
+Dataproc batch ids are 4-63 characters of [a-z0-9-] and unique per project and region forever.
 """
 
 from __future__ import annotations
@@ -34,8 +33,3 @@ def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: in
     A retry after a failure is attempt 1, 2...: a new id (`-r<attempt>`, at most 62 characters)."""
     job_id = f"{prefix}-{_slug(table)}-u{_digest(table.prefix, rel, success_generation)[:15]}"
     return f"{job_id}-r{attempt}" if attempt else job_id
-
-
-def request_id(job_id: str) -> str:
-    """Idempotency key of the create call (at most 40 characters)."""
-    return _digest(job_id)[:40]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from turnstile.batchfiles import data_files
 from turnstile.config import ResolvedConfig
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
@@ -10,14 +11,8 @@ from turnstile.records import Manifest, ManifestBatch
 
 def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
     """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
-    folder = batch.folder
-    uris = []
-    for info in inv.store.list_objects(folder):
-        rest = info.name[len(folder) :]
-        if "/" in rest or rest.startswith(("_", ".")):
-            continue
-        uris.append(f"gs://{inv.store.bucket}/{info.name}")
-    return tuple(uris)
+    names = data_files(batch.folder, (info.name for info in inv.store.list_objects(batch.folder)))
+    return tuple(f"gs://{inv.store.bucket}/{name}" for name in names)
 
 
 def manifest_batch(
@@ -37,7 +32,7 @@ def manifest_batch(
         rel=batch.rel,
         success_generation=success_generation,
         data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
-        load=resolved.load.model_dump(mode="json", by_alias=True),
+        load=resolved.load,
         transform_sql=resolved.transform_sql,
         config_digest=resolved.digest,
         max_batches_per_job=resolved.load.max_batches_per_job,

@@ -10,8 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 from turnstile import logs
-from turnstile.config import LoadConfig
+from turnstile.batchfiles import is_data_file
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
+from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
 from turnstile.protocol import backlog, lock, retries
 from turnstile.protocol.context import Invocation
@@ -119,9 +120,7 @@ def _acquire(
     batches: list[ManifestBatch] = []
     for ref, pointer in pointers:
         folder = table.batch_folder(ref.rel)
-        files = tuple(
-            f"gs://{inv.store.bucket}/{o.name}" for o in listing if backlog.directly_in(folder, o.name)
-        )
+        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if is_data_file(folder, o.name))
         try:
             batch, resolved = inv.batch(pointer.success)
             batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))

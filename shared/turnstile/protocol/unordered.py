@@ -11,8 +11,9 @@ by the sweeper with backoff until `job_retries` run out; any other waits for `tu
 from __future__ import annotations
 
 from turnstile import logs
-from turnstile.config import LoadConfig, ResolvedConfig
+from turnstile.config import ResolvedConfig
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
+from turnstile.load_config import LoadConfig
 from turnstile.paths import Batch, Table
 from turnstile.protocol import retries
 from turnstile.protocol.context import Invocation

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turnstile import logs
-from turnstile.config import LoadConfig
 from turnstile.errors import ConfigError, PathError
+from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
 from turnstile.protocol import backlog, unordered
 from turnstile.protocol.context import Invocation

@@ -3,34 +3,32 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable
-from string import Template
-from typing import Any
 
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as f
 
-from turnstile.config import LoadConfig
-from turnstile.jobs.execution import BatchFailed
+from turnstile.errors import BatchFailed, CorruptRecord
+from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import commits, reading, schema
+from turnstile.spark import commits, reading, schema, sql
 from turnstile.spark.staging import Staging
 from turnstile.store.port import ObjectStore
 
 BAD_ROW_SAMPLE = 1000
-# Leading comments are skipped: a transform.sql that opens with `-- what it does` is still DML.
-_DML = re.compile(
-    r"^(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*(MERGE|UPDATE|DELETE|INSERT)\b", re.IGNORECASE | re.DOTALL
-)
 
 
 class IcebergApplier:
     """`BatchApplier` over a Spark session with an Iceberg catalog."""
 
     def __init__(
-        self, spark: Any, catalog: str, staging: Staging, stores: Callable[[str], ObjectStore], bucket: str
+        self,
+        spark: SparkSession,
+        catalog: str,
+        staging: Staging,
+        stores: Callable[[str], ObjectStore],
+        bucket: str,
     ) -> None:
         self._spark = spark
         self._catalog = catalog
@@ -52,7 +50,7 @@ class IcebergApplier:
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         started = time.monotonic()
-        load = LoadConfig.model_validate(batch.load)
+        load = batch.load
         table = self.table(batch)
         located = self._staging.locate(batch.data_uris)
         try:
@@ -92,7 +90,7 @@ class IcebergApplier:
                 f"time_column {load.time_column!r} is not a column of batch {batch.rel!r} "
                 f"(its columns: {', '.join(read.rows.columns)})"
             )
-        self._spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self._catalog}.{batch.dataset}")
+        self._spark.sql(sql.create_namespace(self._catalog, batch.dataset))
         read.rows.createOrReplaceTempView("batch")
         properties = {
             commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation),
@@ -124,13 +122,13 @@ class IcebergApplier:
     def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> None:
         """One commit, tagged with `properties`."""
         spark = self._spark
-        sql = self._transform(batch, table) if batch.transform_sql else None
-        if sql is not None and _DML.match(sql):
+        statement = self._transform(batch, table) if batch.transform_sql else None
+        if statement is not None and sql.is_dml(statement):
             self._ensure_table(table, load, None)
             with commits.commit_properties(spark, properties):
-                spark.sql(sql)
+                spark.sql(statement)
             return
-        frame = spark.sql(sql) if sql is not None else spark.table("batch")
+        frame = spark.sql(statement) if statement is not None else spark.table("batch")
         if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
             raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
         stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
@@ -146,49 +144,36 @@ class IcebergApplier:
 
     def _transform(self, batch: ManifestBatch, table: str) -> str:
         assert batch.transform_sql is not None
-        sql = batch.transform_sql.strip().rstrip(";").strip()
-        if ";" in _without_literals(sql).strip().rstrip(";"):
-            raise BatchFailed(
-                "transform.sql must hold one statement (a SELECT over `batch`, or one "
-                "MERGE/UPDATE/DELETE/INSERT); it holds several"
-            )
-        try:
-            return Template(sql).substitute(
-                table=table,
-                catalog=self._catalog,
-                dataset=batch.dataset,
-                table_name=batch.table,
-                rel=batch.rel,
-                generation=str(batch.success_generation),
-            )
-        except (KeyError, ValueError) as exc:
-            raise BatchFailed(
-                f"transform.sql has an unknown placeholder {exc}; known: ${{table}}, "
-                "${catalog}, ${dataset}, ${table_name}, ${rel}, ${generation}"
-            ) from exc
+        return sql.transform(
+            batch.transform_sql,
+            {
+                "table": table,
+                "catalog": self._catalog,
+                "dataset": batch.dataset,
+                "table_name": batch.table,
+                "rel": batch.rel,
+                "generation": str(batch.success_generation),
+            },
+        )
 
-    def _ensure_table(self, table: str, load: LoadConfig, frame: Any | None) -> None:
+    def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
         if commits.table_exists(self._spark, table):
             return
         if load.table_schema:
             columns = load.table_schema
         elif frame is not None:
-            columns = ", ".join(
-                f"`{field.name}` {field.dataType.simpleString()}" for field in frame.schema.fields
+            columns = sql.column_definitions(
+                [(field.name, field.dataType.simpleString()) for field in frame.schema.fields]
             )
         else:
             raise BatchFailed(
                 f"{table} does not exist and a DML transform cannot create it; set table_schema in load.json"
             )
-        clauses = ""
-        if load.partition_by:
-            clauses += f" PARTITIONED BY ({', '.join(load.partition_by)})"
-        if load.table_properties:
-            props = ", ".join(f"'{k}'='{v}'" for k, v in load.table_properties.items())
-            clauses += f" TBLPROPERTIES ({props})"
-        self._spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns}) USING iceberg{clauses}")
+        self._spark.sql(
+            sql.create_table(table, columns, partition_by=load.partition_by, properties=load.table_properties)
+        )
 
-    def _fit(self, table: str, frame: Any, load: LoadConfig, batch: ManifestBatch) -> Any:
+    def _fit(self, table: str, frame: DataFrame, load: LoadConfig, batch: ManifestBatch) -> DataFrame:
         """Evolve the table if allowed, then shape the batch to the table's columns."""
         keep = {load.delete_column.lower()} if load.mode == "merge" and load.delete_column else set()
         target = self._spark.table(table).schema
@@ -214,7 +199,7 @@ class IcebergApplier:
         extra = [f.col(f"`{present[k]}`") for k in keep if k in present]
         return frame.select(*shaped, *extra)
 
-    def _merge(self, table: str, frame: Any, load: LoadConfig) -> None:
+    def _merge(self, table: str, frame: DataFrame, load: LoadConfig) -> None:
         keys = [f.col(f"`{k}`") for k in load.merge_keys]
         order = [f.col(f"`{load.merge_order_by}`").desc_nulls_last()] if load.merge_order_by else []
         order.append(f.sha2(f.to_json(f.struct(*[f.col(f"`{c}`") for c in frame.columns])), 256).desc())
@@ -227,28 +212,23 @@ class IcebergApplier:
         columns = [
             c for c in frame.columns if not load.delete_column or c.lower() != load.delete_column.lower()
         ]
-        on = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in load.merge_keys)
-        sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in columns)
-        names = ", ".join(f"`{c}`" for c in columns)
-        values = ", ".join(f"s.`{c}`" for c in columns)
-        deleted = f"coalesce(s.`{load.delete_column}`, false)" if load.delete_column else "false"
-        clauses = f"WHEN MATCHED AND {deleted} THEN DELETE " if load.delete_column else ""
-        clauses += f"WHEN MATCHED THEN UPDATE SET {sets} "
-        clauses += f"WHEN NOT MATCHED AND NOT {deleted} THEN INSERT ({names}) VALUES ({values})"
-        self._spark.sql(f"MERGE INTO {table} t USING turnstile_source s ON {on} {clauses}")
+        self._spark.sql(
+            sql.merge_into(table, "turnstile_source", load.merge_keys, columns, load.delete_column)
+        )
 
     # --- reporting ----------------------------------------------------------------------
-    def _set_aside(self, batch: ManifestBatch, bad: Any, count: int, load: LoadConfig) -> None:
+    def _set_aside(self, batch: ManifestBatch, bad: DataFrame, count: int, load: LoadConfig) -> None:
         sample = [row[0] for row in bad.limit(BAD_ROW_SAMPLE).collect()]
         name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
         reason = f"does not match the schema {load.schema_}"
         lines = "".join(json.dumps({"row": row, "reason": reason}) + "\n" for row in sample)
         self._stores(self._bucket).write(name, lines.encode())
         if count > load.max_bad_records:
-            raise BatchFailed(
+            raise CorruptRecord(
                 f"{count} row(s) could not be parsed (max_bad_records is "
                 f"{load.max_bad_records}); they are in gs://{self._bucket}/{name}. Fix the data and "
-                "re-upload, or raise max_bad_records."
+                "re-upload, or raise max_bad_records.",
+                value=sample[0] if sample else None,
             )
 
     def _time_range(self, table: str, load: LoadConfig, snapshot: int) -> tuple[str | None, str | None]:
@@ -262,13 +242,3 @@ class IcebergApplier:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _without_literals(sql: str) -> str:
-    """The SQL with string literals emptied and comments dropped (a `;` in either is no separator)."""
-    return re.sub(
-        r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/",
-        lambda m: "''" if m.group().startswith("'") else " ",
-        sql,
-        flags=re.DOTALL,
-    )

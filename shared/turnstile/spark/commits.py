@@ -14,6 +14,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from pyspark.sql import SparkSession
+
+from turnstile.errors import BatchFailed
+from turnstile.spark import sql
+
 BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
 
 
@@ -21,9 +26,17 @@ def batch_key(rel: str, success_generation: int) -> str:
     return f"{rel}#{success_generation}"
 
 
-@contextmanager
-def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
+def _jvm(spark: SparkSession) -> Any:
+    """The session's JVM gateway (py4j is untyped), through which Iceberg's Java API is reached."""
     jvm = spark._jvm
+    if jvm is None:
+        raise BatchFailed("the Spark session has no JVM (Spark Connect?); the job needs a classic session")
+    return jvm
+
+
+@contextmanager
+def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
+    jvm = _jvm(spark)
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
     field = loader.loadClass("org.apache.iceberg.spark.CommitMetadata").getDeclaredField("COMMIT_PROPERTIES")
     field.setAccessible(True)
@@ -38,28 +51,24 @@ def commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[Non
         local.remove()
 
 
-def table_exists(spark: Any, table: str) -> bool:
+def table_exists(spark: SparkSession, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
 
 
-def committed_batches(spark: Any, table: str) -> dict[str, int]:
+def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
     """batch key -> snapshot id, over the snapshots that are current ancestors (a rolled-back
     snapshot stays in `snapshots` but does not count as applied)."""
     if not table_exists(spark, table):
         return {}
-    rows = spark.sql(
-        f"SELECT s.summary['{BATCH_KEY}'] AS batch, s.snapshot_id AS id FROM {table}.snapshots s "
-        f"JOIN {table}.history h ON s.snapshot_id = h.snapshot_id "
-        f"WHERE h.is_current_ancestor AND s.summary['{BATCH_KEY}'] IS NOT NULL"
-    ).collect()
+    rows = spark.sql(sql.committed_batches(table, BATCH_KEY)).collect()
     return {row["batch"]: int(row["id"]) for row in rows}
 
 
-def tagged_commit(spark: Any, table: str, key: str, depth: int = 64) -> tuple[int, int] | None:
+def tagged_commit(spark: SparkSession, table: str, key: str, depth: int = 64) -> tuple[int, int] | None:
     """(snapshot id, added records) of the commit tagged `key` among the table's newest current
     ancestors, read through Iceberg's Java API: no Spark job, unlike a metadata-table query. The
     walk goes back `depth` snapshots, past commits other writers made meanwhile."""
-    loaded = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     loaded.refresh()
     snapshot = loaded.currentSnapshot()
     for _ in range(depth):

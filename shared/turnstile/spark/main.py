@@ -18,7 +18,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from turnstile.clock import SystemClock
-from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.errors import BatchFailed
+from turnstile.execution import execute, read_manifest
 from turnstile.paths import parse_gs_uri
 from turnstile.settings import Settings
 from turnstile.spark.applier import IcebergApplier

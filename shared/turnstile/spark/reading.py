@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
-from turnstile.config import LoadConfig
+from turnstile.load_config import LoadConfig
 
 CORRUPT = "_turnstile_unparsed"
 _SPARK_FORMAT = {
@@ -23,11 +23,11 @@ _SPARK_FORMAT = {
 
 @dataclass
 class ReadBatch:
-    rows: Any  # DataFrame of the rows that parsed
-    bad: Any | None  # DataFrame with one column, the raw text of each row that did not
+    rows: DataFrame  # the rows that parsed
+    bad: DataFrame | None  # one column, the raw text of each row that did not
     rows_read: int
     bad_rows: int
-    cached: Any = None  # the cached read that `rows` and `bad` derive from
+    cached: DataFrame | None = None  # the cached read that `rows` and `bad` derive from
 
     def release(self) -> None:
         """Drop the cached read. Spark finds a cache by plan, and a plan over the same paths is
@@ -47,7 +47,7 @@ def _options(load: LoadConfig) -> dict[str, str]:
     return options
 
 
-def read(spark: Any, paths: list[str], load: LoadConfig) -> ReadBatch:
+def read(spark: SparkSession, paths: list[str], load: LoadConfig) -> ReadBatch:
     reader = spark.read.format(_SPARK_FORMAT[load.format]).options(**_options(load))
     if not paths:
         raise ValueError("a batch with no data files")

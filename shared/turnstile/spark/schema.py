@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from turnstile.jobs.execution import BatchFailed
+from turnstile.errors import BatchFailed
+from turnstile.spark import sql
 
-Column = tuple[str, str]
+Column = sql.Column
 _DECIMAL = re.compile(r"decimal\((\d+),(\d+)\)")
 # Iceberg's allowed type promotions (the table's type may be widened to the batch's).
 _WIDENINGS = {("int", "bigint"), ("float", "double")}
@@ -34,9 +35,9 @@ class Evolution:
     widen: tuple[Column, ...] = ()  # (column, new type)
 
     def statements(self, table: str) -> list[str]:
-        sql = [f"ALTER TABLE {table} ADD COLUMN `{name}` {kind}" for name, kind in self.add]
-        sql += [f"ALTER TABLE {table} ALTER COLUMN `{name}` TYPE {kind}" for name, kind in self.widen]
-        return sql
+        return [sql.add_column(table, column) for column in self.add] + [
+            sql.widen_column(table, column) for column in self.widen
+        ]
 
 
 def plan(table: list[Column], batch: list[Column], *, evolve: bool, where: str) -> Evolution:

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from turnstile.errors import StoreUnavailable
-from turnstile.jobs.execution import BatchFailed
+from turnstile.errors import BatchFailed, StoreUnavailable
 from turnstile.paths import parse_gs_uri
 from turnstile.store.port import ObjectStore
 

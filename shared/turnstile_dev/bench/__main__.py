@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from turnstile.jobs.local_spark import check_java, ensure_jars
 from turnstile.local import emulator
-from turnstile.local.jars import check_java, ensure_jars
 from turnstile.local.stack import StackOptions
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile_dev.bench import counting, floor, job_cost, machine, report, scale, streaming, verify

@@ -2,7 +2,7 @@
 local job costs.
 
 In one warm session, batch by batch and alternating which goes first, the same files are applied
-by the job (`jobs.execution.execute` over a one-batch manifest, with `IcebergApplier`: read with the
+by the job (`execution.execute` over a one-batch manifest, with `IcebergApplier`: read with the
 configured schema setting bad rows aside, the committed-batch ledger, the tagged commit, the result
 record) and by a bare `spark.read.csv(...).writeTo(table).append()`. Spark reads the files in place
 (as it reads `gs://` on Dataproc); the bucket side is an in-memory store. The job's time is also
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from turnstile.clock import SystemClock
-from turnstile.config import LoadConfig
-from turnstile.jobs.execution import execute
+from turnstile.execution import execute
+from turnstile.load_config import LoadConfig
 from turnstile.records import Manifest, ManifestBatch
 from turnstile.spark import commits, reading
 from turnstile.spark.applier import IcebergApplier
@@ -99,7 +99,7 @@ class _Session:
         self.store = MemoryStore("bench")
         self.files = _LocalFiles()
         self.applier = IcebergApplier(spark, catalog, self.files, lambda bucket: self.store, "bench")
-        self.load = LoadConfig.model_validate({"schema": SCHEMA}).model_dump(mode="json", by_alias=True)
+        self.load = LoadConfig.model_validate({"schema": SCHEMA})
         self.spark_jobs: dict[str, int] = {}
         self._calls = 0
 

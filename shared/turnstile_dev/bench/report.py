@@ -258,7 +258,7 @@ def _method(r: dict[str, Any]) -> str:
   application; the same files in a local folder per table, written in arrival order with
   modification times following it. **(d)** one application, one thread per table, each batch read
   and appended in rel order.
-- **Same Spark**: every application gets `turnstile.local.jars.spark_conf` (local[2], the same
+- **Same Spark**: every application gets `turnstile.jobs.local_spark.spark_conf` (local[2], the same
   jars, catalog and tuning); all of them are started with spark-submit, JVM start-up included.
 - **Wall time**: from the gate files (a, b) or spark-submit's start (c, d) to the last Iceberg
   commit among the contender's tables (`committed_at` of the last snapshot). Per-batch figures are

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from turnstile.config import LoadConfig
+from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
 from turnstile.records import Pointer
 from turnstile.store.memory import MemoryStore

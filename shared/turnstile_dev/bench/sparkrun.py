@@ -1,7 +1,7 @@
 """Runs a benchmark task in its own Spark application, the way the local job runner runs a job.
 
 `spark-submit [--conf ...] turnstile_dev/bench/sparkside.py TASK ARGS.json RESULT.json`, with the same
-Spark properties as every local turnstile job (`local.jars.spark_conf`: local[2], the Iceberg
+Spark properties as every local turnstile job (`jobs.local_spark.spark_conf`: local[2], the Iceberg
 runtime, a Hadoop catalog). The wall time counts from the moment spark-submit is started, JVM
 start-up included, as a turnstile job's does.
 """
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from turnstile.jobs.local_spark import ensure_jars, spark_conf
 from turnstile.jobs.local_worker import spark_submit
-from turnstile.local.jars import ensure_jars, spark_conf
 
 
 @dataclass(frozen=True)

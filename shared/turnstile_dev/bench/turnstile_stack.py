@@ -24,8 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from turnstile.config import LoadConfig
 from turnstile.jobs.local import LocalRunner, read_json
+from turnstile.load_config import LoadConfig
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions, settings_for
 from turnstile.local.stackinfo import StackInfo
@@ -279,9 +279,7 @@ class TurnstileStack:
                         rel=rel,
                         success_generation=1,
                         data_uris=tuple(uris),
-                        load=LoadConfig.model_validate({"schema": SCHEMA}).model_dump(
-                            mode="json", by_alias=True
-                        ),
+                        load=LoadConfig.model_validate({"schema": SCHEMA}),
                         config_digest="bench",
                         result=f"{table}/_turnstile/results/{rel}/1.json",
                         failed_prefix=f"{table}/_failed/{rel}/",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile.errors import JobServiceUnavailable
-from turnstile.jobs.execution import BatchFailed, execute, read_manifest
+from turnstile.errors import BatchFailed, JobServiceUnavailable
+from turnstile.execution import execute, read_manifest
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject

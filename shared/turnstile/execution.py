@@ -2,7 +2,8 @@
 
 Reads the manifest, applies its batches in order through a `BatchApplier`, writes one result record
 per batch right after its commit, stops at the first failure, and ends with the done signal whose
-finalize event wakes the subscriber. Knows nothing of locks or backlogs.
+finalize event wakes the subscriber. Knows nothing of locks, backlogs, runners or Spark: the
+job contract every runner and the PySpark job build on.
 """
 
 from __future__ import annotations
@@ -11,13 +12,10 @@ import time
 from typing import Protocol
 
 from turnstile.clock import Clock
+from turnstile.errors import BatchFailed
 from turnstile.paths import parse_gs_uri
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.port import ObjectStore
-
-
-class BatchFailed(Exception):
-    """The batch cannot be applied (bad data, schema conflict, failing SQL): the job stops here."""
 
 
 class BatchApplier(Protocol):

@@ -1,11 +1,11 @@
-"""The jars and settings a local Spark session needs to read and write Iceberg tables.
+"""The jars and Spark properties a local Spark session needs to read and write Iceberg tables.
 
 The Iceberg Spark runtime comes from the PyPI package `snowpark-connect-deps-iceberg`, so no
 Maven download is needed. That jar was built without the Jackson classes Iceberg relocates to
 `org.apache.iceberg.shaded.com.fasterxml.jackson` (every metadata read or write then fails with
 `NoClassDefFoundError`), so we build them once: pyspark's own Jackson jars, relocated by jarjar.
 
-Run `python -m turnstile.local.jars [TARGET_DIR]` to build the jars and print their paths.
+Run `python -m turnstile.jobs.local_spark [TARGET_DIR]` to build the jars and print their paths.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from turnstile.errors import SettingsError
+from turnstile.jobs.catalog import iceberg_catalog_properties
 
 MIN_JAVA = 17
 JAVA_HINT = "install OpenJDK 17: apt-get install openjdk-17-jre-headless"
@@ -166,16 +167,12 @@ def ensure_jars(target_dir: Path, *, jarjar: Path = JARJAR) -> list[Path]:
 
 def spark_conf(jars: list[Path], warehouse: Path, catalog: str = "local") -> dict[str, str]:
     """Settings for a local session with a Hadoop Iceberg catalog `catalog` rooted at warehouse."""
-    prefix = f"spark.sql.catalog.{catalog}"
     return {
         "spark.master": "local[2]",
         "spark.jars": ",".join(str(p.resolve()) for p in jars),
-        "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
-        prefix: "org.apache.iceberg.spark.SparkCatalog",
-        f"{prefix}.type": "hadoop",
-        f"{prefix}.warehouse": warehouse.resolve().as_uri(),
+        **iceberg_catalog_properties(catalog, "hadoop", warehouse=warehouse.resolve().as_uri()),
         # Several local processes may write the same tables; always read current metadata.
-        f"{prefix}.cache-enabled": "false",
+        f"spark.sql.catalog.{catalog}.cache-enabled": "false",
         # No Hive metastore: no Derby `metastore_db/` in the working directory, faster start.
         "spark.sql.catalogImplementation": "in-memory",
         "spark.sql.session.timeZone": "UTC",
@@ -201,7 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build the jars and print one path per line; exit 2 with the reason when that fails."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) > 1:
-        print("usage: python -m turnstile.local.jars [TARGET_DIR]", file=sys.stderr)
+        print("usage: python -m turnstile.jobs.local_spark [TARGET_DIR]", file=sys.stderr)
         return 2
     target_dir = Path(args[0]) if args else DEFAULT_TARGET
     try:
