@@ -22,13 +22,25 @@ def on_object_finalized(event: CloudEvent) -> None:
     entry.object_finalized(event.get_data() or {})
 
 
+USAGE = 'POST a JSON object {"buckets": ["BUCKET", ...]}'
+_JSON_KINDS = {list: "a JSON array", str: "a JSON string", int: "a JSON number", float: "a JSON number"}
+_JSON_KINDS[bool] = "a JSON boolean"
+
+
+def _bad_request(problem: str) -> flask.Response:
+    error = f"{problem}; {USAGE}"
+    return flask.Response(json.dumps({"error": error}), 400, mimetype="application/json")
+
+
 @functions_framework.http
 def sweep(request: flask.Request) -> flask.Response:
-    body = request.get_json(silent=True) or {}
-    buckets = body.get("buckets") or []
-    if not isinstance(buckets, list) or not all(isinstance(b, str) for b in buckets) or not buckets:
-        return flask.Response(
-            '{"error": "POST {\\"buckets\\": [\\"BUCKET\\", ...]}"}', 400, mimetype="application/json"
-        )
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        # Not JSON, or JSON that is no object (an array, a string): retrying cannot fix it.
+        kind = _JSON_KINDS.get(type(body), "not JSON")
+        return _bad_request(f"the request body is {kind}, not a JSON object")
+    buckets = body.get("buckets")
+    if not isinstance(buckets, list) or not buckets or not all(isinstance(b, str) and b for b in buckets):
+        return _bad_request(f'"buckets" must be a non-empty list of bucket names, got {buckets!r:.200}')
     report = entry.sweep_buckets(buckets)
     return flask.Response(json.dumps({"tables": report}), 200, mimetype="application/json")

@@ -135,6 +135,31 @@ def test_the_http_sweep_entrypoint_recovers_a_lost_job_done_event(
     assert client.post("/", data="not json").status_code == 400
 
 
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("[]", "a JSON array"),
+        ('["b"]', "a JSON array"),
+        ('"b"', "a JSON string"),
+        ("42", "a JSON number"),
+        ("true", "a JSON boolean"),
+        ("null", "not JSON"),
+        ("{not json", "not JSON"),
+        ('{"buckets": [""]}', '"buckets" must be a non-empty list'),
+    ],
+)
+def test_the_http_sweep_answers_a_malformed_body_with_400_saying_what_is_wrong(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, body: str, problem: str
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    answer = sweep_client(monkeypatch).post("/", data=body, content_type="application/json")
+    assert answer.status_code == 400
+    error = answer.get_json()["error"]
+    assert problem in error
+    assert '{"buckets": ["BUCKET", ...]}' in error  # what to send instead
+    assert host.store.ops == {}
+
+
 def test_a_lost_job_done_event_under_wait_for_validation_is_no_go_ahead(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
 ) -> None:
