@@ -314,9 +314,19 @@ variable "extra_jar_uris" {
 }
 
 variable "catalog_extra_permissions" {
-  description = "Permissions added to the batch service account's catalog role, should the catalog ask for one more."
+  description = "Permissions added to the batch service account's catalog role, should the catalog ask for one more (biglake.* or bigquery.* only)."
   type        = list(string)
   default     = []
+
+  # They go into a project-level custom role: only the catalog's own services, one permission at a
+  # time (no wildcards), and never one that changes IAM (setIamPolicy, iam.*).
+  validation {
+    condition = alltrue([
+      for p in var.catalog_extra_permissions :
+      can(regex("^(biglake|bigquery)\\.[A-Za-z]+\\.[A-Za-z]+$", p)) && !endswith(p, ".setIamPolicy")
+    ])
+    error_message = "catalog_extra_permissions: each entry must be one permission of biglake or bigquery, spelled out (e.g. biglake.tables.delete): no wildcards, no *.setIamPolicy, no other service."
+  }
 }
 
 # -- monitoring ---------------------------------------------------------------------------------------
