@@ -249,13 +249,13 @@ variable "dataproc_region" {
 }
 
 variable "dataproc_runtime_version" {
-  description = "Dataproc Serverless runtime: 2.2 is Spark 3.5.1, Scala 2.13, Java 17, Python 3.12 (the staged Iceberg runtime is the Scala 2.13 build)."
+  description = "Dataproc Serverless runtime: 2.2 is Spark 3.5.1, Scala 2.13, Java 17, Python 3.12 (the staged Iceberg runtime is the Scala 2.13 build, job/deps.zip is built for Python 3.12)."
   type        = string
   default     = "2.2"
 
   validation {
-    condition     = can(regex("^2\\.[0-9]+$", var.dataproc_runtime_version))
-    error_message = "dataproc_runtime_version must be a 2.x runtime (Spark 3.5 / Scala 2.13, what make package stages)."
+    condition     = var.dataproc_runtime_version == "2.2"
+    error_message = "dataproc_runtime_version must be 2.2: make package stages the Scala 2.13 Iceberg runtime and builds the job's dependencies for its Python 3.12 (turnstile.packaging DATAPROC_RUNTIME, DATAPROC_PYTHON)."
   }
 }
 

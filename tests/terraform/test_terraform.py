@@ -18,7 +18,9 @@ from typing import Any
 import hcl2
 import pytest
 
+from turnstile import packaging
 from turnstile.settings import Settings
+from turnstile.spark.dependencies import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 TF_DIR = ROOT / "terraform"
@@ -63,6 +65,7 @@ DATAPROC_RUNNER_NEEDS = {
     "JOB_MAIN_URI",
     "JOB_PYTHON_FILE_URIS",
     "JOB_JAR_URIS",
+    "JOB_ARCHIVE_URIS",
     "ICEBERG_CATALOG",
     "ICEBERG_CATALOG_TYPE",
     "ICEBERG_WAREHOUSE",
@@ -242,11 +245,13 @@ def test_environment_has_what_the_dataproc_runner_needs(tf: Config) -> None:
 
 
 def test_the_job_driver_gets_the_settings_the_job_reads(tf: Config) -> None:
-    """turnstile.spark.main calls Settings.from_env() on the Dataproc driver, whose environment is
-    set by spark.dataproc.driverEnv.* properties, not by the functions' environment."""
-    tree = ast.parse((ROOT / "shared" / "turnstile" / "spark" / "main.py").read_text())
+    """turnstile.spark.main (through turnstile.spark.run) calls Settings.from_env() on the Dataproc
+    driver, whose environment is set by spark.dataproc.driverEnv.* properties, not by the functions'."""
+    job = ROOT / "shared" / "turnstile" / "spark"
+    trees = [ast.parse((job / name).read_text()) for name in ("main.py", "run.py")]
     read = {
         node.attr
+        for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
@@ -386,6 +391,21 @@ def test_batch_account_has_worker_and_catalog(tf: Config) -> None:
     )
     catalog = tf.resource("google_project_iam_member", "batch_catalog")
     assert catalog["member"] == "${google_service_account.batch.member}"
+
+
+def test_the_job_ships_its_dependencies_for_the_pinned_runtime(tf: Config) -> None:
+    """deps.zip is staged and passed as an archive extracted where the job looks for it, and the
+    runtime is pinned to the one whose Python it is built for."""
+    deps = tf.resource("google_storage_bucket_object", "job_dependencies")
+    assert deps["source"] == "${local.job_deps}"
+    assert tf.locals["job_deps"].endswith(f"/job/{packaging.JOB_DEPS_ARCHIVE}")
+    assert "local.job_deps" in tf.locals["job_version"]  # a new deps.zip is a new job version
+    archive = tf.locals["function_env_all"]["JOB_ARCHIVE_URIS"]
+    assert archive.endswith(f"${{google_storage_bucket_object.job_dependencies.name}}#{SHIPPED_DIR}")
+    runtime = tf.variables["dataproc_runtime_version"]
+    assert runtime["default"] == packaging.DATAPROC_RUNTIME == Settings.from_env({}).dataproc_runtime_version
+    assert f'var.dataproc_runtime_version == "{packaging.DATAPROC_RUNTIME}"' in str(runtime["validation"])
+    assert f"Python {packaging.DATAPROC_PYTHON}" in runtime["description"]
 
 
 # -- the inbound bucket, narrowed by IAM conditions ------------------------------------------------------
@@ -696,13 +716,24 @@ def test_every_checkov_skip_says_why() -> None:
 # -- references (what `terraform validate` would check first, were a provider available) -------------------
 
 
+def _strip_comment(line: str) -> str:
+    """`line` without its `#` comment; a `#` inside a string (a URI's fragment) is code."""
+    quoted = False
+    for index, char in enumerate(line):
+        if char == '"' and (index == 0 or line[index - 1] != "\\"):
+            quoted = not quoted
+        elif char == "#" and not quoted:
+            return line[:index]
+    return line
+
+
 def _code_without_comments() -> str:
-    """All .tf text with full-line and trailing `#` comments removed (no `#` appears inside strings)."""
+    """All .tf text with full-line and trailing `#` comments removed."""
     lines = []
     for path in sorted(TF_DIR.glob("*.tf")):
         for line in path.read_text().splitlines():
-            code = line.split("#", 1)[0] if "#" in line else line
-            assert code.count('"') % 2 == 0 or "#" not in line, f"{path.name}: '#' inside a string: {line}"
+            code = _strip_comment(line)
+            assert code.count('"') % 2 == 0, f"{path.name}: a string left open: {line}"
             lines.append(code)
     return "\n".join(lines)
 

@@ -165,6 +165,8 @@ class DataprocBatchSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     python_file_uris: tuple[str, ...] = ()
     jar_file_uris: tuple[str, ...] = ()
+    archive_uris: tuple[str, ...] = ()
+    """Extracted into the job's working directory: its shipped dependencies (turnstile.spark.dependencies)."""
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -182,6 +184,7 @@ class DataprocBatchSpec:
             labels=dict(settings.dataproc_labels),
             python_file_uris=tuple(settings.job_python_file_uris),
             jar_file_uris=tuple(settings.job_jar_uris),
+            archive_uris=tuple(settings.job_archive_uris),
             catalog_properties=catalog_properties(settings),
         )
 
@@ -198,6 +201,7 @@ class DataprocBatchSpec:
                 args=["--manifest", manifest_uri],
                 python_file_uris=list(self.python_file_uris),
                 jar_file_uris=list(self.jar_file_uris),
+                archive_uris=list(self.archive_uris),
             ),
             runtime_config=dataproc_v1.RuntimeConfig(
                 version=self.runtime_version,
