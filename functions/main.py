@@ -3,7 +3,9 @@
 - `on_object_finalized`: CloudEvent `google.cloud.storage.object.v1.finalized` from the bucket.
   Terminal errors are logged and acknowledged inside the library; anything raised here makes the
   function fail so Eventarc redelivers the event (transient errors).
-- `sweep`: HTTP, called by Cloud Scheduler with `{"buckets": ["..."]}`.
+- `sweep`: HTTP, called by Cloud Scheduler with `{"buckets": ["..."]}`. A body that is no such
+  object is a 400 saying what is wrong; an error retrying cannot fix (storage refusing access) is a
+  500 whose body and ERROR log (`sweep_refused`) name the object and the fix.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ import flask
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from turnstile import entry
+from turnstile import entry, logs
+from turnstile.errors import Terminal, TurnstileError
+
+log = logs.get("sweep")
 
 
 @functions_framework.cloud_event
@@ -42,5 +47,12 @@ def sweep(request: flask.Request) -> flask.Response:
     buckets = body.get("buckets")
     if not isinstance(buckets, list) or not buckets or not all(isinstance(b, str) and b for b in buckets):
         return _bad_request(f'"buckets" must be a non-empty list of bucket names, got {buckets!r:.200}')
-    report = entry.sweep_buckets(buckets)
+    try:
+        report = entry.sweep_buckets(buckets)
+    except TurnstileError as exc:
+        if not isinstance(exc, Terminal):
+            raise  # transient: a 500, and the next scheduled sweep tries again
+        # Retrying cannot help (storage refused access, a bad setting): say what, once, no traceback.
+        log.error(f"sweep refused: {exc}", extra={"event": "sweep_refused", "error": str(exc)})
+        return flask.Response(json.dumps({"error": str(exc)}), 500, mimetype="application/json")
     return flask.Response(json.dumps({"tables": report}), 200, mimetype="application/json")
