@@ -28,8 +28,13 @@ def on_object_finalized(event: CloudEvent) -> None:
 
 
 USAGE = 'POST a JSON object {"buckets": ["BUCKET", ...]}'
-_JSON_KINDS = {list: "a JSON array", str: "a JSON string", int: "a JSON number", float: "a JSON number"}
-_JSON_KINDS[bool] = "a JSON boolean"
+_JSON_KINDS: dict[type, str] = {
+    list: "a JSON array",
+    str: "a JSON string",
+    bool: "a JSON boolean",
+    int: "a JSON number",
+    float: "a JSON number",
+}
 
 
 def _bad_request(problem: str) -> flask.Response:
