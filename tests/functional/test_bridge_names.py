@@ -20,6 +20,7 @@ from functions_framework import create_app
 from werkzeug.serving import make_server
 
 from tests.functional.harness import EVENT_TYPE, ROOT, Host, start_host
+from turnstile.local import bridge
 from turnstile.local.bridge import EventBridge, wait_until
 from turnstile.store.gcs import GcsStore
 
@@ -66,29 +67,36 @@ def test_names_with_any_utf8_spaces_and_percent_reach_the_handler_exactly(
 
 
 def test_a_sender_that_hits_an_error_logs_it_and_keeps_delivering(
-    host: Host, function_url: str, tmp_path: Path
+    host: Host, function_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The failure that used to kill a sender silently: encoding the event raises (as binary mode's
+    headers did for a UTF-8 name). The one sender logs it, names the object, and goes on."""
     broken = f"{TABLE}/日本 语/_SUCCESS"
+    encode = bridge.to_structured
 
-    def after_delivery(name: str, generation: int, status: int) -> None:
-        if name == broken:
-            raise RuntimeError("the callback broke")
+    def failing_for_one_name(event: CloudEvent) -> tuple[dict[str, str], bytes]:
+        if event["subject"] == f"objects/{broken}":
+            raise UnicodeEncodeError("latin-1", broken, 7, 9, "ordinal not in range(256)")
+        return encode(event)
 
+    monkeypatch.setattr(bridge, "to_structured", failing_for_one_name)
     generations = {rel: host.put_batch(f"{TABLE}/{rel}") for rel in NAMES}
-    bridge = bridge_for(host, function_url, tmp_path, senders=1, on_delivered=after_delivery)
-    bridge.start()
+    events = bridge_for(host, function_url, tmp_path, senders=1)
+    events.start()
     try:
-        assert wait_until(lambda: len(host.tables.commits.get(TABLE, [])) == len(NAMES), 30, 0.1)
+        assert wait_until(lambda: len(host.tables.commits.get(TABLE, [])) == len(NAMES) - 1, 30, 0.1)
         later = host.put_batch(f"{TABLE}/after")  # the single sender is still alive
         assert wait_until(lambda: ("after", later) in host.tables.commits[TABLE], 30, 0.1)
-        assert wait_until(bridge.idle, 30, 0.1)
+        assert wait_until(events.idle, 30, 0.1)
     finally:
-        bridge.stop()
-    assert len(host.tables.commits[TABLE]) == len(generations) + 1
+        events.stop()
+    assert sorted(host.tables.commits[TABLE]) == sorted(
+        [(rel, g) for rel, g in generations.items() if rel != "日本 语"] + [("after", later)]
+    )
     [error] = [r for r in host.log_records() if r.get("event") == "event_undeliverable"]
     assert error["severity"] == "ERROR"
     assert error["object"] == f"gs://{host.bucket}/{broken}"
-    assert "RuntimeError: the callback broke" in error["message"]
+    assert "UnicodeEncodeError" in error["message"]
     assert f"turnstile backfill gs://{host.bucket}/{TABLE}/日本 语" in error["message"]
 
 
