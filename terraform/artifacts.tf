@@ -11,9 +11,10 @@ locals {
   function_zip  = "${local.build_dir}/function.zip"
   job_main_file = "${local.build_dir}/job/main.py"
   job_package   = "${local.build_dir}/job/turnstile.zip"
+  job_deps      = "${local.build_dir}/job/deps.zip"
   job_jar_files = fileset("${local.build_dir}/job/jars", "*.jar")
 
-  job_version = substr(sha256(join(",", [filesha256(local.job_main_file), filesha256(local.job_package)])), 0, 16)
+  job_version = substr(sha256(join(",", [filesha256(local.job_main_file), filesha256(local.job_package), filesha256(local.job_deps)])), 0, 16)
 }
 
 # Functions source: functions/main.py and requirements.txt with the turnstile modules they import.
@@ -35,6 +36,16 @@ resource "google_storage_bucket_object" "job_package" {
   name         = "job/${local.job_version}/turnstile.zip"
   bucket       = google_storage_bucket.artifacts.name
   source       = local.job_package
+  content_type = "application/zip"
+}
+
+# The job's own pydantic and google-cloud-storage (and theirs), installed for the runtime's Python:
+# an archive Spark extracts into the folder `turnstile_deps` (the URI's fragment), which the job puts
+# first on sys.path (turnstile.spark.dependencies). Compiled wheels cannot be imported from a zip.
+resource "google_storage_bucket_object" "job_dependencies" {
+  name         = "job/${local.job_version}/deps.zip"
+  bucket       = google_storage_bucket.artifacts.name
+  source       = local.job_deps
   content_type = "application/zip"
 }
 

@@ -54,17 +54,20 @@ resource "google_storage_bucket_iam_member" "functions_inbound" {
   member = google_service_account.functions.member
 }
 
-# Create and get Dataproc batches, nothing else: roles/dataproc.editor would also let the functions
-# delete batches, manage clusters and workflow templates, so a custom role with the two permissions
-# DataprocRunner uses (CreateBatch, GetBatch) instead.
+# Create, get and cancel Dataproc batches, nothing else: roles/dataproc.editor would also let the
+# functions delete batches, manage clusters and workflow templates, so a custom role with the
+# permissions DataprocRunner uses instead: CreateBatch, GetBatch, and CancelOperation on the batch's
+# operation (`cancel`), which needs dataproc.operations.cancel.
 resource "google_project_iam_custom_role" "batch_submitter" {
   project     = var.project_id
   role_id     = "${replace(var.name, "-", "_")}_batch_submitter"
   title       = "turnstile batch submitter (${var.name})"
-  description = "Create and read Dataproc Serverless batches; nothing else."
+  description = "Create, read and cancel Dataproc Serverless batches; nothing else."
   permissions = [
+    "dataproc.batches.cancel",
     "dataproc.batches.create",
     "dataproc.batches.get",
+    "dataproc.operations.cancel",
   ]
 }
 
@@ -92,11 +95,35 @@ resource "google_project_iam_member" "batch_worker" {
   member  = google_service_account.batch.member
 }
 
-# Reads the batches' data files, writes result records, done signals and rejected rows (_failed/).
+# The inbound bucket, narrowed with IAM conditions (uniform bucket-level access makes them apply):
+# the batches read everything (data files, manifests, _config/) and may create or overwrite only
+# what a job writes: result records and done signals under <table>/_turnstile/ and rejected rows
+# under <table>/_failed/. Overwriting an object needs storage.objects.delete, hence objectUser, but
+# only there: upstream data, _bqlock, _config/ and the backlog are out of reach. The table prefix
+# varies, so the condition looks for the folder anywhere in the object's name (`extract` returns
+# "" when the template's prefix does not occur; the bucket part of the name cannot contain "/", and
+# "/objects/_config/x" matches "/_config/" too, so bucket-level folders are covered).
+locals {
+  inbound_objects   = "projects/_/buckets/${google_storage_bucket.inbound.name}/objects/"
+  is_inbound_object = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"${local.inbound_objects}\")"
+}
+
 resource "google_storage_bucket_iam_member" "batch_inbound" {
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.batch.member
+}
+
+resource "google_storage_bucket_iam_member" "batch_inbound_results" {
   bucket = google_storage_bucket.inbound.name
   role   = "roles/storage.objectUser"
   member = google_service_account.batch.member
+
+  condition {
+    title       = "turnstile job outputs only"
+    description = "Result records and done signals (<table>/_turnstile/) and rejected rows (<table>/_failed/)."
+    expression  = "${local.is_inbound_object} && (resource.name.extract(\"/_turnstile/{rest}\") != \"\" || resource.name.extract(\"/_failed/{rest}\") != \"\")"
+  }
 }
 
 # Iceberg data and metadata files: create, read, delete (snapshot expiry).
@@ -216,14 +243,44 @@ resource "google_storage_bucket_iam_member" "build_reads_source" {
 
 # -- people and keys ----------------------------------------------------------------------------------
 
-# Operators read state (turnstile status) and release FAILED locks (turnstile unlock): objects of
-# the inbound bucket only.
+# Operators read everything (turnstile status, history) and write what the CLI writes: _bqlock
+# (unlock), _BACKFILL (backfill), uploads (put). They may not delete or overwrite _config/ files
+# (those are reviewed changes), only create new ones; objectUser elsewhere also lets them delete
+# upstream data, which `put` needs to replace a batch. Three grants, each narrowed by a condition.
 resource "google_storage_bucket_iam_member" "operators_inbound" {
+  for_each = toset(var.operator_members)
+
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectViewer"
+  member = each.value
+}
+
+resource "google_storage_bucket_iam_member" "operators_inbound_writes" {
   for_each = toset(var.operator_members)
 
   bucket = google_storage_bucket.inbound.name
   role   = "roles/storage.objectUser"
   member = each.value
+
+  condition {
+    title       = "everything but _config/"
+    description = "Locks, _BACKFILL, uploads and their replacement; never an existing _config/ file."
+    expression  = "${local.is_inbound_object} && resource.name.extract(\"/_config/{rest}\") == \"\""
+  }
+}
+
+resource "google_storage_bucket_iam_member" "operators_inbound_new_configs" {
+  for_each = toset(var.operator_members)
+
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectCreator"
+  member = each.value
+
+  condition {
+    title       = "new _config/ files only"
+    description = "objectCreator cannot overwrite or delete: creating a table's first config files only."
+    expression  = "${local.is_inbound_object} && resource.name.extract(\"/_config/{rest}\") != \"\""
+  }
 }
 
 # With CMEK, the Cloud Storage service agent encrypts and decrypts with the key: on that key only.

@@ -93,6 +93,7 @@ locals {
     JOB_MAIN_URI             = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_main.name}"
     JOB_PYTHON_FILE_URIS     = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_package.name}"
     JOB_JAR_URIS             = join(",", local.job_jar_uris)
+    JOB_ARCHIVE_URIS         = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_dependencies.name}#turnstile_deps"
     ICEBERG_CATALOG          = var.iceberg_catalog
     ICEBERG_CATALOG_TYPE     = var.iceberg_catalog_type
     ICEBERG_WAREHOUSE        = local.iceberg_warehouse

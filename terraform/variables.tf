@@ -249,13 +249,13 @@ variable "dataproc_region" {
 }
 
 variable "dataproc_runtime_version" {
-  description = "Dataproc Serverless runtime: 2.2 is Spark 3.5.1, Scala 2.13, Java 17, Python 3.12 (the staged Iceberg runtime is the Scala 2.13 build)."
+  description = "Dataproc Serverless runtime: 2.2 is Spark 3.5.1, Scala 2.13, Java 17, Python 3.12 (the staged Iceberg runtime is the Scala 2.13 build, job/deps.zip is built for Python 3.12)."
   type        = string
   default     = "2.2"
 
   validation {
-    condition     = can(regex("^2\\.[0-9]+$", var.dataproc_runtime_version))
-    error_message = "dataproc_runtime_version must be a 2.x runtime (Spark 3.5 / Scala 2.13, what make package stages)."
+    condition     = var.dataproc_runtime_version == "2.2"
+    error_message = "dataproc_runtime_version must be 2.2: make package stages the Scala 2.13 Iceberg runtime and builds the job's dependencies for its Python 3.12 (turnstile.packaging DATAPROC_RUNTIME, DATAPROC_PYTHON)."
   }
 }
 
@@ -314,9 +314,19 @@ variable "extra_jar_uris" {
 }
 
 variable "catalog_extra_permissions" {
-  description = "Permissions added to the batch service account's catalog role, should the catalog ask for one more."
+  description = "Permissions added to the batch service account's catalog role, should the catalog ask for one more (biglake.* or bigquery.* only)."
   type        = list(string)
   default     = []
+
+  # They go into a project-level custom role: only the catalog's own services, one permission at a
+  # time (no wildcards), and never one that changes IAM (setIamPolicy, iam.*).
+  validation {
+    condition = alltrue([
+      for p in var.catalog_extra_permissions :
+      can(regex("^(biglake|bigquery)\\.[A-Za-z]+\\.[A-Za-z]+$", p)) && !endswith(p, ".setIamPolicy")
+    ])
+    error_message = "catalog_extra_permissions: each entry must be one permission of biglake or bigquery, spelled out (e.g. biglake.tables.delete): no wildcards, no *.setIamPolicy, no other service."
+  }
 }
 
 # -- monitoring ---------------------------------------------------------------------------------------

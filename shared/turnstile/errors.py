@@ -50,6 +50,11 @@ class StoreUnavailable(TurnstileError, Transient):
     """The object store did not answer after retries (429, 5xx, timeouts)."""
 
 
+class StoreRefused(TurnstileError, Terminal):
+    """The object store refused a call: no permission (401/403) or a request it cannot serve (400).
+    Retrying the same call cannot succeed until someone changes IAM, credentials or the name."""
+
+
 class JobServiceUnavailable(TurnstileError, Transient):
     """The job service (Dataproc, local runner) did not answer after retries."""
 

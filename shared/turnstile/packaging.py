@@ -1,6 +1,6 @@
 """Build what the Terraform deployment uploads: the functions' source and the Dataproc job's files.
 
-    python -m turnstile.packaging [BUILD_DIR] [--scala 2.13] [--no-jars]
+    python -m turnstile.packaging [BUILD_DIR] [--scala 2.13] [--no-jars] [--no-deps]
 
 BUILD_DIR (default `build/`) receives:
 
@@ -11,6 +11,9 @@ BUILD_DIR (default `build/`) receives:
                          requirements, which hold only the functions' dependencies, no pyspark)
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
     job/turnstile.zip    for python_file_uris: the turnstile modules the job's main file reaches
+    job/deps.zip         the job's dependencies (pydantic, google-cloud-storage at the versions of
+                         requirements.txt) installed for the Dataproc runtime's Python, for
+                         archive_uris (see turnstile.spark.dependencies); needs PyPI, or --no-deps
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
                          relocated Jackson classes it needs (see turnstile.jobs.local_spark)
 
@@ -27,9 +30,11 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import subprocess
 import sys
+import tempfile
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -37,7 +42,10 @@ from pathlib import Path
 from turnstile import importgraph
 from turnstile.errors import SettingsError
 from turnstile.jobs import local_spark
+from turnstile.spark.dependencies import SHIPPED_DIR
 
+_SKIPPED_DIRS = {"__pycache__"}
+_SKIPPED_SUFFIXES = (".pyc", ".pyo")
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root (shared/turnstile/packaging.py -> the checkout)."""
 
@@ -65,6 +73,7 @@ class Built:
     job_main: Path
     job_package: Path
     jars: tuple[Path, ...]
+    job_dependencies: Path | None = None
 
 
 def reached_files(*starts: Path, package_dir: Path = PACKAGE_DIR) -> list[Path]:
@@ -135,6 +144,84 @@ def build_job(out: Path) -> tuple[Path, Path]:
     return main, deterministic_zip(entries, job / "turnstile.zip")
 
 
+# -- the job's dependencies ----------------------------------------------------------------------
+
+JOB_DEPENDENCIES = ("pydantic", "google-cloud-storage")
+"""What the job imports beyond PySpark and the standard library (their own dependencies follow);
+tests/unit/test_packaging.py checks this against the job's imports."""
+
+DATAPROC_RUNTIME = "2.2"
+"""The Dataproc Serverless runtime the deployment pins (terraform's dataproc_runtime_version)."""
+
+DATAPROC_PYTHON = "3.12"
+"""Python of that runtime (2.2: Spark 3.5.1, Scala 2.13, Java 17, Python 3.12, from Google's runtime
+release notes): the job's dependencies are installed for it."""
+
+DATAPROC_PLATFORM = "manylinux2014_x86_64"
+JOB_DEPS_ARCHIVE = "deps.zip"
+JOB_DEPS_FRAGMENT = SHIPPED_DIR
+"""`gs://.../deps.zip#turnstile_deps`: the folder Spark extracts the archive into."""
+
+Pip = Callable[[list[str]], None]
+
+
+def _pip(arguments: list[str]) -> None:
+    subprocess.run([sys.executable, "-m", "pip", *arguments], check=True)
+
+
+def job_dependency_pins(requirements: Path = ROOT / "requirements.txt") -> list[str]:
+    """`name==version` of each of JOB_DEPENDENCIES, as requirements.txt pins it."""
+    pins: dict[str, str] = {}
+    for line in requirements.read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if "==" in spec:
+            pins[re.sub(r"[-_.]+", "-", spec.split("==", 1)[0].strip().lower())] = spec
+    missing = [name for name in JOB_DEPENDENCIES if name not in pins]
+    if missing:
+        raise SettingsError(f"{requirements} pins no version of {', '.join(missing)}; the job ships them")
+    return [pins[name] for name in JOB_DEPENDENCIES]
+
+
+def build_job_dependencies(out: Path, pip: Pip = _pip) -> Path:
+    """`out/job/deps.zip`: JOB_DEPENDENCIES and theirs, installed for the runtime's Python and
+    platform (wheels only: nothing is compiled here), entries at the archive's root."""
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Path(tmp) / "site"
+        arguments = [
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--target",
+            str(site),
+            "--platform",
+            DATAPROC_PLATFORM,
+            "--python-version",
+            DATAPROC_PYTHON,
+            "--implementation",
+            "cp",
+            "--only-binary=:all:",
+            *job_dependency_pins(),
+        ]
+        try:
+            pip(arguments)
+        except (subprocess.CalledProcessError, OSError) as exc:
+            raise SettingsError(
+                f"could not install the job's dependencies for Python {DATAPROC_PYTHON} ({exc}); "
+                "check access to PyPI, or build with --no-deps and stage deps.zip yourself"
+            ) from exc
+        files = [
+            path
+            for path in sorted(site.rglob("*"))
+            if path.is_file()
+            and not _SKIPPED_DIRS & set(path.parts)
+            and not path.name.endswith(_SKIPPED_SUFFIXES)
+        ]
+        if not files:
+            raise SettingsError(f"pip installed nothing into {site}; the job's dependencies are missing")
+        entries: list[tuple[str, Path | bytes]] = [(p.relative_to(site).as_posix(), p) for p in files]
+        return deterministic_zip(entries, out / "job" / JOB_DEPS_ARCHIVE)
+
+
 def iceberg_runtime_jar(scala: str) -> Path:
     """The Iceberg Spark 3.5 runtime for `scala` from the snowpark-connect-deps-iceberg package."""
     if scala not in SCALA_VERSIONS:
@@ -171,12 +258,15 @@ def build_jars(out: Path, scala: str = DEFAULT_SCALA) -> tuple[Path, ...]:
     return tuple(sorted((staged, jackson)))
 
 
-def build(out: Path = DEFAULT_BUILD, *, scala: str = DEFAULT_SCALA, with_jars: bool = True) -> Built:
+def build(
+    out: Path = DEFAULT_BUILD, *, scala: str = DEFAULT_SCALA, with_jars: bool = True, with_deps: bool = True
+) -> Built:
     """Everything the Terraform configuration reads from `out`."""
     function_dir, function_zip = build_function(out)
     job_main, job_package = build_job(out)
     jars = build_jars(out, scala) if with_jars else ()
-    return Built(function_dir, function_zip, job_main, job_package, jars)
+    deps = build_job_dependencies(out) if with_deps else None
+    return Built(function_dir, function_zip, job_main, job_package, jars, deps)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,14 +279,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--scala", choices=SCALA_VERSIONS, default=DEFAULT_SCALA, help="Scala of the Dataproc runtime"
     )
     parser.add_argument("--no-jars", action="store_true", help="skip the Iceberg jars (no Java needed)")
+    parser.add_argument("--no-deps", action="store_true", help="skip job/deps.zip (no PyPI access needed)")
     args = parser.parse_args(argv)
     try:
-        built = build(args.build_dir, scala=args.scala, with_jars=not args.no_jars)
+        built = build(
+            args.build_dir, scala=args.scala, with_jars=not args.no_jars, with_deps=not args.no_deps
+        )
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for path in (built.function_zip, built.job_main, built.job_package, *built.jars):
         print(path)
+    if built.job_dependencies is not None:
+        print(built.job_dependencies)
     return 0
 
 

@@ -129,6 +129,10 @@ class Settings(BaseModel):
     job_jar_uris: CommaList = Field((), alias="JOB_JAR_URIS")
     """Comma-separated gs:// URIs of staged jars (the Iceberg runtime)."""
 
+    job_archive_uris: CommaList = Field((), alias="JOB_ARCHIVE_URIS")
+    """Comma-separated gs:// URIs of archives extracted for the job (the job's dependencies,
+    `deps.zip#turnstile_deps`)."""
+
     iceberg_catalog: str = Field("turnstile", alias="ICEBERG_CATALOG")
     """Spark catalog name the Iceberg tables live in (`<catalog>.<dataset>.<table>`)."""
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import shlex
+import threading
 from datetime import UTC, datetime, timedelta
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.cli.conftest import Run, World, one_error_line
+from tests.cli.conftest import TABLE, Run, World, one_error_line
+from tests.contract.test_gcs_transient import FlakyStorage
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops import status as status_ops
 from turnstile.paths import claim_name
@@ -228,3 +231,22 @@ def test_a_bad_uri_is_a_usage_error(run: Run) -> None:
     result = run("status", "s3://nope")
     assert result.exit_code == 2
     assert "is not a gs://BUCKET[/PATH] URI" in one_error_line(result)
+
+
+def test_a_bucket_that_refuses_access_is_one_line_naming_it_and_the_fix(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storage answering 403 (a real HTTP server behind the real client): no traceback, one line."""
+    handler = type("Refusing", (FlakyStorage,), {"seen": 0, "failures": 10_000, "status": 403})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.server_address[1]}")
+        result = run("status", f"gs://locked-bucket/{TABLE}")
+    finally:
+        server.shutdown()
+    assert result.exit_code == 1
+    line = one_error_line(result)
+    assert "gs://locked-bucket/" in line and "refused access" in line and "403" in line
+    assert "roles/storage.objectUser" in line
+    assert "Traceback" not in result.stderr + result.stdout

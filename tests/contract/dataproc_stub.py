@@ -10,6 +10,13 @@ generated `rest_base.py` http options):
 - `GET /v1/projects/{p}/locations/{r}/batches/{id}` -> the Batch with its current state, or 404.
 - `POST /v1/projects/{p}/regions/{r}/operations/{op}:cancel` -> `{}`; the batch goes CANCELLING.
 
+Ids are checked as the API documents them (`projects.locations.batches.create`): `batchId` must be
+4-63 characters of `[a-z0-9-]` (the stub also wants RFC 1035's shape, a letter first and no hyphen
+last, which resource ids on Google Cloud commonly require: an id valid here is valid in any
+reading), `requestId` at most 40 characters of `[a-zA-Z0-9_-]`; anything else is answered
+`400 INVALID_ARGUMENT`, as the API does. turnstile always names its batches, so the stub does not
+generate ids: a create without `batchId` is a 400 too.
+
 Errors use Google's JSON error shape `{"error": {"code", "message", "status"}}`. `fail(...)`
 queues answers (e.g. 503s) that are returned before any request is served normally. Every request
 is recorded (method, path, query, JSON body).
@@ -31,6 +38,17 @@ BATCH = re.compile(r"/v1/projects/(?P<p>[^/]+)/locations/(?P<r>[^/]+)/batches/(?
 CANCEL = re.compile(r"/v1/(?P<op>projects/[^/]+/(?:regions|locations)/[^/]+/operations/[^/:]+):cancel")
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS"}
 FINISHED = {"CANCELLED", "SUCCEEDED", "FAILED"}
+BATCH_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
+REQUEST_ID = re.compile(r"[a-zA-Z0-9_-]{1,40}")
+
+
+def invalid_ids(batch_id: str, request_id: str | None) -> str | None:
+    """Why the API would refuse these ids (None when it accepts them)."""
+    if not BATCH_ID.fullmatch(batch_id):
+        return f"Invalid batch id {batch_id!r}: it must be 4-63 characters of [a-z0-9-]"
+    if request_id is not None and not REQUEST_ID.fullmatch(request_id):
+        return f"Invalid request id {request_id!r}: at most 40 characters of [a-zA-Z0-9_-]"
+    return None
 
 
 @dataclass
@@ -81,6 +99,17 @@ class DataprocStub:
         with self._lock:
             self._store(project, region, batch_id, {}, request_id="")
         self.set_state(batch_id, state)
+
+    def pending(self) -> list[str]:
+        """Ids of the batches still PENDING: the ones a test may play (see `play`)."""
+        with self._lock:
+            return [b for b, stored in self.batches.items() if stored.resource["state"] == "PENDING"]
+
+    def manifest_of(self, batch_id: str) -> str:
+        """The `--manifest` argument the batch was created with."""
+        with self._lock:
+            args: list[str] = self.batches[batch_id].resource["pysparkBatch"]["args"]
+        return args[args.index("--manifest") + 1]
 
     def sent(self, method: str, pattern: str) -> list[Recorded]:
         with self._lock:
@@ -143,6 +172,9 @@ class DataprocStub:
     def _answer(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         if method == "POST" and (m := BATCHES.fullmatch(path)):
             batch_id, request_id = query.get("batchId", ""), query.get("requestId", "")
+            refused = invalid_ids(batch_id, query.get("requestId"))
+            if refused is not None:
+                return _status(400, refused)
             existing = self.batches.get(batch_id)
             if existing is not None:
                 if self.remember_request_ids and request_id and request_id == existing.request_id:

@@ -404,4 +404,12 @@ def test_without_an_endpoint_the_client_targets_the_regional_api(monkeypatch: py
     runner = DataprocRunner.from_settings(Settings.from_env(ENV))
     client = runner._client
     assert client.api_endpoint == f"{REGION}-dataproc.googleapis.com:443"
-    assert client.transport.kind == "grpc"
+    # The transport the stub tests exercise, not the library's default gRPC.
+    assert client.transport.kind == "rest"
+
+
+def test_the_job_dependencies_archive_goes_with_the_batch(stub: DataprocStub) -> None:
+    archive = "gs://deploy/turnstile/deps.zip#turnstile_deps"
+    runner_for(stub, {**ENV, "JOB_ARCHIVE_URIS": archive}).submit(JOB, MANIFEST)
+    [create] = stub.sent("POST", CREATE)
+    assert create.body["pysparkBatch"]["archiveUris"] == [archive]

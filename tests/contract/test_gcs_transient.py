@@ -11,7 +11,7 @@ import pytest
 from google.api_core.retry import Retry
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from turnstile.errors import StoreUnavailable, Transient
+from turnstile.errors import StoreRefused, StoreUnavailable, Terminal, Transient
 from turnstile.local.emulator import free_port
 from turnstile.store.gcs import GcsStore, make_client
 
@@ -85,3 +85,26 @@ def test_an_unreachable_store_becomes_store_unavailable() -> None:
     )
     with pytest.raises(StoreUnavailable):
         store.read("t/a")
+
+
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    # 401: the client refreshes its credentials, which the emulator's anonymous ones cannot.
+    [(403, "refused access"), (401, "refused the credentials"), (400, "rejected the request")],
+)
+def test_a_refusal_is_a_terminal_error_naming_the_object_and_what_to_do(
+    flaky: tuple[str, type[FlakyStorage]], status: int, hint: str
+) -> None:
+    url, handler = flaky
+    handler.failures, handler.status = 10_000, status
+    store = GcsStore(make_client("local", url), "b", retry=FAST)
+    for call in (lambda: store.stat("t/a"), lambda: store.read("t/a"), lambda: store.list_objects("t/")):
+        before = handler.seen
+        with pytest.raises(StoreRefused) as caught:
+            call()
+        assert handler.seen - before <= 2  # refused at once: not retried (a retry loop makes dozens)
+        assert isinstance(caught.value, Terminal)
+        message = str(caught.value)
+        assert "gs://b/t/" in message and hint in message
+        assert "; " in message  # <what went wrong>; <what to do>
+    assert {403: "roles/storage.objectUser", 401: "gcloud auth", 400: "object name"}[status] in message

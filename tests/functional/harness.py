@@ -114,8 +114,12 @@ def start_host(
     *,
     synchronous: bool = True,
     tables: MemoryTables | None = None,
+    runner_from_settings: bool = False,
 ) -> Host:
-    """Wire functions/main.py to `store` and an in-process runner; settings come from `env`."""
+    """Wire functions/main.py to `store` and an in-process runner; settings come from `env`.
+
+    With `runner_from_settings` the runner is left to `turnstile.wiring`, as deployed (JOB_RUNNER
+    and its variables in `env` choose it): the host's `runner` is then one built the same way."""
     for variable in Settings.variables():
         monkeypatch.delenv(variable, raising=False)
     for key, value in (env or {}).items():
@@ -123,9 +127,14 @@ def start_host(
     events: deque[tuple[str, int]] = deque()
     recording = RecordingStore(store, lambda name, generation: events.append((name, generation)))
     tables = tables or MemoryTables()
-    runner = InlineRunner(recording, tables, synchronous=synchronous)
     monkeypatch.setattr(wiring, "object_store", lambda settings, bucket: recording)
-    monkeypatch.setattr(wiring, "job_runner", lambda settings, store: runner)
+    runner: JobRunner
+    if runner_from_settings:
+        runner = wiring.job_runner(Settings.from_env(), recording)
+    else:
+        inline = InlineRunner(recording, tables, synchronous=synchronous)
+        monkeypatch.setattr(wiring, "job_runner", lambda settings, store: inline)
+        runner = inline
     log = io.StringIO()
     logs.configure("INFO", log)
     app = create_app(

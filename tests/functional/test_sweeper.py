@@ -8,12 +8,15 @@ delete claims nobody needs any more.
 from __future__ import annotations
 
 import json
+import threading
 from datetime import UTC, datetime, timedelta
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from functions_framework import create_app
 
+from tests.contract.test_gcs_transient import FlakyStorage
 from tests.functional.harness import ROOT, Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, has_backfill, invocation, put_all, table
 from turnstile import entry, wiring
@@ -25,7 +28,7 @@ from turnstile.paths import Table
 from turnstile.protocol import operator, sweeper
 from turnstile.records import LockState
 from turnstile.settings import Settings
-from turnstile.store.gcs import GcsStore
+from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
 
 
@@ -133,6 +136,56 @@ def test_the_http_sweep_entrypoint_recovers_a_lost_job_done_event(
         assert refused.status_code == 400
         assert "buckets" in refused.get_data(as_text=True)
     assert client.post("/", data="not json").status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("[]", "a JSON array"),
+        ('["b"]', "a JSON array"),
+        ('"b"', "a JSON string"),
+        ("42", "a JSON number"),
+        ("true", "a JSON boolean"),
+        ("null", "not JSON"),
+        ("{not json", "not JSON"),
+        ('{"buckets": [""]}', '"buckets" must be a non-empty list'),
+    ],
+)
+def test_the_http_sweep_answers_a_malformed_body_with_400_saying_what_is_wrong(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, body: str, problem: str
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    answer = sweep_client(monkeypatch).post("/", data=body, content_type="application/json")
+    assert answer.status_code == 400
+    error = answer.get_json()["error"]
+    assert problem in error
+    assert '{"buckets": ["BUCKET", ...]}' in error  # what to send instead
+    assert host.store.ops == {}
+
+
+def test_the_http_sweep_reports_a_storage_refusal_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """A bucket the sweeper may not list (403 from the storage API, here a real HTTP server behind
+    the real client): a 500 whose body and ERROR log say which bucket and what to grant."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    handler = type("Refusing", (FlakyStorage,), {"seen": 0, "failures": 10_000, "status": 403})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        monkeypatch.setattr(
+            wiring, "object_store", lambda settings, bucket: GcsStore(make_client("p", url), bucket)
+        )
+        answer = sweep_client(monkeypatch).post("/", json={"buckets": ["forbidden-bucket"]})
+    finally:
+        server.shutdown()
+    assert answer.status_code == 500
+    error = answer.get_json()["error"]
+    assert "gs://forbidden-bucket/" in error and "refused access" in error and "storage.objectUser" in error
+    [record] = [r for r in host.log_records() if r.get("event") == "sweep_refused"]
+    assert record["severity"] == "ERROR" and record["error"] == error
+    assert "Traceback" not in host.log.getvalue()
 
 
 def test_a_lost_job_done_event_under_wait_for_validation_is_no_go_ahead(

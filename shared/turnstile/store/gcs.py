@@ -3,7 +3,8 @@
 Preconditions are GCS's own (`if_generation_match`); transient failures (429, 5xx, timeouts,
 dropped connections) are retried by google.api_core's `Retry` and, when it gives up, surface as
 `StoreUnavailable`. A failed precondition becomes `PreconditionFailed` carrying what the bucket
-holds now, read once after the conflict.
+holds now, read once after the conflict. A refusal (401/403: permissions or credentials; 400: a
+request GCS cannot serve) becomes `StoreRefused` (terminal) naming the object and what to do.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from typing import Any
 import requests
 from google.api_core import exceptions as gexc
 from google.api_core.retry import Retry
+from google.auth import exceptions as auth_exc
 from google.auth.credentials import AnonymousCredentials
 from google.cloud.storage import Blob, Client
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from turnstile.errors import PreconditionFailed, StoreUnavailable
+from turnstile.errors import PreconditionFailed, StoreRefused, StoreUnavailable
 from turnstile.store.port import ObjectInfo, StoredObject
 
 _TRANSIENT = (
@@ -29,6 +31,7 @@ _TRANSIENT = (
     gexc.RetryError,
     requests.exceptions.ConnectionError,
     requests.exceptions.Timeout,
+    auth_exc.TransportError,  # the token endpoint did not answer
 )
 
 
@@ -70,6 +73,25 @@ class GcsStore:
             raise PreconditionFailed(name, expected, None) from exc
         except _TRANSIENT as exc:
             raise StoreUnavailable(f"gs://{self.bucket}/{name}: storage did not answer: {exc}") from exc
+        except (gexc.Forbidden, gexc.Unauthorized) as exc:
+            raise StoreRefused(
+                f"gs://{self.bucket}/{name}: storage refused access ({exc.code} {exc.message}); grant "
+                f"the account in use access to the objects of gs://{self.bucket} (the functions' and "
+                "batches' accounts get it from terraform/iam.tf; for yourself: gcloud auth "
+                "application-default login and roles/storage.objectUser), then retry"
+            ) from exc
+        except auth_exc.GoogleAuthError as exc:
+            # A 401 makes the client refresh its credentials; a refresh that fails ends here.
+            raise StoreRefused(
+                f"gs://{self.bucket}/{name}: storage refused the credentials ({exc}); check them "
+                "(gcloud auth application-default login, or the function's service account), then retry"
+            ) from exc
+        except gexc.BadRequest as exc:
+            raise StoreRefused(
+                f"gs://{self.bucket}/{name}: storage rejected the request ({exc.code} {exc.message}); "
+                "check the bucket and object name (GCS object names are 1-1024 bytes of UTF-8 "
+                "without newlines), then retry"
+            ) from exc
 
     def read(self, name: str) -> StoredObject | None:
         blob = self._bucket.blob(name)
