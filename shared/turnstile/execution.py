@@ -12,15 +12,16 @@ import time
 from typing import Protocol
 
 from turnstile.clock import Clock
-from turnstile.errors import BatchFailed
+from turnstile.errors import BatchFailed, TurnstileError
 from turnstile.paths import parse_gs_uri
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.port import ObjectStore
 
 
 class BatchApplier(Protocol):
-    def already_applied(self, batch: ManifestBatch) -> bool:
-        """True when this (table, rel, `_SUCCESS` generation) is among the table's committed batches."""
+    def committed_snapshot(self, batch: ManifestBatch) -> int | None:
+        """The snapshot id of the commit that applied this (table, rel, `_SUCCESS` generation)
+        already, or None when it is not among the table's committed batches."""
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         """Commit the batch as one commit tagged with its identity. Raises `BatchFailed`."""
@@ -34,17 +35,39 @@ def read_manifest(store: ObjectStore, manifest_uri: str) -> Manifest:
     return Manifest.decode(found.data, manifest_uri)
 
 
+def _record(store: ObjectStore, name: str, result: BatchResult) -> None:
+    """Write the batch's result record, unless it would replace the record of its commit: the
+    history never loses a commit (a SKIPPED attempt after a COMMITTED one leaves it as it is)."""
+    if result.outcome is not BatchOutcome.COMMITTED:
+        found = store.read(name)
+        if found is not None and _outcome(found.data, name) in _APPLIED:
+            return
+    store.write(name, result.encode())
+
+
+_APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+
+
+def _outcome(data: bytes, name: str) -> BatchOutcome | None:
+    try:
+        return BatchResult.decode(data, name).outcome
+    except TurnstileError:
+        return None  # unreadable: replaced by what this attempt saw
+
+
 def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock: Clock) -> JobDone:
     outcomes: dict[str, BatchOutcome] = {}
     error: str | None = None
     for batch in manifest.batches:
         started = time.monotonic()
-        if applier.already_applied(batch):
+        snapshot = applier.committed_snapshot(batch)
+        if snapshot is not None:
             result = BatchResult(
                 job_id=manifest.job_id,
                 rel=batch.rel,
                 success_generation=batch.success_generation,
                 outcome=BatchOutcome.SKIPPED,
+                snapshot_id=snapshot,  # the commit an earlier attempt made: history keeps it
             )
         else:
             try:
@@ -64,7 +87,7 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
                 "seconds": result.seconds or round(time.monotonic() - started, 3),
             }
         )
-        store.write(batch.result, result.encode())
+        _record(store, batch.result, result)
         outcomes[batch.rel] = result.outcome
         if result.outcome is BatchOutcome.FAILED:
             error = error or f"batch {batch.rel!r}: {result.error or 'failed'}"

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 
 import pytest
 
+from turnstile import execution
 from turnstile.jobs.port import JobStatus
 from turnstile.protocol import backlog
 from turnstile.protocol import decide as decide_module
-from turnstile.records import BatchOutcome, Lock
+from turnstile.records import BatchOutcome, BatchResult, Lock
+from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import SimTables
 from turnstile_dev.simulation.world import run_many, run_schedule
 
@@ -44,7 +46,7 @@ def test_it_catches_a_subscriber_that_ignores_late_events(monkeypatch: pytest.Mo
 
 
 def test_it_catches_a_job_that_applies_a_committed_batch_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(SimTables, "already_applied", lambda self, batch: False)
+    monkeypatch.setattr(SimTables, "committed_snapshot", lambda self, batch: None)
     assert any("each once" in p for p in _violations(range(60)))
 
 
@@ -54,3 +56,11 @@ def test_it_catches_a_subscriber_that_moves_past_a_failed_batch(monkeypatch: pyt
 
     monkeypatch.setattr(decide_module, "_finish", forgiving)
     assert any("expected" in p for p in _violations(range(60)))
+
+
+def test_it_catches_a_job_whose_history_loses_a_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forgetful(store: ObjectStore, name: str, result: BatchResult) -> None:
+        store.write(name, result.model_copy(update={"snapshot_id": None}).encode())  # overwrite, unnamed
+
+    monkeypatch.setattr(execution, "_record", forgetful)
+    assert any("missing from the history" in p for p in _violations(range(60)))

@@ -237,3 +237,41 @@ def test_a_returned_failed_result_is_not_reported_as_success() -> None:
     done, _, _ = run(manifest(mbatch("b1"), mbatch("b2")), ReturnsFailed())
     assert done.succeeded is False
     assert done.error is not None and "'b1'" in done.error
+
+
+# The history never loses a commit
+
+
+def run_on(recorded: Recorded, m: Manifest, tables: MemoryTables) -> JobDone:
+    return execute(recorded.store, m, tables, FixedClock())
+
+
+def test_a_skipped_attempt_keeps_the_committed_record_of_its_batch() -> None:
+    recorded, tables = Recorded(), MemoryTables()
+    run_on(recorded, manifest(mbatch("b1", 11)), tables)
+    first = recorded.result(mbatch("b1", 11))
+    assert first is not None and first.outcome is COMMITTED
+    again = run_on(recorded, manifest(mbatch("b1", 11)), tables)  # a retried job covers it again
+    assert again.outcomes == {"b1": SKIPPED}
+    assert recorded.result(mbatch("b1", 11)) == first
+
+
+def test_a_skipped_batch_without_a_record_is_recorded_with_the_commit_it_found() -> None:
+    """The attempt that committed died before its record: the next one records the commit."""
+    recorded = Recorded()
+    done = run_on(
+        recorded, manifest(mbatch("b1", 11)), MemoryTables(commits={"ds/tbl": [("b0", 1), ("b1", 11)]})
+    )
+    assert done.outcomes == {"b1": SKIPPED}
+    skipped = recorded.result(mbatch("b1", 11))
+    assert skipped is not None and skipped.outcome is SKIPPED and skipped.snapshot_id == 2
+
+
+def test_a_skipped_attempt_replaces_a_failed_record() -> None:
+    """The commit landed but the attempt reported a failure (it died finding its commit)."""
+    recorded = Recorded()
+    failed = BatchResult(job_id="earlier", rel="b1", success_generation=11, outcome=FAILED, error="lost")
+    recorded.store.write(mbatch("b1", 11).result, failed.encode())
+    run_on(recorded, manifest(mbatch("b1", 11)), MemoryTables(commits={"ds/tbl": [("b1", 11)]}))
+    replaced = recorded.result(mbatch("b1", 11))
+    assert replaced is not None and replaced.outcome is SKIPPED and replaced.snapshot_id == 1

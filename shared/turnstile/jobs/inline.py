@@ -26,9 +26,12 @@ class MemoryTables:
     failing: set[str] = field(default_factory=set)  # rels whose application fails
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def already_applied(self, batch: ManifestBatch) -> bool:
+    def committed_snapshot(self, batch: ManifestBatch) -> int | None:
+        """The commit's position in the table's log (1-based) stands for its snapshot id."""
         with self.lock:
-            return (batch.rel, batch.success_generation) in self.commits.get(batch.table_prefix, [])
+            log = self.commits.get(batch.table_prefix, [])
+            key = (batch.rel, batch.success_generation)
+            return log.index(key) + 1 if key in log else None
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         if batch.rel in self.failing:

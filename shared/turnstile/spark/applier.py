@@ -45,8 +45,8 @@ class IcebergApplier:
             self._ledger[table] = commits.committed_batches(self._spark, table)
         return self._ledger[table]
 
-    def already_applied(self, batch: ManifestBatch) -> bool:
-        return commits.batch_key(batch.rel, batch.success_generation) in self._committed(self.table(batch))
+    def committed_snapshot(self, batch: ManifestBatch) -> int | None:
+        return self._committed(self.table(batch)).get(commits.batch_key(batch.rel, batch.success_generation))
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         started = time.monotonic()

@@ -102,11 +102,14 @@ class SimTables:
     failing: set[tuple[str, str]] = field(default_factory=set)  # (table, rel) whose application fails
     commits: list[Commit] = field(default_factory=list)
 
-    def already_applied(self, batch: ManifestBatch) -> bool:
-        return any(
-            c.table == batch.table_prefix and (c.rel, c.generation) == (batch.rel, batch.success_generation)
-            for c in self.commits
-        )
+    def committed_snapshot(self, batch: ManifestBatch) -> int | None:
+        for index, c in enumerate(self.commits, start=1):
+            if c.table == batch.table_prefix and (c.rel, c.generation) == (
+                batch.rel,
+                batch.success_generation,
+            ):
+                return index
+        return None
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work

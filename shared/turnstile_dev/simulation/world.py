@@ -25,16 +25,19 @@ from typing import Any
 from turnstile import entry, logs
 from turnstile.clock import Clock
 from turnstile.errors import Transient
+from turnstile.ops import retry as retry_ops
+from turnstile.ops.errors import Refused
 from turnstile.paths import Table
 from turnstile.protocol import backlog, operator, sweeper
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.records import Lock, LockState
+from turnstile.protocol.operator import UnlockRefused
+from turnstile.records import BatchOutcome, BatchResult, Lock, LockState
 from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
-from turnstile_dev.simulation.adapters import FaultyStore, SimRunner, SimTables
+from turnstile_dev.simulation.adapters import Commit, FaultyStore, SimRunner, SimTables
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
 
 BUCKET = "sim-bucket"
@@ -53,6 +56,7 @@ class Plan:
     failing: set[tuple[str, str]]
     timeout: int
     fault_end: float
+    unordered: set[str]  # tables without ORDERME: one job per batch, in any order
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -70,6 +74,7 @@ class Plan:
             failing=failing,
             timeout=rng.choice([60, 120, 540]),
             fault_end=rng.uniform(1800, 7200),
+            unordered={t for t in tables if rng.random() < 0.3},
         )
 
 
@@ -158,7 +163,8 @@ class World:
         rng = self.loop.rng
         t = 0.0
         for prefix in self.plan.tables:
-            self.memory.write(f"{prefix}/incremental/_config/ORDERME", b"")
+            if prefix not in self.plan.unordered:
+                self.memory.write(f"{prefix}/incremental/_config/ORDERME", b"")
             self.memory.write(
                 f"{prefix}/_config/load.json", b'{"max_batches_per_job": %d}' % self.plan.max_batches
             )
@@ -195,7 +201,8 @@ class World:
 
     def _operator_ended(self, name: str) -> Any:
         def ended(exc: BaseException | None) -> None:
-            if exc is not None and not isinstance(exc, Crash | Killed | Transient | operator.UnlockRefused):
+            # A refusal is the operator's answer to state that moved since it looked (as for a human).
+            if exc is not None and not isinstance(exc, Crash | Killed | Transient | UnlockRefused | Refused):
                 self.unexpected.append(f"{name}: {type(exc).__name__}: {exc}")
 
         return ended
@@ -207,8 +214,15 @@ class World:
         """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
         inv = self.invocation()
         for prefix in self.plan.tables:
+            fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
+            if prefix in self.plan.unordered:
+                for failure in retry_ops.failures(inv, _table(prefix)):
+                    if failure.retry_at is None and fix:  # waits for a human: fixed, then retried
+                        self.tables.failing.discard((prefix, failure.rel))
+                        retry_ops.retry(inv, failure.success)
+                continue
             lock, _ = table_lock.read(inv, _table(prefix))
-            if lock.state is LockState.FAILED and (not self.loop.faults_on or self.loop.rng.random() < 0.3):
+            if lock.state is LockState.FAILED and fix:
                 self.tables.failing.discard((prefix, lock.failed_rel or ""))
                 operator.unlock(inv, _table(prefix), skip_head=False)
 
@@ -229,6 +243,11 @@ class World:
                 return False
             if self.memory.list_objects(f"{prefix}/_backlog/", limit=1):
                 return False
+            table = _table(prefix)
+            if self.memory.list_objects(table.open_jobs, limit=1) or self.memory.list_objects(
+                table.failures, limit=1
+            ):
+                return False
         return (
             sorted(c.rel for c in self.tables.commits)
             == sorted(r for rels in self.plan.tables.values() for r in rels)
@@ -240,8 +259,12 @@ class World:
         for prefix, rels in self.plan.tables.items():
             committed = [c for c in self.tables.commits if c.table == prefix]
             order = [c.rel for c in committed]
-            if order != sorted(rels):
+            if prefix in self.plan.unordered:
+                if sorted(order) != sorted(rels):
+                    found.append(f"{prefix}: committed {sorted(order)}, expected {sorted(rels)} each once")
+            elif order != sorted(rels):
                 found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
+            found.extend(self._history_disagrees(prefix, committed))
             for start, end in self.failed_windows.get(prefix, []):
                 during = [c.rel for c in committed if start < c.at < (end if end >= 0 else float("inf"))]
                 if during:
@@ -255,6 +278,34 @@ class World:
                 found.append(f"{prefix}: backlog not drained")
         if not settled and not found:
             found.append("did not settle within 4 h after faults stopped")
+        return found
+
+    def _history_disagrees(self, prefix: str, committed: list[Commit]) -> list[str]:
+        """The result records (`turnstile history`) and the table's commits agree: every commit has
+        a COMMITTED record, or a SKIPPED one naming its snapshot, and every COMMITTED record is a
+        commit."""
+        table = _table(prefix)
+        found = []
+        commits = {(c.rel, c.generation) for c in committed}
+        for rel, generation in sorted(commits):
+            record = self.memory.read(table.result(rel, generation))
+            result = None if record is None else BatchResult.decode(record.data, record.name)
+            applied = result is not None and (
+                result.outcome is BatchOutcome.COMMITTED
+                or (result.outcome is BatchOutcome.SKIPPED and result.snapshot_id is not None)
+            )
+            if not applied:
+                found.append(f"{prefix}: commit of {rel}#{generation} is missing from the history")
+        for info in self.memory.list_objects(table.internal + "results/"):
+            record = self.memory.read(info.name)
+            if record is None:
+                continue
+            result = BatchResult.decode(record.data, record.name)
+            if (
+                result.outcome is BatchOutcome.COMMITTED
+                and (result.rel, result.success_generation) not in commits
+            ):
+                found.append(f"{prefix}: the history says {result.rel}#{result.success_generation} committed")
         return found
 
 
