@@ -12,6 +12,7 @@ from google.cloud import storage
 
 from turnstile.jobs.local_spark import check_java, ensure_jars, spark_conf
 from turnstile.local import emulator as emu
+from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
@@ -47,8 +48,10 @@ def bucket_name(gcs_emulator: emu.Emulator) -> str:
 
 
 @pytest.fixture
-def gcs_store(gcs_client: storage.Client, bucket_name: str) -> GcsStore:
-    return GcsStore(gcs_client, bucket_name)
+def gcs_store(gcs_emulator: emu.Emulator, gcs_client: storage.Client, bucket_name: str) -> GcsStore:
+    """As the product builds it for an emulator (`wiring.object_store`): its DELETE preconditions
+    enforced under the machine-wide write lock (`turnstile.store.emulated`)."""
+    return GcsStore(gcs_client, bucket_name, emulator_writes=WriteLock.for_emulator(gcs_emulator.url))
 
 
 @pytest.fixture(params=["memory", "gcs"])

@@ -6,13 +6,16 @@ from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
 from turnstile.settings import Settings
+from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
 
 
 def object_store(settings: Settings, bucket: str) -> ObjectStore:
     """GCS (or the emulator named by STORAGE_EMULATOR_HOST) for one bucket."""
-    return GcsStore(make_client(settings.gcp_project, settings.storage_emulator_host), bucket)
+    host = settings.storage_emulator_host
+    writes = WriteLock.for_emulator(host) if host else None
+    return GcsStore(make_client(settings.gcp_project, host), bucket, emulator_writes=writes)
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:

@@ -23,6 +23,7 @@ from google.cloud.storage import Blob, Client
 from google.cloud.storage.retry import DEFAULT_RETRY
 
 from turnstile.errors import PreconditionFailed, StoreRefused, StoreUnavailable
+from turnstile.store.emulated import WriteLock
 from turnstile.store.port import ObjectInfo, StoredObject
 
 _TRANSIENT = (
@@ -49,10 +50,27 @@ def make_client(project: str | None, emulator_host: str | None) -> Client:
 class GcsStore:
     """One GCS bucket behind the `ObjectStore` port."""
 
-    def __init__(self, client: Client, bucket: str, *, retry: Retry = DEFAULT_RETRY) -> None:
+    def __init__(
+        self,
+        client: Client,
+        bucket: str,
+        *,
+        retry: Retry = DEFAULT_RETRY,
+        emulator_writes: WriteLock | None = None,
+    ) -> None:
         self._client = client
         self._bucket = client.bucket(bucket)
         self._retry = retry
+        # On an emulator that ignores DELETE preconditions (turnstile.store.emulated); None on GCS.
+        self._emulator_writes = emulator_writes
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        if self._emulator_writes is None:
+            yield
+            return
+        with self._emulator_writes.held():
+            yield
 
     @property
     def bucket(self) -> str:
@@ -109,7 +127,7 @@ class GcsStore:
 
     def _upload(self, name: str, data: bytes, **precondition: Any) -> int:
         blob = self._bucket.blob(name)
-        with self._translate(name, precondition.get("if_generation_match")):
+        with self._writing(), self._translate(name, precondition.get("if_generation_match")):
             blob.upload_from_string(data, retry=self._retry, **precondition)
         return int(blob.generation)
 
@@ -123,12 +141,17 @@ class GcsStore:
         return self._upload(name, data)
 
     def delete(self, name: str, *, if_generation: int) -> None:
-        with self._translate(name, if_generation):
-            self._bucket.blob(name).delete(if_generation_match=if_generation, retry=self._retry)
+        with self._writing():
+            if self._emulator_writes is not None:  # the emulator would delete any generation
+                live = self.stat(name)
+                if live is None or live.generation != if_generation:
+                    raise PreconditionFailed(name, if_generation, self.read(name))
+            with self._translate(name, if_generation):
+                self._bucket.blob(name).delete(if_generation_match=if_generation, retry=self._retry)
 
     def remove(self, name: str) -> bool:
         try:
-            with self._translate(name):
+            with self._writing(), self._translate(name):
                 self._bucket.blob(name).delete(retry=self._retry)
         except gexc.NotFound:
             return False
