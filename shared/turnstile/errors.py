@@ -45,6 +45,11 @@ class StoreUnavailable(TurnstileError, Transient):
     """The object store did not answer after retries (429, 5xx, timeouts)."""
 
 
+class StoreRefused(TurnstileError, Terminal):
+    """The object store refused a call for a reason retrying will not fix: no such bucket, missing
+    or wrong credentials, access denied."""
+
+
 class JobServiceUnavailable(TurnstileError, Transient):
     """The job service (Dataproc, local runner) did not answer after retries."""
 

@@ -126,6 +126,10 @@ def catalog_properties(settings: Settings) -> dict[str, str]:
     if settings.gcp_project:
         props["spark.dataproc.driverEnv.GOOGLE_CLOUD_PROJECT"] = settings.gcp_project
     kind = settings.iceberg_catalog_type
+    if kind == "glue":
+        raise SettingsError(
+            "ICEBERG_CATALOG_TYPE=glue is AWS's catalog; with JOB_RUNNER=dataproc use biglake or rest"
+        )
     if kind == "rest":
         if not settings.iceberg_catalog_uri:
             raise SettingsError("ICEBERG_CATALOG_URI is not set; ICEBERG_CATALOG_TYPE=rest needs it")

@@ -5,17 +5,18 @@ from __future__ import annotations
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
+from turnstile.store.port import object_uri
 
 
 def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
-    """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
+    """gs:// (s3://) URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
     folder = batch.folder
     uris = []
     for info in inv.store.list_objects(folder):
         rest = info.name[len(folder) :]
         if "/" in rest or rest.startswith(("_", ".")):
             continue
-        uris.append(f"gs://{inv.store.bucket}/{info.name}")
+        uris.append(object_uri(inv.store, info.name))
     return tuple(uris)
 
 
@@ -44,4 +45,4 @@ def manifest_batch(
 def write_manifest(inv: Invocation, name: str, manifest: Manifest) -> str:
     """Write the manifest (plain write: its name is unique to the job) and return its URI."""
     inv.store.write(name, manifest.encode())
-    return f"gs://{inv.store.bucket}/{name}"
+    return object_uri(inv.store, name)

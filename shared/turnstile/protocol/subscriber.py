@@ -43,8 +43,10 @@ from turnstile.records import (
     Manifest,
     ManifestBatch,
     Pointer,
+    new_nonce,
+    wake_body,
 )
-from turnstile.store.port import ObjectInfo, StoredObject
+from turnstile.store.port import ObjectInfo, StoredObject, object_uri
 
 log = logs.get("subscriber")
 HISTORY = 5
@@ -66,7 +68,7 @@ def read_lock(inv: Invocation, table: Table) -> tuple[Lock, int]:
 
 def write_lock(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
     """Compare-and-swap the lock from the generation read (0: it must still be absent)."""
-    data = lock.model_copy(update={"updated_at": inv.clock.now()}).encode()
+    data = lock.model_copy(update={"updated_at": inv.clock.now(), "nonce": new_nonce()}).encode()
     if generation == 0:
         return inv.store.create(table.lock, data)
     return inv.store.replace(table.lock, data, if_generation=generation)
@@ -85,7 +87,7 @@ def run(inv: Invocation, table: Table) -> str:
     """Drive the table until there is nothing to do now; return what it stopped on."""
     for _ in range(MAX_TURNS):
         if inv.time_left() <= 0:
-            inv.store.write(table.backfill, b"")  # a new generation: a fresh run continues
+            inv.store.write(table.backfill, wake_body())  # a new generation: a fresh run continues
             log.info("handing over before the function timeout", extra={"table": table.prefix})
             return "handover"
         lock, lock_generation = read_lock(inv, table)
@@ -207,7 +209,7 @@ def _acquire(
     batches: list[ManifestBatch] = []
     for pointer, record in pointers:
         folder = table.batch_folder(pointer.rel)
-        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if _directly_in(folder, o.name))
+        files = tuple(object_uri(inv.store, o.name) for o in listing if _directly_in(folder, o.name))
         try:
             batches.append(manifest_batch(inv, record.success, record.success_generation, data_uris=files))
         except (ConfigError, PathError) as exc:
@@ -393,7 +395,7 @@ def _authorizing_backfill(inv: Invocation, table: Table, lock: Lock) -> int | No
 def _submit(inv: Invocation, table: Table, lock: Lock, lock_generation: int, job_id: str) -> None:
     assert lock.manifest is not None
     try:
-        inv.runner.submit(job_id, f"gs://{inv.store.bucket}/{lock.manifest}")
+        inv.runner.submit(job_id, object_uri(inv.store, lock.manifest))
     except JobError as exc:
         failed = _failed_lock(
             table,

@@ -19,7 +19,7 @@ from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table, claim_name
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.subscriber import backlog_head, read_lock
-from turnstile.records import Claim, ClaimState, LockState
+from turnstile.records import Claim, ClaimState, LockState, wake_body
 
 log = logs.get("sweeper")
 
@@ -122,7 +122,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
             },
         )
     elif decided == "wake":
-        inv.store.write(table.backfill, b"")
+        inv.store.write(table.backfill, wake_body())
         log.warning(
             "restarted a subscriber that was not live",
             extra={"event": "subscriber_restarted", "table": table.prefix},

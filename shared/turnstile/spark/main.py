@@ -1,11 +1,12 @@
-"""The job's main file, for spark-submit locally and Dataproc Serverless in the cloud.
+"""The job's main file, for spark-submit locally and Dataproc or EMR Serverless in the cloud.
 
     spark-submit [--conf ...] main.py --manifest gs://BUCKET/<table>/_turnstile/jobs/<job>.manifest.json
         [--stage-to DIR]
 
 The Spark session's Iceberg catalog comes from the submitter's Spark properties. `--stage-to` makes
 the job copy each batch's files from the bucket to DIR first (the local runner: Spark cannot read
-`gs://` on this machine). Exit status 0 when every batch was committed or skipped, 1 otherwise.
+`gs://` or `s3://` on this machine); the manifest's scheme picks the store, GCS or S3. Exit status 0
+when every batch was committed or skipped, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -19,27 +20,23 @@ from pyspark.sql import SparkSession
 
 from turnstile.clock import SystemClock
 from turnstile.jobs.execution import BatchFailed, execute, read_manifest
-from turnstile.paths import parse_gs_uri
+from turnstile.paths import parse_bucket_uri
 from turnstile.settings import Settings
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
-from turnstile.store.gcs import GcsStore, make_client
-from turnstile.store.port import ObjectStore
+from turnstile.store.factory import store_factory
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Apply a turnstile manifest to Iceberg tables.")
-    parser.add_argument("--manifest", required=True, help="gs:// URI of the manifest")
+    parser.add_argument("--manifest", required=True, help="gs:// or s3:// URI of the manifest")
     parser.add_argument("--stage-to", type=Path, help="copy batch files here before reading (local runs)")
     args = parser.parse_args(argv)
 
     settings = Settings.from_env()
-    client = make_client(settings.gcp_project, settings.storage_emulator_host)
-
-    def stores(bucket: str) -> ObjectStore:
-        return GcsStore(client, bucket)
-
-    bucket, _ = parse_gs_uri(args.manifest)
+    where = parse_bucket_uri(args.manifest)  # the batches' files live in the manifest's cloud
+    stores = store_factory(settings, where.scheme)
+    bucket = where.bucket
     store = stores(bucket)
     staging: Staging = LocalStaging(stores, args.stage_to) if args.stage_to else DirectStaging(stores)
     spark = SparkSession.builder.appName("turnstile").getOrCreate()
