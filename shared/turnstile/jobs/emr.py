@@ -163,7 +163,8 @@ def make_client(region: str | None, endpoint: str | None = None) -> Any:
             "AWS_REGION is not set; the EMR runner needs the region of the EMR Serverless application"
         )
     config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
-    return boto3.client("emr-serverless", region_name=region, endpoint_url=endpoint, config=config)
+    session = boto3.session.Session()  # credentials resolved now, not cached by boto3's default session
+    return session.client("emr-serverless", region_name=region, endpoint_url=endpoint, config=config)
 
 
 class EmrRunner:

@@ -80,7 +80,8 @@ def make_client(region: str | None, endpoint: str | None = None) -> Any:
         # Custom endpoints (moto, MinIO) do not resolve bucket sub-domains.
         s3={"addressing_style": "path"} if endpoint else None,
     )
-    return boto3.client("s3", region_name=region, endpoint_url=endpoint, config=config)
+    # A fresh session: credentials are resolved now, not cached by boto3's default session.
+    return boto3.session.Session().client("s3", region_name=region, endpoint_url=endpoint, config=config)
 
 
 class _Generations:
