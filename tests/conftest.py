@@ -4,6 +4,7 @@ implementation."""
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +76,7 @@ def moto_server() -> Iterator[str]:
     child process (a local Spark job) signs its requests without an AWS account."""
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     port = emu.free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

@@ -66,6 +66,7 @@ class LambdaHost:
     handlers: ModuleType
     events: deque[str] = field(default_factory=deque)
     outcomes: list[str] = field(default_factory=list)
+    seen: dict[str, int] = field(default_factory=dict)  # name -> the generation last notified
 
     @property
     def bucket(self) -> str:
@@ -78,6 +79,16 @@ class LambdaHost:
         """Upstream: a data file, then `_SUCCESS` last. Returns the `_SUCCESS` generation."""
         self.upload(f"{folder}/part-0.csv", b"id\n" + b"".join(b"%d\n" % i for i in range(rows)))
         return self.upload(f"{folder}/_SUCCESS")
+
+    def notice_other_writers(self) -> int:
+        """Queue a notification for every object another process (a Spark job) wrote or rewrote."""
+        fresh = [
+            info for info in self.store.inner.list_objects("") if self.seen.get(info.name) != info.generation
+        ]
+        for info in fresh:
+            self.seen[info.name] = info.generation
+            self.events.append(info.name)
+        return len(fresh)
 
     def drain(
         self, *, rng: random.Random | None = None, duplicates: float = 0.0, max_events: int = 3000
@@ -115,8 +126,14 @@ def start_lambda_host(
     for key, value in (env or {}).items():
         monkeypatch.setenv(key, value)
     events: deque[str] = deque()
-    recording = RecordingStore(store, lambda name, _generation: events.append(name))
+    seen: dict[str, int] = {}
+
+    def notify(name: str, generation: int) -> None:
+        seen[name] = generation
+        events.append(name)
+
+    recording = RecordingStore(store, notify)
     runner = runner_for(recording)
     monkeypatch.setattr(wiring, "s3_store", lambda settings, bucket: recording)
     monkeypatch.setattr(wiring, "job_runner", lambda settings, store: runner)
-    return LambdaHost(recording, load_handlers(), events)
+    return LambdaHost(recording, load_handlers(), events, seen=seen)
