@@ -43,13 +43,13 @@ from turnstile.ops import status as status_ops
 from turnstile.ops import upload as upload_ops
 from turnstile.ops import validate as validate_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, Refused
-from turnstile.paths import LOCK, Table, parse_gs_uri, table_of_state_object
+from turnstile.paths import LOCK, Table, parse_bucket_uri, table_of_state_object
 from turnstile.protocol import operator
 from turnstile.protocol.operator import UnlockRefused
 from turnstile.protocol.subscriber import read_lock
 from turnstile.records import Lock, LockState
 from turnstile.settings import Settings
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 app = typer.Typer(help="Ordered, exactly-once ingestion of GCS batches into Iceberg.", no_args_is_help=True)
 
@@ -78,12 +78,18 @@ class Target:
 
     @property
     def storage(self) -> str:
+        if _SCHEME.get() == "s3":
+            endpoint = self.settings.aws_endpoint_url
+            return f"the S3 endpoint at {endpoint}" if endpoint else "Amazon S3"
         host = self.settings.storage_emulator_host
         if self.stack is not None and host == self.stack.storage_url:
             return f"the local stack at {host}"
         return f"the emulator at {host}" if host else "Google Cloud Storage"
 
     def store(self, bucket: str) -> ObjectStore:
+        """The bucket's store: S3 when the command was given an s3:// URI, else GCS."""
+        if _SCHEME.get() == "s3":
+            return wiring.s3_store(self.settings, bucket)
         return wiring.object_store(self.settings, bucket)
 
 
@@ -134,9 +140,18 @@ def exported(target: Target) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def _parse(uri: str) -> tuple[str, str]:
+    """(bucket, path) of a gs:// or s3:// URI; the command's stores follow the URI's scheme."""
+    where = parse_bucket_uri(uri)
+    _SCHEME.set(where.scheme)
+    if where.scheme == "s3":
+        _STORAGE.set("S3")  # for the hints of storage errors
+    return where.bucket, where.path
+
+
 def _bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
     if uri is not None:
-        return parse_gs_uri(uri)
+        return _parse(uri)
     if target.stack is None:
         raise Refused(
             f"no bucket given and no local stack at {target.home / stackinfo.STACK_FILE}; "
@@ -146,7 +161,7 @@ def _bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
 
 
 def _table(uri: str) -> Table:
-    bucket, prefix = parse_gs_uri(uri)
+    bucket, prefix = _parse(uri)
     if len([p for p in prefix.split("/") if p]) < 2:
         raise Refused(f"{uri} does not name a table; pass gs://BUCKET/DATASET/TABLE")
     return table_of_state_object(bucket, f"{prefix}/{LOCK}")
@@ -156,6 +171,7 @@ def _table(uri: str) -> Table:
 
 P = ParamSpec("P")
 _STORAGE: ContextVar[str] = ContextVar("storage", default="storage")  # for the hints of storage errors
+_SCHEME: ContextVar[str] = ContextVar("scheme", default="gs")  # of the bucket URI the command was given
 
 
 def _one_line(text: str, limit: int = 600) -> str:
@@ -210,6 +226,7 @@ def guarded(func: Callable[P, int | None]) -> Callable[P, None]:
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         _STORAGE.set("storage")
+        _SCHEME.set("gs")
         with session.captured_logs():
             try:
                 code = func(*args, **kwargs)
@@ -253,7 +270,7 @@ def _emit_json(value: Any) -> None:
 def explain_command(uri: str, output: OutputOption = Output.text) -> None:
     """Show how turnstile reads one object: its kind, table, batch, ordering and config."""
     target = _target()
-    bucket, name = parse_gs_uri(uri)
+    bucket, name = _parse(uri)
     described = explain(name, bucket, target.settings, ConfigReader(target.store(bucket)))
     if output is Output.json:
         _emit_json(described)
@@ -284,7 +301,7 @@ def status_command(
     cache: dict[str, bool] = {}
     found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
     problems = any(s.health in status_ops.Health.PROBLEMS for s in found)
-    where = f"gs://{bucket}/{prefix}".rstrip("/")
+    where = f"{_SCHEME.get()}://{bucket}/{prefix}".rstrip("/")
     if output is Output.json:
         tables = [s.to_json() for s in found]
         _emit_json({"bucket": bucket, "prefix": prefix, "storage": target.storage, "tables": tables})
@@ -545,7 +562,7 @@ def validate_command(
     """Check every `_config/` file and every `_SUCCESS` batch path under the prefix against the
     rules, applying nothing. Exits 1 when something is wrong."""
     target = _target()
-    bucket, prefix = parse_gs_uri(uri)
+    bucket, prefix = _parse(uri)
     store = target.store(bucket)
     objects = validate_ops.objects_to_check(store, prefix)
     with render.progress() as bar:
@@ -604,16 +621,16 @@ def backfill_command(
     function would have (idempotent: a batch already handled is left alone). Exits 1 when a batch
     was rejected or could not be handled."""
     target = _target()
-    bucket, prefix = parse_gs_uri(uri)
+    bucket, prefix = _parse(uri)
     store = target.store(bucket)
     found = backfill_ops.candidates(store, target.settings, prefix)
     if dry_run:
         if output is Output.json:
-            _emit_json([{"object": f"gs://{bucket}/{c.name}", "generation": c.generation} for c in found])
+            _emit_json([{"object": object_uri(store, c.name), "generation": c.generation} for c in found])
             return EXIT_OK
         out = render.console()
         out.print(f"{len(found)} _SUCCESS objects under {uri} (dry run: nothing handled)")
-        rows = ((f"gs://{bucket}/{c.name}", c.generation) for c in found)
+        rows = ((object_uri(store, c.name), c.generation) for c in found)
         render.show(out, render.table(("OBJECT", "GENERATION"), rows))
         return EXIT_OK
     runner = session.LazyRunner(lambda: wiring.job_runner(target.settings, store))
@@ -659,7 +676,7 @@ def put_command(
 ) -> None:
     """Upload a batch: every file of LOCAL_DIR, then `_SUCCESS` last."""
     target = _target()
-    bucket, folder = parse_gs_uri(uri)
+    bucket, folder = _parse(uri)
     store = target.store(bucket)
     planned = upload_ops.plan(local_dir, store, target.settings, folder, force=force)
     with render.progress(bytes_=True) as bar:
@@ -669,7 +686,7 @@ def put_command(
     if output is Output.json:
         _emit_json(
             {
-                "batch": planned.batch.uri,
+                "batch": object_uri(store, planned.batch.folder),
                 "table": f"{planned.batch.table.dataset}.{planned.batch.table.table}",
                 "rel": planned.batch.rel,
                 "files": [u.__dict__ for u in uploaded[:-1]],
@@ -679,7 +696,10 @@ def put_command(
         )
         return
     out = render.console()
-    out.print(f"uploaded {len(uploaded) - 1} files ({planned.total_bytes:,} bytes) to {planned.batch.uri}")
+    out.print(
+        f"uploaded {len(uploaded) - 1} files ({planned.total_bytes:,} bytes) to "
+        f"{object_uri(store, planned.batch.folder)}"
+    )
     if planned.skipped:
         out.print(f"skipped (the job ignores names starting with . or _): {', '.join(planned.skipped)}")
     out.print(
