@@ -132,7 +132,7 @@ def test_an_unknown_application_is_a_terminal_error_naming_the_setting(moto_serv
 
 def test_an_unreachable_service_is_transient(application: str) -> None:
     spec = EmrJobSpec.from_settings(Settings.from_env(env(application)))
-    client = make_client(AWS_REGION, "http://127.0.0.1:9")  # nothing listens on the discard port
+    client = make_client(AWS_REGION, "http://127.0.0.1:9", max_attempts=2)  # nothing listens there
     with pytest.raises(JobServiceUnavailable, match="emr-serverless"):
         EmrRunner(client, spec).status(JOB)
 

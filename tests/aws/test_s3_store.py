@@ -4,7 +4,8 @@ All against a real moto server."""
 
 from __future__ import annotations
 
-import time
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -192,8 +193,51 @@ def test_no_credentials_at_all_are_refused_with_where_they_come_from(
 
 
 def test_an_unreachable_endpoint_is_transient(s3_bucket: str) -> None:
-    store = S3Store(make_client(AWS_REGION, "http://127.0.0.1:9"), s3_bucket)
-    started = time.monotonic()
+    store = S3Store(make_client(AWS_REGION, "http://127.0.0.1:9", max_attempts=2), s3_bucket)
     with pytest.raises(StoreUnavailable, match=rf"s3://{s3_bucket}/t/a: storage did not answer"):
         store.read("t/a")
-    assert time.monotonic() - started < 60
+
+
+class _Throttling(BaseHTTPRequestHandler):
+    """S3 answering every request with 503 SlowDown, as it does under a request-rate limit."""
+
+    methods: list[str] = []
+    BODY = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+
+    def _answer(self) -> None:
+        type(self).methods.append(self.command)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(503)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(self.BODY)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(self.BODY)
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_PUT(self) -> None:
+        self._answer()
+
+    def do_HEAD(self) -> None:
+        self._answer()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("moto_server")  # the session's dummy credentials
+def test_throttling_that_outlasts_botocores_retries_is_transient() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Throttling)
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        store = S3Store(
+            make_client(AWS_REGION, f"http://127.0.0.1:{server.server_address[1]}", max_attempts=3), "lake"
+        )
+        with pytest.raises(StoreUnavailable, match=r"s3://lake/t/lock: storage did not answer.*SlowDown"):
+            store.create("t/lock", b"x")
+        assert _Throttling.methods == ["PUT"] * 3  # botocore retried before giving up
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -156,13 +156,16 @@ class EmrJobSpec:
         }
 
 
-def make_client(region: str | None, endpoint: str | None = None) -> Any:
-    """An `emr-serverless` client for `region`, or for `endpoint` (moto in tests)."""
+def make_client(region: str | None, endpoint: str | None = None, *, max_attempts: int = 5) -> Any:
+    """An `emr-serverless` client for `region`, or for `endpoint` (moto in tests); botocore retries
+    throttling, 5xx and dropped connections, up to `max_attempts` calls in all."""
     if not region:
         raise SettingsError(
             "AWS_REGION is not set; the EMR runner needs the region of the EMR Serverless application"
         )
-    config = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=10, read_timeout=60)
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=10, read_timeout=60
+    )
     session = boto3.session.Session()  # credentials resolved now, not cached by boto3's default session
     return session.client("emr-serverless", region_name=region, endpoint_url=endpoint, config=config)
 

@@ -64,16 +64,17 @@ _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
 _HEAD_WORKERS = 8
 
 
-def make_client(region: str | None, endpoint: str | None = None) -> Any:
+def make_client(region: str | None, endpoint: str | None = None, *, max_attempts: int = 5) -> Any:
     """An S3 client for `region` (credentials from the usual AWS chain), or for `endpoint` (moto).
 
-    botocore retries throttling, 5xx and dropped connections itself ("standard" mode)."""
+    botocore retries throttling, 5xx and dropped connections itself ("standard" mode, with
+    backoff), up to `max_attempts` calls in all."""
     if not region:
         raise SettingsError(
             "AWS_REGION is not set; the S3 store needs the region of the bucket (e.g. AWS_REGION=eu-west-1)"
         )
     config = Config(
-        retries={"mode": "standard", "max_attempts": 5},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=10,
         read_timeout=60,
         max_pool_connections=32,  # the race tests and concurrent HEADs share one client
