@@ -257,7 +257,7 @@ class S3Store:
         keys: list[str] = []
         while True:
             if limit is not None:
-                request["MaxKeys"] = min(1000, max(limit - len(keys), 1) + 1)
+                request["MaxKeys"] = min(1000, limit - len(keys))
             with self._translate(prefix):
                 page = self._client.list_objects_v2(**request)
             for item in page.get("Contents", []):
