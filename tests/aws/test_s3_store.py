@@ -78,6 +78,11 @@ def test_a_rewrite_of_the_same_bytes_is_a_new_generation_and_the_old_one_cannot_
     with pytest.raises(PreconditionFailed) as caught:
         s3_store.delete("t/a", if_generation=first)
     assert caught.value.found is not None and caught.value.found.generation == second
+    assert (
+        str(caught.value)
+        == f"precondition failed on t/a: expected generation {first}, found generation {second}"
+    )
+    assert s3_store.read("t/a") is not None
 
 
 # -- unique bytes for every state write -----------------------------------------------------------------
