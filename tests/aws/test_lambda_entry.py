@@ -12,7 +12,7 @@ from turnstile.errors import SettingsError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.lambda_entry import created_objects
 from turnstile.paths import Table
-from turnstile.records import Pointer
+from turnstile.records import Lock, LockState, Pointer
 from turnstile.store.s3 import S3Store
 
 ORDERED = {"ORDER_PER_TABLE": "true"}
@@ -73,6 +73,21 @@ def test_a_batch_folder_with_a_space_in_its_name_is_published_under_its_decoded_
         Table(host.bucket, "sales/orders", "sales", "orders").result("batch one", generation)
     )
     assert result is not None
+
+
+def test_a_failed_batch_blocks_the_table_with_an_s3_unlock_command(
+    host: LambdaHost, tables: MemoryTables
+) -> None:
+    tables.failing.add("2024/05/01/14")
+    for hour in ("13", "14", "15"):
+        host.put_batch(f"sales/orders/2024/05/01/{hour}")
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
+    found = host.store.inner.read("sales/orders/_bqlock")
+    assert found is not None
+    lock = Lock.decode(found.data, "lock")
+    assert (lock.state, lock.failed_rel) == (LockState.FAILED, "2024/05/01/14")
+    assert lock.unlock_command == f"turnstile unlock s3://{host.bucket}/sales/orders [--skip-head]"
 
 
 def test_an_object_gone_before_its_event_is_left_alone(host: LambdaHost) -> None:

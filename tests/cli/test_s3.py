@@ -73,6 +73,9 @@ def test_status_reads_the_s3_bucket(run: Run, world: World) -> None:
 def test_unlock_releases_a_failed_lock_on_s3(run: Run, world: World) -> None:
     world.queue(HEAD)
     world.fail(HEAD)
+    status = run("status", s3_uri(world, ""))
+    assert status.exit_code == 1  # BLOCKED
+    assert f"fix the cause, then run: turnstile unlock {s3_uri(world)}" in status.stdout
     result = run("unlock", s3_uri(world), "--yes")
     assert result.exit_code == 0, result.output
     found = world.store.read(world.table.lock)

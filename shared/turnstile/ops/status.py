@@ -20,7 +20,7 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.subscriber import backlog_head, read_lock
 from turnstile.protocol.sweeper import tables as all_tables
 from turnstile.records import BatchResult, Claim, ClaimState, Lock, LockState
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 BACKLOG_CAP = 1000
 ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
@@ -192,7 +192,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         errors.append(result_error)
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
-        uri=table.uri,
+        uri=object_uri(inv.store, table.prefix),
         health=_health(
             lock, errors, backlog=len(head), gate_present=gate_present, paused=paused, live=subscriber.live
         ),

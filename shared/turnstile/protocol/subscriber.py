@@ -54,8 +54,8 @@ LOOKAHEAD = 100  # pointers listed per turn: the most one job may cover (max_bat
 MAX_TURNS = 1000  # a turn always changes state or returns; this only guards against a bug looping
 
 
-def unlock_command(table: Table) -> str:
-    return f"turnstile unlock {table.uri} [--skip-head]"
+def unlock_command(table: Table, scheme: str = "gs") -> str:
+    return f"turnstile unlock {scheme}://{table.bucket}/{table.prefix} [--skip-head]"
 
 
 def read_lock(inv: Invocation, table: Table) -> tuple[Lock, int]:
@@ -268,7 +268,7 @@ def _block(
     inv: Invocation, table: Table, lock: Lock, lock_generation: int, at: CoveredBatch, *, error: str
 ) -> None:
     """Fail the lock on a batch that cannot even be described (bad path or config)."""
-    failed = _failed_lock(table, lock, None, at, error=error, now=inv.clock.now())
+    failed = _failed_lock(table, lock, None, at, error=error, now=inv.clock.now(), scheme=inv.store.scheme)
     try:
         write_lock(inv, table, failed, lock_generation)
     except PreconditionFailed:
@@ -351,7 +351,9 @@ def _block_late(inv: Invocation, table: Table, lock: Lock, lock_generation: int,
         + table.uri
         + "; to drop it: add --skip-head"
     )
-    failed = _failed_lock(table, lock, None, covered, error=error, now=inv.clock.now())
+    failed = _failed_lock(
+        table, lock, None, covered, error=error, now=inv.clock.now(), scheme=inv.store.scheme
+    )
     try:
         write_lock(inv, table, failed, lock_generation)
     except PreconditionFailed:
@@ -404,6 +406,7 @@ def _submit(inv: Invocation, table: Table, lock: Lock, lock_generation: int, job
             lock.covers[0],
             error=f"the job could not be submitted: {exc}",
             now=inv.clock.now(),
+            scheme=inv.store.scheme,
         )
         try:
             write_lock(inv, table, failed, lock_generation)
@@ -441,7 +444,13 @@ def _finish(inv: Invocation, table: Table, lock: Lock, lock_generation: int, fin
         )
         return
     failed = _failed_lock(
-        table, lock, lock.job_id, finish.failed, error=finish.error or "job failed", now=now
+        table,
+        lock,
+        lock.job_id,
+        finish.failed,
+        error=finish.error or "job failed",
+        now=now,
+        scheme=inv.store.scheme,
     )
     failed = failed.model_copy(
         update={
@@ -464,7 +473,7 @@ def _furthest(inv: Invocation, table: Table, *rels: str | None) -> str | None:
 
 
 def _failed_lock(
-    table: Table, lock: Lock, job_id: str | None, at: CoveredBatch, *, error: str, now: datetime
+    table: Table, lock: Lock, job_id: str | None, at: CoveredBatch, *, error: str, now: datetime, scheme: str
 ) -> Lock:
     return Lock(
         state=LockState.FAILED,
@@ -474,7 +483,7 @@ def _failed_lock(
         acquired_at=lock.acquired_at or now,
         error=error,
         failed_rel=at.rel,
-        unlock_command=unlock_command(table),
+        unlock_command=unlock_command(table, scheme),
         history=lock.history,
         backfill_generation=lock.backfill_generation,
         position=lock.position,
