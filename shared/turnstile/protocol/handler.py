@@ -17,6 +17,7 @@ from turnstile.protocol import publisher, subscriber, unordered
 from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation
 from turnstile.records import JobDone
+from turnstile.store.port import object_uri
 
 log = logs.get("handler")
 
@@ -27,7 +28,7 @@ def handle(inv: Invocation, name: str, generation: int) -> str:
     kind = classify(name, settings.success_filename, settings.start_backfill_filename)
     if not kind.is_action:
         return "ignored"
-    fields = {"object": f"gs://{inv.store.bucket}/{name}", "generation": generation, "kind": kind.value}
+    fields = {"object": object_uri(inv.store, name), "generation": generation, "kind": kind.value}
     try:
         return _route(inv, kind, name, generation)
     except TurnstileError as exc:

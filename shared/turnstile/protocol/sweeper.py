@@ -20,6 +20,7 @@ from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table, claim_name
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.subscriber import backlog_head, read_lock
 from turnstile.records import Claim, ClaimState, LockState, wake_body
+from turnstile.store.port import object_uri
 
 log = logs.get("sweeper")
 
@@ -64,7 +65,9 @@ def sweep(inv: Invocation) -> list[dict[str, Any]]:
             report.append(_sweep_table(inv, table))
         except (ConfigError, PathError) as exc:
             log.error(f"{table.uri}: cannot read its state: {exc}", extra={"table": table.prefix})
-            report.append({"table": table.uri, "verdict": "unreadable", "error": str(exc)})
+            report.append(
+                {"table": object_uri(inv.store, table.prefix), "verdict": "unreadable", "error": str(exc)}
+            )
     return report
 
 
@@ -129,7 +132,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
         )
     swept = _sweep_claims(inv, table, now)
     return {
-        "table": table.uri,
+        "table": object_uri(inv.store, table.prefix),
         "verdict": decided,
         "lock": lock.state.value,
         "lock_age_seconds": state.lock_age,
