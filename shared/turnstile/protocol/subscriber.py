@@ -348,7 +348,7 @@ def _block_late(inv: Invocation, table: Table, lock: Lock, lock_generation: int,
     error = (
         f"batch {head.rel!r} arrived after {lock.position!r} had been applied; applying it now would break "
         "the table's order. To apply it now anyway: turnstile unlock "
-        + table.uri
+        + object_uri(inv.store, table.prefix)
         + "; to drop it: add --skip-head"
     )
     failed = _failed_lock(
