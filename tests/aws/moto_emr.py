@@ -23,10 +23,15 @@ def create_application(moto_url: str, name: str = "turnstile") -> str:
     return str(created["applicationId"])
 
 
+def service_runs(application_id: str) -> list[Any]:
+    """The runs as the service holds them (the server runs in this process): what the API hides,
+    such as each run's client token."""
+    return list(emrserverless_backends[DEFAULT_ACCOUNT_ID][AWS_REGION].job_runs.get(application_id, []))
+
+
 def set_run_state(application_id: str, run_id: str, state: str, details: str | None = None) -> None:
-    """Move a run to `state` (moto starts every run in SUCCESS). The server runs in this process."""
-    backend = emrserverless_backends[DEFAULT_ACCOUNT_ID][AWS_REGION]
-    [run] = [r for r in backend.job_runs[application_id] if r.id == run_id]
+    """Move a run to `state` (moto starts every run in SUCCESS)."""
+    [run] = [r for r in service_runs(application_id) if r.id == run_id]
     run.state = state
     run.state_details = details
 

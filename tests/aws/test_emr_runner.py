@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.aws.moto_emr import ROLE_ARN, create_application, emr_client, runs_named, set_run_state
+from tests.aws.moto_emr import (
+    ROLE_ARN,
+    create_application,
+    emr_client,
+    runs_named,
+    service_runs,
+    set_run_state,
+)
 from tests.conftest import AWS_REGION
 from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.emr import ICEBERG_RUNTIME_ON_EMR, JOB_TAG, EmrJobSpec, EmrRunner, make_client
@@ -72,10 +79,7 @@ def test_submit_starts_one_named_tagged_run_with_the_whole_driver(moto_server: s
 
 def test_the_client_token_is_derived_from_the_job_id(moto_server: str, application: str) -> None:
     runner_for(moto_server, application).submit(JOB, MANIFEST)
-    from moto.core import DEFAULT_ACCOUNT_ID
-    from moto.emrserverless.models import emrserverless_backends
-
-    [run] = emrserverless_backends[DEFAULT_ACCOUNT_ID][AWS_REGION].job_runs[application]
+    [run] = service_runs(application)
     assert run.client_token == request_id(JOB)
 
 
