@@ -1,8 +1,10 @@
-"""Shared fixtures: the fake-gcs-server emulator and an `ObjectStore` per implementation."""
+"""Shared fixtures: the fake-gcs-server emulator, a moto server for AWS, and an `ObjectStore` per
+implementation."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,8 @@ from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
+from turnstile.store.s3 import S3Store
+from turnstile.store.s3 import make_client as make_s3_client
 
 _buckets = itertools.count()
 
@@ -54,12 +58,66 @@ def gcs_store(gcs_emulator: emu.Emulator, gcs_client: storage.Client, bucket_nam
     return GcsStore(gcs_client, bucket_name, emulator_writes=WriteLock.for_emulator(gcs_emulator.url))
 
 
-@pytest.fixture(params=["memory", "gcs"])
+AWS_REGION = "eu-west-1"
+# Dummy credentials: moto accepts any, and no test may reach a real AWS account.
+AWS_TEST_ENVIRONMENT = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_REGION": AWS_REGION,
+    "AWS_DEFAULT_REGION": AWS_REGION,
+    "AWS_CONFIG_FILE": "/dev/null",
+    "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+}
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[str]:
+    """A real moto server (S3, EMR Serverless) on a free loopback port; its URL.
+
+    The dummy credentials stay in the environment for the whole session, so every client and every
+    child process (a local Spark job) signs its requests without an AWS account."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
+    port = emu.free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in AWS_TEST_ENVIRONMENT.items():
+            patch.setenv(key, value)
+        yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The moto server, with AWS_ENDPOINT_URL set for code that builds its own clients."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    return moto_server
+
+
+@pytest.fixture
+def s3_bucket(moto_server: str) -> str:
+    """A fresh, empty bucket in the moto server for each test."""
+    name = f"test-bucket-s3-{next(_buckets)}"
+    make_s3_client(AWS_REGION, moto_server).create_bucket(
+        Bucket=name, CreateBucketConfiguration={"LocationConstraint": AWS_REGION}
+    )
+    return name
+
+
+@pytest.fixture
+def s3_store(moto_server: str, s3_bucket: str) -> S3Store:
+    return S3Store(make_s3_client(AWS_REGION, moto_server), s3_bucket)
+
+
+@pytest.fixture(params=["memory", "gcs", "s3"])
 def store(request: pytest.FixtureRequest) -> ObjectStore:
     """The same contract, run over every `ObjectStore` implementation."""
     if request.param == "memory":
         return MemoryStore("memory-bucket")
-    return request.getfixturevalue("gcs_store")  # type: ignore[no-any-return]
+    return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
 
 
 @pytest.fixture

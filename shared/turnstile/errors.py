@@ -51,8 +51,8 @@ class StoreUnavailable(TurnstileError, Transient):
 
 
 class StoreRefused(TurnstileError, Terminal):
-    """The object store refused a call: no permission (401/403) or a request it cannot serve (400).
-    Retrying the same call cannot succeed until someone changes IAM, credentials or the name."""
+    """The object store refused a call for a reason retrying will not fix: no permission (401/403),
+    missing or wrong credentials, no such bucket, or a request it cannot serve (400)."""
 
 
 class JobServiceUnavailable(TurnstileError, Transient):

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from turnstile.clock import Clock
 from turnstile.errors import BatchFailed, TurnstileError
-from turnstile.paths import parse_gs_uri
+from turnstile.paths import parse_bucket_uri
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.port import ObjectStore
 
@@ -28,8 +28,7 @@ class BatchApplier(Protocol):
 
 
 def read_manifest(store: ObjectStore, manifest_uri: str) -> Manifest:
-    _, name = parse_gs_uri(manifest_uri)
-    found = store.read(name)
+    found = store.read(parse_bucket_uri(manifest_uri).path)
     if found is None:
         raise BatchFailed(f"the manifest {manifest_uri} does not exist")
     return Manifest.decode(found.data, manifest_uri)

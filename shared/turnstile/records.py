@@ -6,6 +6,8 @@ itself; `decode` names the object when its content is not what turnstile wrote.
 
 from __future__ import annotations
 
+import json
+import uuid
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -72,6 +74,19 @@ class Lock(Record):
     attempt: int = 0  # transient failures of the head batch so far (a success resets it)
     retry_at: AwareDatetime | None = None  # FREE after a transient failure: the head is retried then
     last_error: str | None = None  # the transient failure being retried
+    # New on every write: no two lock writes carry the same bytes, so a compare-and-swap by content
+    # hash (S3's ETag) tells every generation apart.
+    nonce: str | None = None
+
+
+def new_nonce() -> str:
+    return uuid.uuid4().hex
+
+
+def wake_body() -> bytes:
+    """The content of a `_BACKFILL` write: unique, so that on S3 (compare by ETag, a hash of the
+    bytes) a conditional delete of an older `_BACKFILL` can never remove a newer one."""
+    return json.dumps({"nonce": new_nonce()}).encode()
 
 
 class ClaimState(StrEnum):

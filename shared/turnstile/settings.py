@@ -82,8 +82,9 @@ class Settings(BaseModel):
     job_prefix: str = Field("turnstile", alias="JOB_PREFIX")
     """Prefix of every job id (lowercase letters, digits, hyphens; at most 20 characters)."""
 
-    job_runner: Literal["local", "dataproc"] = Field("local", alias="JOB_RUNNER")
-    """Where jobs run: `dataproc` (Dataproc Serverless) or `local` (spark-submit on this machine)."""
+    job_runner: Literal["local", "dataproc", "emr"] = Field("local", alias="JOB_RUNNER")
+    """Where jobs run: `dataproc` (Dataproc Serverless), `emr` (EMR Serverless) or `local`
+    (spark-submit on this machine)."""
 
     gcp_project: str | None = Field(None, alias="GOOGLE_CLOUD_PROJECT")
     """Project for storage and Dataproc clients; defaults to the credentials' project."""
@@ -121,13 +122,28 @@ class Settings(BaseModel):
     """JSON object of labels put on every batch."""
 
     job_main_uri: str | None = Field(None, alias="JOB_MAIN_URI")
-    """gs:// URI of the staged PySpark main file."""
+    """gs:// (Dataproc) or s3:// (EMR) URI of the staged PySpark main file."""
 
     job_python_file_uris: CommaList = Field((), alias="JOB_PYTHON_FILE_URIS")
-    """Comma-separated gs:// URIs of staged Python files (the turnstile package zip)."""
+    """Comma-separated gs:// or s3:// URIs of staged Python files (the turnstile package zip)."""
 
     job_jar_uris: CommaList = Field((), alias="JOB_JAR_URIS")
-    """Comma-separated gs:// URIs of staged jars (the Iceberg runtime)."""
+    """Comma-separated gs:// or s3:// URIs of staged jars (the Iceberg runtime)."""
+
+    aws_region: str | None = Field(None, alias="AWS_REGION")
+    """AWS region of the S3 buckets and the EMR Serverless application (Lambda sets it)."""
+
+    aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+    """Override of the S3 and EMR Serverless endpoints (tests point it at a moto server)."""
+
+    emr_application_id: str | None = Field(None, alias="EMR_APPLICATION_ID")
+    """Id of the EMR Serverless Spark application the `emr` runner starts job runs in."""
+
+    emr_execution_role_arn: str | None = Field(None, alias="EMR_EXECUTION_ROLE_ARN")
+    """ARN of the IAM role EMR Serverless job runs assume (reads the bucket, writes the warehouse)."""
+
+    emr_spark_properties: JsonObject = Field(default_factory=dict, alias="EMR_SPARK_PROPERTIES")
+    """JSON object of extra Spark properties for every EMR Serverless job run."""
 
     job_archive_uris: CommaList = Field((), alias="JOB_ARCHIVE_URIS")
     """Comma-separated gs:// URIs of archives extracted for the job (the job's dependencies,
@@ -136,11 +152,14 @@ class Settings(BaseModel):
     iceberg_catalog: str = Field("turnstile", alias="ICEBERG_CATALOG")
     """Spark catalog name the Iceberg tables live in (`<catalog>.<dataset>.<table>`)."""
 
-    iceberg_catalog_type: Literal["biglake", "rest", "hadoop"] = Field("hadoop", alias="ICEBERG_CATALOG_TYPE")
-    """Iceberg catalog implementation: BigLake metastore or REST in production, hadoop locally."""
+    iceberg_catalog_type: Literal["biglake", "rest", "hadoop", "glue"] = Field(
+        "hadoop", alias="ICEBERG_CATALOG_TYPE"
+    )
+    """Iceberg catalog implementation: BigLake metastore, Glue (on AWS) or REST in production,
+    hadoop locally."""
 
     iceberg_warehouse: str | None = Field(None, alias="ICEBERG_WAREHOUSE")
-    """Warehouse location (gs:// in the cloud, a folder locally)."""
+    """Warehouse location (gs:// or s3:// in the cloud, a folder locally)."""
 
     iceberg_catalog_uri: str | None = Field(None, alias="ICEBERG_CATALOG_URI")
     """URI of a REST catalog."""

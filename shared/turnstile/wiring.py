@@ -1,7 +1,9 @@
-"""Builds real clients from settings: the one place that decides which adapter serves a port."""
+"""Builds real clients from settings on Google Cloud: the one place that decides which adapter serves
+a port for the Cloud Functions (the AWS entry points have `wiring_aws`)."""
 
 from __future__ import annotations
 
+from turnstile.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
@@ -14,7 +16,7 @@ from turnstile.store.port import ObjectStore
 def object_store(settings: Settings, bucket: str) -> ObjectStore:
     """GCS (or the emulator named by STORAGE_EMULATOR_HOST) for one bucket."""
     host = settings.storage_emulator_host
-    writes = WriteLock.for_emulator(host) if host else None
+    writes = WriteLock.for_emulator(host) if host else None  # fake-gcs-server: see store.emulated
     return GcsStore(make_client(settings.gcp_project, host), bucket, emulator_writes=writes)
 
 
@@ -22,4 +24,9 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     """The runner JOB_RUNNER names: Dataproc Serverless, or spark-submit on this machine."""
     if settings.job_runner == "dataproc":
         return DataprocRunner.from_settings(settings)
+    if settings.job_runner == "emr":
+        raise SettingsError(
+            "JOB_RUNNER=emr runs jobs on EMR Serverless for S3 buckets; on Google Cloud use dataproc "
+            "(docs/DEPLOY.md), on AWS deploy functions/aws_lambda.py (docs/DEPLOY-AWS.md)"
+        )
     return LocalRunner.from_settings(settings)

@@ -228,9 +228,12 @@ def test_unknown_bucket_is_one_error_line(run: Run, world: World) -> None:
 
 
 def test_a_bad_uri_is_a_usage_error(run: Run) -> None:
-    result = run("status", "s3://nope")
+    result = run("status", "ftp://nope")  # s3:// is a bucket URI too (tests/cli/test_s3.py)
     assert result.exit_code == 2
-    assert "is not a gs://BUCKET[/PATH] URI" in one_error_line(result)
+    assert "ftp:// is not supported; use gs://BUCKET or s3://BUCKET" in one_error_line(result)
+    result = run("status", "nope")
+    assert result.exit_code == 2
+    assert "is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI" in one_error_line(result)
 
 
 def test_a_bucket_that_refuses_access_is_one_line_naming_it_and_the_fix(

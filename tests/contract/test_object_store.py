@@ -1,4 +1,4 @@
-"""One contract for every ObjectStore: the in-memory store and GCS (fake-gcs-server)."""
+"""One contract for every ObjectStore: the in-memory store, GCS (fake-gcs-server) and S3 (moto server)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 from turnstile.errors import PreconditionFailed
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
+from turnstile.store.s3 import S3Store
 
 
 def race(n: int, attempt: Callable[[int], object]) -> tuple[list[object], list[BaseException]]:
@@ -194,8 +195,8 @@ def test_compare_and_swap_loses_no_update_under_contention(store: ObjectStore) -
 
 
 def test_the_head_of_a_deep_listing_comes_back_without_listing_it_all(store: ObjectStore) -> None:
-    # 10,000 pointers in memory; the emulator gets fewer so the suite stays fast.
-    depth = 300 if isinstance(store, GcsStore) else 10_000
+    # 10,000 pointers in memory; the emulators get fewer so the suite stays fast.
+    depth = 300 if isinstance(store, GcsStore | S3Store) else 10_000
     for i in reversed(range(depth)):
         store.write(f"ds/t/_backlog/{i:05d}/_SUCCESS", b"")
     store.write("ds/t/_bqlock", b"")

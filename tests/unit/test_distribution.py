@@ -24,7 +24,7 @@ from turnstile import importgraph
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / "shared"
-EXTRAS = ("function", "job", "cli", "dev")
+EXTRAS = ("function", "job", "aws", "cli", "dev")
 
 
 def _pip(*args: str) -> None:

@@ -334,7 +334,7 @@ def test_the_job_imports_only_what_it_ships_or_the_runtime_has() -> None:
     """Every third-party import of every turnstile module the job loads comes from JOB_DEPENDENCIES
     (or what they require) or from PySpark: a new import the zip does not ship fails here."""
     done = _python(
-        "import sys, turnstile.spark.run, turnstile.spark.main\n"
+        "import sys, turnstile.spark.run, turnstile.spark.main, turnstile.store.gcs\n"
         "print('\\n'.join(sorted(m for m in sys.modules if m.startswith('turnstile.'))))",
         ROOT,
         SHARED,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -11,10 +12,12 @@ from hypothesis import strategies as st
 
 from turnstile.errors import PathError, Terminal
 from turnstile.paths import (
+    BucketUri,
     ObjectKind,
     Table,
     claim_name,
     classify,
+    parse_bucket_uri,
     parse_gs_uri,
     parse_success,
     table_of_state_object,
@@ -699,3 +702,54 @@ def test_internal_objects_of_a_table_classify_and_map_back() -> None:
     for name in (done, TABLE.manifest("j"), TABLE.result("", 1), TABLE.result("a/b", 2)):
         assert name.startswith(TABLE.internal)
         assert table_of_state_object(BUCKET, name) == TABLE
+
+
+GS_URIS = [
+    "gs://my-bucket/a/b",
+    "gs://my-bucket",
+    "gs://my-bucket/",
+    "gs://b_1-2/x",
+    "gs://my.bucket.example/ds/",
+]
+
+
+@pytest.mark.parametrize("uri", GS_URIS)
+def test_the_scheme_aware_parse_reads_gs_uris_exactly_as_before(uri: str) -> None:
+    assert parse_bucket_uri(uri) == BucketUri("gs", *parse_gs_uri(uri))
+
+
+@pytest.mark.parametrize("uri", ["gs://", "gs://ab", "gs://My-Bucket/x", "gs://-bucket/x"])
+def test_the_scheme_aware_parse_rejects_what_parse_gs_uri_rejects(uri: str) -> None:
+    with pytest.raises(PathError, match=re.escape(repr(uri))):
+        parse_bucket_uri(uri)
+
+
+@pytest.mark.parametrize(
+    ("uri", "bucket", "path"),
+    [
+        ("s3://my-bucket/a/b", "my-bucket", "a/b"),
+        ("s3://my-bucket", "my-bucket", ""),
+        ("s3://my.bucket/ds/tbl/", "my.bucket", "ds/tbl"),
+        ("s3://abc/sales/orders/batch one/_SUCCESS", "abc", "sales/orders/batch one/_SUCCESS"),
+    ],
+)
+def test_s3_uris(uri: str, bucket: str, path: str) -> None:
+    assert parse_bucket_uri(uri) == BucketUri("s3", bucket, path)
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        ("s3://ab/x", "S3 bucket names are 3-63 lowercase letters, digits, dots and hyphens"),
+        ("s3://My-Bucket/x", "is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI"),
+        ("s3://b_1/x", "is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI"),  # no underscores on S3
+        (f"s3://{'a' * 64}", "3-63"),
+        ("az://bucket/x", "the scheme az:// is not supported; use gs://BUCKET or s3://BUCKET"),
+        ("bucket/x", "is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI"),
+    ],
+)
+def test_bad_bucket_uris_say_what_is_wrong(uri: str, says: str) -> None:
+    with pytest.raises(PathError) as caught:
+        parse_bucket_uri(uri)
+    assert says in str(caught.value)
+    assert repr(uri) in str(caught.value)

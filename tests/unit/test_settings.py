@@ -127,9 +127,9 @@ BAD = [
     ("JOB_PREFIX", "Bad_Prefix", "lowercase letters, digits and hyphens"),
     ("JOB_PREFIX", "a" * 21, "1-20 characters"),
     ("JOB_PREFIX", "9lives", "starting with a letter"),
-    ("JOB_RUNNER", "k8s", "'local' or 'dataproc'"),
+    ("JOB_RUNNER", "k8s", "'local', 'dataproc' or 'emr'"),
     ("LOG_LEVEL", "verbose", "'DEBUG', 'INFO', 'WARNING' or 'ERROR'"),
-    ("ICEBERG_CATALOG_TYPE", "glue", "'biglake'"),
+    ("ICEBERG_CATALOG_TYPE", "hive", "'biglake'"),
     ("DATAPROC_PROPERTIES", "not json", "Expecting value"),
     ("DATAPROC_PROPERTIES", "[1]", "valid dictionary"),
     # A JSON value is reported by the member at fault, as parsed.

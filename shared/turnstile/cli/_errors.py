@@ -20,6 +20,7 @@ from turnstile.protocol.operator import UnlockRefused
 
 P = ParamSpec("P")
 STORAGE: ContextVar[str] = ContextVar("storage", default="storage")  # for the hints of storage errors
+SCHEME: ContextVar[str] = ContextVar("scheme", default="gs")  # of the bucket URI the command was given
 
 
 def one_line(text: str, limit: int = 600) -> str:
@@ -74,6 +75,7 @@ def guarded(func: Callable[P, int | None]) -> Callable[P, None]:
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         STORAGE.set("storage")
+        SCHEME.set("gs")
         with session.captured_logs():
             try:
                 code = func(*args, **kwargs)

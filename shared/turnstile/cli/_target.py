@@ -6,13 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnstile import wiring
-from turnstile.cli._errors import STORAGE
+from turnstile import wiring, wiring_aws
+from turnstile.cli._errors import SCHEME, STORAGE
 from turnstile.errors import SettingsError
+from turnstile.jobs.port import JobRunner
 from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops.errors import Refused
-from turnstile.paths import LOCK, Table, parse_gs_uri, table_of_state_object
+from turnstile.paths import LOCK, Table, parse_bucket_uri, table_of_state_object
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 
@@ -27,13 +28,25 @@ class Target:
 
     @property
     def storage(self) -> str:
+        if SCHEME.get() == "s3":
+            endpoint = self.settings.aws_endpoint_url
+            return f"the S3 endpoint at {endpoint}" if endpoint else "Amazon S3"
         host = self.settings.storage_emulator_host
         if self.stack is not None and host == self.stack.storage_url:
             return f"the local stack at {host}"
         return f"the emulator at {host}" if host else "Google Cloud Storage"
 
     def store(self, bucket: str) -> ObjectStore:
+        """The bucket's store: S3 when the command was given an s3:// URI, else GCS."""
+        if SCHEME.get() == "s3":
+            return wiring_aws.s3_store(self.settings, bucket)
         return wiring.object_store(self.settings, bucket)
+
+    def runner(self, store: ObjectStore) -> JobRunner:
+        """The runner JOB_RUNNER names, for the store's cloud."""
+        if store.scheme == "s3":
+            return wiring_aws.job_runner(self.settings, store)
+        return wiring.job_runner(self.settings, store)
 
 
 def resolve_settings(environ: dict[str, str] | None = None) -> Target:
@@ -65,10 +78,19 @@ def current() -> Target:
     return target
 
 
+def parse(uri: str) -> tuple[str, str]:
+    """(bucket, path) of a gs:// or s3:// URI; the command's stores follow the URI's scheme."""
+    where = parse_bucket_uri(uri)
+    SCHEME.set(where.scheme)
+    if where.scheme == "s3":
+        STORAGE.set("S3")
+    return where.bucket, where.path
+
+
 def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
     """The bucket and prefix a URI names; without one, the local stack's bucket."""
     if uri is not None:
-        return parse_gs_uri(uri)
+        return parse(uri)
     if target.stack is None:
         raise Refused(
             f"no bucket given and no local stack at {target.home / stackinfo.STACK_FILE}; "
@@ -79,7 +101,7 @@ def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
 
 def table_of(uri: str) -> Table:
     """The table a `gs://BUCKET/DATASET/TABLE` URI names."""
-    bucket, prefix = parse_gs_uri(uri)
+    bucket, prefix = parse(uri)
     if len([p for p in prefix.split("/") if p]) < 2:
         raise Refused(f"{uri} does not name a table; pass gs://BUCKET/DATASET/TABLE")
     return table_of_state_object(bucket, f"{prefix}/{LOCK}")

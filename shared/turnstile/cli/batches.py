@@ -9,7 +9,6 @@ import typer
 from google.auth.exceptions import DefaultCredentialsError
 from rich.console import Console
 
-from turnstile import wiring
 from turnstile.cli import _target
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, emit_json
@@ -22,14 +21,14 @@ from turnstile.ops import retry as retry_ops
 from turnstile.ops import upload as upload_ops
 from turnstile.ops import validate as validate_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS
-from turnstile.paths import parse_gs_uri
+from turnstile.store.port import object_uri
 
 
 @guarded
 def explain_command(uri: str, output: OutputOption = Output.text) -> None:
     """Show how turnstile reads one object: its kind, table, batch, ordering and config."""
     target = _target.current()
-    bucket, name = parse_gs_uri(uri)
+    bucket, name = _target.parse(uri)
     if not name:
         raise PathError(f"{uri} names a bucket, not an object; pass gs://BUCKET/OBJECT")
     configs, unread = None, ""
@@ -58,7 +57,7 @@ def validate_command(
     """Check every `_config/` file and every `_SUCCESS` batch path under the prefix against the
     rules, applying nothing. Exits 1 when something is wrong."""
     target = _target.current()
-    bucket, prefix = parse_gs_uri(uri)
+    bucket, prefix = _target.parse(uri)
     store = target.store(bucket)
     objects = validate_ops.objects_to_check(store, prefix)
     with render.progress() as bar:
@@ -116,20 +115,20 @@ def backfill_command(
     function would have (idempotent: a batch already handled is left alone). Exits 1 when a batch
     was rejected or could not be handled."""
     target = _target.current()
-    bucket, prefix = parse_gs_uri(uri)
+    bucket, prefix = _target.parse(uri)
     store = target.store(bucket)
     found = backfill_ops.candidates(store, target.settings, prefix)
     if dry_run:
         if output is Output.json:
-            emit_json([{"object": f"gs://{bucket}/{c.name}", "generation": c.generation} for c in found])
+            emit_json([{"object": object_uri(store, c.name), "generation": c.generation} for c in found])
             return EXIT_OK
         out = render.console()
         out.print(f"{len(found)} _SUCCESS objects under {uri} (dry run: nothing handled)")
-        rows = ((f"gs://{bucket}/{c.name}", c.generation) for c in found)
+        rows = ((object_uri(store, c.name), c.generation) for c in found)
         render.show(out, render.table(("OBJECT", "GENERATION"), rows))
         return EXIT_OK
     # From the target's settings: a local job's environment names the stack's storage and warehouse.
-    runner = session.LazyRunner(lambda: wiring.job_runner(target.settings, store))
+    runner = session.LazyRunner(lambda: target.runner(store))
     with session.captured_logs() as records, render.progress() as bar:
         task = bar.add_task("publishing", total=len(found))
         summary = backfill_ops.publish(
@@ -164,11 +163,11 @@ def retry_command(
     """Apply again an unordered batch whose job failed (after fixing the cause): its next attempt
     runs under a new job id. An ordered table's failed batch is retried with `turnstile unlock`."""
     target = _target.current()
-    bucket, folder = parse_gs_uri(uri)
+    bucket, folder = _target.parse(uri)
     if not folder:
         raise PathError(f"{uri} names a bucket; pass the failed batch's folder, gs://BUCKET/DS/TABLE/REL")
     store = target.store(bucket)
-    runner = session.LazyRunner(lambda: wiring.job_runner(target.settings, store))
+    runner = session.LazyRunner(lambda: target.runner(store))
     inv = session.invocation(store, target.settings, runner)
     done = retry_ops.retry(inv, f"{folder.rstrip('/')}/{target.settings.success_filename}")
     if output is Output.json:
@@ -192,7 +191,7 @@ def put_command(
 ) -> None:
     """Upload a batch: every file of LOCAL_DIR, then `_SUCCESS` last."""
     target = _target.current()
-    bucket, folder = parse_gs_uri(uri)
+    bucket, folder = _target.parse(uri)
     store = target.store(bucket)
     planned = upload_ops.plan(local_dir, store, target.settings, folder, force=force)
     with render.progress(bytes_=True) as bar:
@@ -202,7 +201,7 @@ def put_command(
     if output is Output.json:
         emit_json(
             {
-                "batch": planned.batch.uri,
+                "batch": object_uri(store, planned.batch.folder),
                 "table": f"{planned.batch.table.dataset}.{planned.batch.table.table}",
                 "rel": planned.batch.rel,
                 "files": [u.__dict__ for u in uploaded[:-1]],
@@ -212,7 +211,8 @@ def put_command(
         )
         return
     out = render.console()
-    out.print(f"uploaded {len(uploaded) - 1} files ({planned.total_bytes:,} bytes) to {planned.batch.uri}")
+    where = object_uri(store, planned.batch.folder)
+    out.print(f"uploaded {len(uploaded) - 1} files ({planned.total_bytes:,} bytes) to {where}")
     if planned.skipped:
         out.print(f"skipped (the job ignores names starting with . or _): {', '.join(planned.skipped)}")
     out.print(

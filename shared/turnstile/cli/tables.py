@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from turnstile.cli import _target
-from turnstile.cli._errors import guarded, one_line
+from turnstile.cli._errors import SCHEME, guarded, one_line
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.ops import history as history_ops
 from turnstile.ops import render, session
@@ -52,7 +52,7 @@ def status_command(
     cache: dict[str, bool] = {}
     found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
     problems = any(s.health.is_problem for s in found)
-    where = f"gs://{bucket}/{prefix}".rstrip("/")
+    where = f"{SCHEME.get()}://{bucket}/{prefix}".rstrip("/")
     if output is Output.json:
         tables = [s.to_json() for s in found]
         emit_json({"bucket": bucket, "prefix": prefix, "storage": target.storage, "tables": tables})

@@ -12,6 +12,8 @@ Property names verified (with the documentation search available when this was w
   calls this catalog "BigLake metastore (classic)"; for new deployments it recommends its Iceberg
   REST catalog (type `rest` here).
 - rest / hadoop: Iceberg's own `type=rest` + `uri` and `type=hadoop` + `warehouse`.
+- glue: the AWS Glue Data Catalog, Iceberg's `catalog-impl` GlueCatalog with an s3:// warehouse.
+On AWS the files go through Iceberg's S3FileIO (`io_impl`), part of the Iceberg runtime on EMR.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Literal
 from turnstile.errors import SettingsError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-CatalogType = Literal["biglake", "rest", "hadoop"]
+CatalogType = Literal["biglake", "rest", "hadoop", "glue"]
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 
 
 def iceberg_catalog_properties(
@@ -32,6 +35,7 @@ def iceberg_catalog_properties(
     uri: str | None = None,
     gcp_project: str | None = None,
     location: str | None = None,
+    io_impl: str | None = None,
 ) -> dict[str, str]:
     """Spark properties for an Iceberg catalog named `catalog` of type `kind`.
 
@@ -44,6 +48,8 @@ def iceberg_catalog_properties(
         "spark.sql.extensions": ICEBERG_EXTENSIONS,
         prefix: "org.apache.iceberg.spark.SparkCatalog",
     }
+    if io_impl:
+        props[f"{prefix}.io-impl"] = io_impl
     if kind == "rest":
         if not uri:
             raise SettingsError("ICEBERG_CATALOG_URI is not set; ICEBERG_CATALOG_TYPE=rest needs it")
@@ -63,6 +69,8 @@ def iceberg_catalog_properties(
         props[f"{prefix}.gcp_project"] = gcp_project
         props[f"{prefix}.gcp_location"] = location
         props[f"{prefix}.blms_catalog"] = catalog
+    elif kind == "glue":
+        props[f"{prefix}.catalog-impl"] = "org.apache.iceberg.aws.glue.GlueCatalog"
     else:
         # A Hadoop catalog commits by renaming a metadata file, which GCS does not do atomically:
         # fine for the local stack and tests, not for concurrent writers in production.

@@ -106,6 +106,10 @@ DEFAULT_TIMEOUT = 60.0
 def catalog_properties(settings: Settings) -> dict[str, str]:
     """The Iceberg catalog of `settings`, plus the driver environment the job reads its settings
     from. The BigLake location is the Dataproc region (settings have no separate variable for it)."""
+    if settings.iceberg_catalog_type == "glue":
+        raise SettingsError(
+            "ICEBERG_CATALOG_TYPE=glue is AWS's catalog; with JOB_RUNNER=dataproc use biglake or rest"
+        )
     props = iceberg_catalog_properties(
         settings.iceberg_catalog,
         settings.iceberg_catalog_type,

@@ -16,6 +16,7 @@ from turnstile.jobs.local import LOG, REQUEST, STATE, _now, read_json, write_jso
 from turnstile.jobs.port import JobState
 
 JOB_MAIN_MODULE = "turnstile.spark.main"
+JOB_MAIN_MODULE_AWS = "turnstile.spark.main_aws"  # for a manifest on S3
 
 
 def _module_file(module: str) -> Path:
@@ -37,11 +38,12 @@ def run(folder: Path) -> int:
         return 1
     base = {"submitted_at": (read_json(folder / STATE) or {}).get("submitted_at"), "pid": os.getpid()}
     write_json(folder / STATE, base | {"state": JobState.RUNNING.value, "started_at": _now()})
+    main_module = JOB_MAIN_MODULE_AWS if request["manifest"].startswith("s3://") else JOB_MAIN_MODULE
     command = [str(spark_submit())]
     for key, value in request["conf"].items():
         command += ["--conf", f"{key}={value}"]
     command += [
-        str(_module_file(JOB_MAIN_MODULE)),
+        str(_module_file(main_module)),
         "--manifest",
         request["manifest"],
         "--stage-to",

@@ -22,7 +22,7 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import tables as all_tables
 from turnstile.records import BatchFailure, BatchResult, Lock, LockState
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 BACKLOG_CAP = 1000
 FAILED_SHOWN = 100  # failure records listed per table
@@ -62,9 +62,9 @@ UNLOCK_OPTIONS = (
 )
 
 
-def unlock_command(table: Table) -> str:
+def unlock_command(table: Table, scheme: str = "gs") -> str:
     """`turnstile unlock gs://BUCKET/DS/TABLE`, runnable as it is; its options are UNLOCK_OPTIONS."""
-    return f"turnstile unlock {table.uri}"
+    return f"turnstile unlock {scheme}://{table.bucket}/{table.prefix}"
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             covers=tuple(c.rel for c in lock.covers),
             failed_rel=lock.failed_rel,
             error=lock.error,
-            unlock_command=unlock_command(table) if failed else None,
+            unlock_command=unlock_command(table, inv.store.scheme) if failed else None,
             unlock_options=UNLOCK_OPTIONS if failed else (),
             position=lock.position,
         )
@@ -222,7 +222,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         health = Health.FAILED
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
-        uri=table.uri,
+        uri=object_uri(inv.store, table.prefix),
         health=health,
         ordered=bool(ordered_by),
         ordered_by=tuple(ordered_by),

@@ -24,7 +24,7 @@ from turnstile.errors import ConfigError, PathError
 from turnstile.ops.errors import Refused
 from turnstile.paths import Batch, parse_success
 from turnstile.settings import Settings
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
     if not files:
         raise Refused(f"{local_dir} holds no data file to upload; put the batch's files in it")
     name = f"{folder.strip('/')}/{success}"
-    where = f"gs://{store.bucket}/{folder.strip('/')}"
+    where = object_uri(store, folder.strip("/"))
     try:
         resolved = ConfigReader(store).resolve(name.rpartition("/")[0] + "/")
         batch = parse_success(
@@ -92,8 +92,8 @@ def put(store: ObjectStore, planned: Plan, advance: Callable[[int], None] = lamb
     for path in planned.files:
         data = path.read_bytes()
         name = f"{planned.batch.folder}{path.name}"
-        done.append(Uploaded(f"gs://{store.bucket}/{name}", store.write(name, data), len(data)))
+        done.append(Uploaded(object_uri(store, name), store.write(name, data), len(data)))
         advance(len(data))
     generation = store.write(planned.success, b"")
-    done.append(Uploaded(f"gs://{store.bucket}/{planned.success}", generation, 0))
+    done.append(Uploaded(object_uri(store, planned.success), generation, 0))
     return done

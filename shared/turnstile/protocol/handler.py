@@ -18,6 +18,7 @@ from turnstile.protocol import publisher, subscriber, unordered
 from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation
 from turnstile.records import JobDone
+from turnstile.store.port import object_uri
 
 log = logs.get("handler")
 
@@ -40,14 +41,14 @@ def handle(inv: Invocation, ref: ObjectRef) -> str:
     """Act on one object generation; return a word saying what was done."""
     if not ref.kind.is_action:
         return Handled.IGNORED
-    fields = {"object": ref.uri, "generation": ref.generation, "kind": ref.kind.value}
+    fields = {"object": object_uri(inv.store, ref.name), "generation": ref.generation, "kind": ref.kind.value}
     try:
         return _route(inv, ref)
     except TurnstileError as exc:
         if not isinstance(exc, Terminal):
             raise
         # A rejected batch is not queued anywhere: say how to get it applied.
-        retry = f"; fix it, then upload {ref.uri} again" if ref.kind is ObjectKind.SUCCESS else ""
+        retry = f"; fix it, then upload {fields['object']} again" if ref.kind is ObjectKind.SUCCESS else ""
         log.error(f"rejected: {exc}{retry}", extra=fields | {"event": "rejected", "error": str(exc)})
         return Handled.REJECTED
 

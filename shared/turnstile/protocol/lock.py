@@ -15,15 +15,16 @@ from turnstile import logs
 from turnstile.errors import PreconditionFailed
 from turnstile.paths import Table
 from turnstile.protocol.context import Invocation
-from turnstile.records import CoveredBatch, Lock, LockState
+from turnstile.records import CoveredBatch, Lock, LockState, new_nonce
+from turnstile.store.port import object_uri
 
 log = logs.get("lock")
 HISTORY = 5  # job ids kept in the lock, newest last
 
 
-def unlock_command(table: Table) -> str:
+def unlock_command(table: Table, scheme: str = "gs") -> str:
     """How to release this table's FAILED lock, with its option, as the lock records it."""
-    return f"turnstile unlock {table.uri} [--skip-head]"
+    return f"turnstile unlock {scheme}://{table.bucket}/{table.prefix} [--skip-head]"
 
 
 def read(inv: Invocation, table: Table) -> tuple[Lock, int]:
@@ -31,12 +32,14 @@ def read(inv: Invocation, table: Table) -> tuple[Lock, int]:
     found = inv.store.read(table.lock)
     if found is None:
         return Lock(), 0
-    return Lock.decode(found.data, f"gs://{inv.store.bucket}/{table.lock}"), found.generation
+    return Lock.decode(found.data, object_uri(inv.store, table.lock)), found.generation
 
 
 def write(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
     """Compare-and-swap the lock from the generation read (0: it must still be absent)."""
-    data = lock.model_copy(update={"updated_at": inv.clock.now()}).encode()
+    # A new nonce on every write: S3 compares by ETag (a hash of the bytes), so no two writes may
+    # carry the same bytes.
+    data = lock.model_copy(update={"updated_at": inv.clock.now(), "nonce": new_nonce()}).encode()
     if generation == 0:
         return inv.store.create(table.lock, data)
     return inv.store.replace(table.lock, data, if_generation=generation)
@@ -47,7 +50,14 @@ def with_job(history: tuple[str, ...], job_id: str | None) -> tuple[str, ...]:
 
 
 def failed(
-    table: Table, lock: Lock, job_id: str | None, at: CoveredBatch, *, error: str, now: datetime
+    table: Table,
+    lock: Lock,
+    job_id: str | None,
+    at: CoveredBatch,
+    *,
+    error: str,
+    now: datetime,
+    scheme: str = "gs",
 ) -> Lock:
     """The FAILED lock naming the batch `at`: what stopped the table and how to release it."""
     return Lock(
@@ -58,7 +68,7 @@ def failed(
         acquired_at=lock.acquired_at or now,
         error=error,
         failed_rel=at.rel,
-        unlock_command=unlock_command(table),
+        unlock_command=unlock_command(table, scheme),
         history=lock.history,
         backfill_generation=lock.backfill_generation,
         position=lock.position,

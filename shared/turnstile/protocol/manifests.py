@@ -7,12 +7,13 @@ from turnstile.config import ResolvedConfig
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
+from turnstile.store.port import object_uri
 
 
 def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
     """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
     names = data_files(batch.folder, (info.name for info in inv.store.list_objects(batch.folder)))
-    return tuple(f"gs://{inv.store.bucket}/{name}" for name in names)
+    return tuple(object_uri(inv.store, name) for name in names)
 
 
 def manifest_batch(
@@ -44,4 +45,4 @@ def manifest_batch(
 def write_manifest(inv: Invocation, name: str, manifest: Manifest) -> str:
     """Write the manifest (plain write: its name is unique to the job) and return its URI."""
     inv.store.write(name, manifest.encode())
-    return f"gs://{inv.store.bucket}/{name}"
+    return object_uri(inv.store, name)

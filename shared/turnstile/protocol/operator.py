@@ -13,7 +13,7 @@ from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.records import Lock, LockState
+from turnstile.records import Lock, LockState, wake_body
 
 log = logs.get("operator")
 
@@ -86,4 +86,4 @@ def unlock(
 
 def resume(inv: Invocation, table: Table) -> int:
     """Start a subscriber run now: a new `_BACKFILL` generation (also the WAIT_FOR_VALIDATION go-ahead)."""
-    return inv.store.write(table.backfill, b"")
+    return inv.store.write(table.backfill, wake_body())

@@ -12,7 +12,7 @@ from turnstile import logs
 from turnstile.errors import PreconditionFailed
 from turnstile.paths import Batch, Table
 from turnstile.protocol.context import Invocation
-from turnstile.records import Pointer
+from turnstile.records import Pointer, wake_body
 
 log = logs.get("publisher")
 
@@ -65,6 +65,6 @@ def ensure_subscriber(inv: Invocation, table: Table) -> None:
         log.info("batch held until the gate file exists", extra={"table": table.prefix, "gate": gate})
         return
     try:
-        inv.store.create(table.backfill, b"")
+        inv.store.create(table.backfill, wake_body())
     except PreconditionFailed:
         pass  # a run is scheduled or live, and it looks at the backlog before it exits

@@ -42,7 +42,9 @@ from turnstile.records import (
     Manifest,
     ManifestBatch,
     Pointer,
+    wake_body,
 )
+from turnstile.store.port import object_uri
 
 log = logs.get("subscriber")
 DEFAULT_CONFIG = LoadConfig.model_validate({})
@@ -65,7 +67,7 @@ def run(inv: Invocation, table: Table) -> Stopped:
     """Drive the table until there is nothing to do now; return what it stopped on."""
     for _ in range(MAX_TURNS):
         if inv.time_left() <= 0:
-            inv.store.write(table.backfill, b"")  # a new generation: a fresh run continues
+            inv.store.write(table.backfill, wake_body())  # a new generation: a fresh run continues
             log.info("handing over before the function timeout", extra={"table": table.prefix})
             return Stopped.HANDOVER
         state = TableState(inv, table)
@@ -120,7 +122,7 @@ def _acquire(
     batches: list[ManifestBatch] = []
     for ref, pointer in pointers:
         folder = table.batch_folder(ref.rel)
-        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if is_data_file(folder, o.name))
+        files = tuple(object_uri(inv.store, o.name) for o in listing if is_data_file(folder, o.name))
         try:
             batch, resolved = inv.batch(pointer.success)
             batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))
@@ -198,9 +200,23 @@ def _block(
     inv: Invocation, table: Table, held: Lock, lock_generation: int, at: CoveredBatch, *, error: str
 ) -> None:
     """Fail the lock on a batch that cannot even be described (bad path or config)."""
-    lock.fail(
-        inv, table, lock.failed(table, held, None, at, error=error, now=inv.clock.now()), lock_generation
-    )
+    _fail(inv, table, held, lock_generation, at, error=error)
+
+
+def _fail(
+    inv: Invocation,
+    table: Table,
+    held: Lock,
+    lock_generation: int,
+    at: CoveredBatch,
+    *,
+    error: str,
+    job_id: str | None = None,
+    **update: object,
+) -> None:
+    """Fail the lock at batch `at` (from `lock_generation`) and raise the alert."""
+    failed = lock.failed(table, held, job_id, at, error=error, now=inv.clock.now(), scheme=inv.store.scheme)
+    lock.fail(inv, table, failed.model_copy(update=update) if update else failed, lock_generation)
 
 
 def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int, head: PointerRef) -> None:
@@ -209,13 +225,11 @@ def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int,
         return  # changed since listed: decide again
     error = (
         f"batch {head.rel!r} arrived after {held.position!r} had been applied; applying it now would break "
-        f"the table's order. To apply it now anyway: turnstile unlock {table.uri}; "
+        f"the table's order. To apply it now anyway: turnstile unlock {object_uri(inv.store, table.prefix)}; "
         "to drop it: add --skip-head"
     )
     at = backlog.covered(head, pointer)
-    lock.fail(
-        inv, table, lock.failed(table, held, None, at, error=error, now=inv.clock.now()), lock_generation
-    )
+    _fail(inv, table, held, lock_generation, at, error=error)
 
 
 def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | None:
@@ -229,15 +243,14 @@ def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | No
 
 def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> None:
     try:
-        inv.runner.submit(job_id, f"gs://{inv.store.bucket}/{held.manifest}")
+        inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""))
     except JobError as exc:
         error = f"the job could not be submitted: {exc}"
         if isinstance(exc, JobDeferred) and _retry(
             inv, table, held, lock_generation, applied=(), error=error
         ):
             return
-        failed = lock.failed(table, held, job_id, held.covers[0], error=error, now=inv.clock.now())
-        lock.fail(inv, table, failed, lock_generation)
+        _fail(inv, table, held, lock_generation, held.covers[0], error=error, job_id=job_id)
 
 
 def _retry(
@@ -317,9 +330,16 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
             return
         error = f"{error} (after {retried.attempt + 1} attempts failing for transient reasons)"
     if finish.failed is not None:
-        failed = lock.failed(table, held, held.job_id, finish.failed, error=error, now=inv.clock.now())
-        lock.fail(
-            inv, table, failed.model_copy(update={"history": history, "position": position}), lock_generation
+        _fail(
+            inv,
+            table,
+            held,
+            lock_generation,
+            finish.failed,
+            error=error,
+            job_id=held.job_id,
+            history=history,
+            position=position,
         )
         return
     released = Lock(

@@ -24,7 +24,8 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
 from turnstile.protocol.watchdog import watch
-from turnstile.records import LockState
+from turnstile.records import LockState, wake_body
+from turnstile.store.port import object_uri
 
 log = logs.get("sweeper")
 
@@ -85,7 +86,13 @@ def sweep(inv: Invocation) -> list[dict[str, Any]]:
                 f"{table.uri}: {kind}: {exc}",
                 extra={"event": "sweep_table_failed", "table": table.prefix, "error": str(exc)},
             )
-            report.append({"table": table.uri, "verdict": Verdict.UNREADABLE, "error": str(exc)})
+            report.append(
+                {
+                    "table": object_uri(inv.store, table.prefix),
+                    "verdict": Verdict.UNREADABLE,
+                    "error": str(exc),
+                }
+            )
     return report
 
 
@@ -141,7 +148,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
             },
         )
     elif decided is Verdict.WAKE:
-        inv.store.write(table.backfill, b"")
+        inv.store.write(table.backfill, wake_body())
         log.warning(
             "restarted a subscriber that was not live",
             extra={"event": "subscriber_restarted", "table": table.prefix},
@@ -149,7 +156,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
     swept = _sweep_claims(inv, table, state.now)
     watched = watch(state)
     return {
-        "table": table.uri,
+        "table": object_uri(inv.store, table.prefix),
         "verdict": decided,
         "lock": held.state.value,
         "lock_age_seconds": found.lock_age,

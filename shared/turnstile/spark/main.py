@@ -32,9 +32,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Before anything imports pydantic or google-cloud-storage: the shipped versions must win
         # over the runtime's own (turnstile.spark.dependencies).
         use_shipped([Path.cwd() / SHIPPED_DIR, Path(SparkFiles.getRootDirectory()) / SHIPPED_DIR])
-        from turnstile.spark.run import run  # noqa: PLC0415 - only now are the dependencies in place
+        # Only now are the dependencies in place.
+        from turnstile.settings import Settings  # noqa: PLC0415
+        from turnstile.spark.run import run  # noqa: PLC0415
+        from turnstile.store.gcs import GcsStore, make_client  # noqa: PLC0415
 
-        return run(spark, args.manifest, args.stage_to)
+        settings = Settings.from_env()
+        client = make_client(settings.gcp_project, settings.storage_emulator_host)
+        return run(spark, args.manifest, args.stage_to, lambda bucket: GcsStore(client, bucket))
     finally:
         spark.stop()
 

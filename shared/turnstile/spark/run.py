@@ -1,8 +1,10 @@
-"""What the job does once its dependencies are importable: read the manifest, apply it, report."""
+"""What the job does once its dependencies are importable: read the manifest, apply it, report.
+The main file of each cloud (`spark/main.py` for GCS, `spark/main_aws.py` for S3) passes its stores."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -10,23 +12,20 @@ from pyspark.sql import SparkSession
 from turnstile.clock import SystemClock
 from turnstile.errors import BatchFailed
 from turnstile.execution import execute, read_manifest
-from turnstile.paths import parse_gs_uri
+from turnstile.paths import parse_bucket_uri
 from turnstile.settings import Settings
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
-from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
 
 
-def run(spark: SparkSession, manifest_uri: str, stage_to: Path | None) -> int:
-    """Exit status 0 when every batch was committed or skipped, 1 otherwise."""
+def run(
+    spark: SparkSession, manifest_uri: str, stage_to: Path | None, stores: Callable[[str], ObjectStore]
+) -> int:
+    """Exit status 0 when every batch was committed or skipped, 1 otherwise. `stores` gives the
+    store of a bucket of the manifest's cloud (the main file of each cloud builds it)."""
     settings = Settings.from_env()
-    client = make_client(settings.gcp_project, settings.storage_emulator_host)
-
-    def stores(bucket: str) -> ObjectStore:
-        return GcsStore(client, bucket)
-
-    bucket, _ = parse_gs_uri(manifest_uri)
+    bucket = parse_bucket_uri(manifest_uri).bucket
     store = stores(bucket)
     staging: Staging = LocalStaging(stores, stage_to) if stage_to else DirectStaging(stores)
     try:

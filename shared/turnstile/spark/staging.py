@@ -1,8 +1,9 @@
 """The one seam between the cloud and this machine: where Spark reads a batch's files from.
 
-On Dataproc the GCS connector is built in and Spark reads `gs://` URIs directly. Locally Spark
-cannot read `gs://` (the connector is a Maven artifact out of reach), so the files are first copied
-from the bucket (the emulator) to a local folder through the storage client.
+On Dataproc the GCS connector is built in and Spark reads `gs://` URIs directly; on EMR Serverless
+Spark reads `s3://` URIs through EMRFS. Locally Spark cannot read either (the connectors are Maven
+artifacts out of reach), so the files are first copied from the bucket (the GCS emulator or a moto
+S3 server) to a local folder through the storage client.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from turnstile.errors import BatchFailed, StoreUnavailable
-from turnstile.paths import parse_gs_uri
+from turnstile.paths import parse_bucket_uri
 from turnstile.store.port import ObjectStore
 
 
@@ -36,8 +37,8 @@ class DirectStaging:
     def locate(self, uris: Sequence[str]) -> Located:
         size = 0
         for uri in uris:
-            bucket, name = parse_gs_uri(uri)
-            info = self._stores(bucket).stat(name)
+            where = parse_bucket_uri(uri)
+            info = self._stores(where.bucket).stat(where.path)
             size += info.size if info else 0
         return Located(list(uris), size)
 
@@ -53,7 +54,8 @@ class LocalStaging:
     def locate(self, uris: Sequence[str]) -> Located:
         paths, size = [], 0
         for uri in uris:
-            bucket, name = parse_gs_uri(uri)
+            where = parse_bucket_uri(uri)
+            bucket, name = where.bucket, where.path
             try:
                 found = self._stores(bucket).read(name)
             except StoreUnavailable as exc:

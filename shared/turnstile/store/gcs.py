@@ -76,6 +76,10 @@ class GcsStore:
     def bucket(self) -> str:
         return str(self._bucket.name)
 
+    @property
+    def scheme(self) -> str:
+        return "gs"
+
     @contextmanager
     def _translate(self, name: str, expected: int | None = None) -> Iterator[None]:
         try:

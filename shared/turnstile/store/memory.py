@@ -24,8 +24,9 @@ class _Entry:
 class MemoryStore:
     """One bucket held in a dict. Generations grow across the whole bucket, as GCS's do."""
 
-    def __init__(self, bucket: str = "memory", clock: Clock | None = None) -> None:
+    def __init__(self, bucket: str = "memory", clock: Clock | None = None, *, scheme: str = "gs") -> None:
         self._bucket = bucket
+        self._scheme = scheme
         self._clock = clock or SystemClock()
         self._objects: SortedDict[str, _Entry] = SortedDict()
         self._generation = 1_700_000_000_000_000
@@ -34,6 +35,10 @@ class MemoryStore:
     @property
     def bucket(self) -> str:
         return self._bucket
+
+    @property
+    def scheme(self) -> str:
+        return self._scheme
 
     def _found(self, name: str) -> StoredObject | None:
         entry = self._objects.get(name)

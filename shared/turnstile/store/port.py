@@ -39,6 +39,10 @@ class ObjectStore(Protocol):
     @property
     def bucket(self) -> str: ...
 
+    @property
+    def scheme(self) -> str:
+        """URI scheme of the store's objects: `gs` (GCS, and the in-memory store by default) or `s3`."""
+
     def read(self, name: str) -> StoredObject | None:
         """The object's bytes and generation, or None when absent."""
 
@@ -79,3 +83,8 @@ class ObjectStore(Protocol):
 
     def list_folders(self, prefix: str) -> list[str]:
         """The immediate sub-folders of `prefix` (each ending in "/"), lexicographically."""
+
+
+def object_uri(store: ObjectStore, name: str) -> str:
+    """`gs://bucket/name` or `s3://bucket/name`: how jobs and people address an object of `store`."""
+    return f"{store.scheme}://{store.bucket}/{name}"

@@ -36,6 +36,10 @@ class RecordingStore:
     def bucket(self) -> str:
         return self.inner.bucket
 
+    @property
+    def scheme(self) -> str:
+        return self.inner.scheme
+
     def _count(self, op: str, conflict: bool = False) -> None:
         with self._lock:
             self.ops[op] += 1

@@ -24,6 +24,10 @@ class FaultyStore:
     def bucket(self) -> str:
         return self.inner.bucket
 
+    @property
+    def scheme(self) -> str:
+        return self.inner.scheme
+
     def _before(self) -> None:
         rng = self._loop.rng
         slow = self._loop.faults_on and rng.random() < 0.004  # a stalled call: timeouts and handovers

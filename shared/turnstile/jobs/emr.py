@@ -1,0 +1,280 @@
+"""JobRunner adapter on EMR Serverless (boto3 `emr-serverless`).
+
+One turnstile job is one Spark job run in the EMR Serverless application EMR_APPLICATION_ID,
+named after the job id and tagged with it. The calls and what they mean:
+
+- submit: look the job up by name (`ListJobRuns`, newest first, within `LOOKBACK`); when a run
+  has it, attach (return). Otherwise `StartJobRun(name=job_id, clientToken=client_token(job_id),
+  tags={JOB_TAG: job_id})`. EMR Serverless itself returns the first run for a repeated client
+  token; the lookup makes a retried or repeated submit attach even where the token is not
+  de-duplicated (moto), or after the token's idempotency window.
+- status: the lookup, then `GetJobRun` for the run's current state and its failure details.
+- cancel: `CancelJobRun` on the run, unless it has finished.
+
+The job reads its manifest from S3 and the batch's files through EMRFS; it writes Iceberg through
+Iceberg's S3FileIO (`emr_catalog_properties`). Throttling, 5xx and connection failures that outlast
+botocore's retries surface as `JobServiceUnavailable`; any other refusal is `JobError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
+from turnstile.jobs.catalog import S3_FILE_IO, iceberg_catalog_properties
+from turnstile.jobs.port import JobState, JobStatus
+from turnstile.paths import parse_bucket_uri
+from turnstile.settings import Settings
+
+JOB_TAG = "turnstile-job-id"
+"""Tag put on every job run turnstile starts; its value is the job id."""
+
+ICEBERG_RUNTIME_ON_EMR = "/usr/share/aws/iceberg/lib/iceberg-spark3-runtime.jar"
+"""The Iceberg Spark runtime (with its AWS module: S3FileIO, GlueCatalog) shipped on EMR images;
+used when JOB_JAR_URIS names no jar."""
+
+LOOKBACK = timedelta(days=30)
+"""How far back the lookup by job id reads the application's runs. A job older than this counts as
+unknown: the protocol then submits it again and the job skips the batches already committed."""
+
+_STATES: dict[str, JobState] = {
+    "SUBMITTED": JobState.PENDING,
+    "PENDING": JobState.PENDING,
+    "SCHEDULED": JobState.PENDING,
+    "QUEUED": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "SUCCESS": JobState.SUCCEEDED,
+    "FAILED": JobState.FAILED,
+    "CANCELLING": JobState.CANCELLING,
+    "CANCELLED": JobState.CANCELLED,
+}
+_TRANSIENT_CODES = {"ThrottlingException", "InternalServerException", "ServiceUnavailableException"}
+
+
+def client_token(job_id: str) -> str:
+    """Idempotency token of StartJobRun: the same job always sends the same one."""
+    return hashlib.sha256(job_id.encode()).hexdigest()[:64]
+
+
+def emr_catalog_properties(settings: Settings) -> dict[str, str]:
+    """Spark properties that make `settings.iceberg_catalog` an Iceberg catalog on S3.
+
+    Files go through Iceberg's own S3FileIO (`io-impl`), part of the Iceberg runtime on EMR. Types:
+    `glue` (the Glue Data Catalog: `catalog-impl` GlueCatalog and an s3:// warehouse), `rest`
+    (`uri`, e.g. S3 Tables' or Glue's Iceberg REST endpoint) and `hadoop` (an s3:// warehouse; a
+    Hadoop catalog commits by rename, so only for a single writer). BigLake is Google's."""
+    if settings.iceberg_catalog_type == "biglake":
+        raise SettingsError(
+            "ICEBERG_CATALOG_TYPE=biglake is Google's catalog; with JOB_RUNNER=emr use glue or rest"
+        )
+    props = iceberg_catalog_properties(
+        settings.iceberg_catalog,
+        settings.iceberg_catalog_type,
+        warehouse=settings.iceberg_warehouse,
+        uri=settings.iceberg_catalog_uri,
+        io_impl=S3_FILE_IO,
+    )
+    # The job reads its settings on the driver, whose environment the Lambda's does not reach.
+    props["spark.emr-serverless.driverEnv.ICEBERG_CATALOG"] = settings.iceberg_catalog
+    if settings.aws_region:
+        props["spark.emr-serverless.driverEnv.AWS_REGION"] = settings.aws_region
+    return props
+
+
+@dataclass(frozen=True)
+class EmrJobSpec:
+    """Everything of a job run that does not depend on the job: built once from settings."""
+
+    application_id: str
+    execution_role_arn: str
+    entry_point: str
+    python_file_uris: tuple[str, ...] = ()
+    jar_uris: tuple[str, ...] = (ICEBERG_RUNTIME_ON_EMR,)
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EmrJobSpec:
+        missing = [
+            variable
+            for variable, value in (
+                ("EMR_APPLICATION_ID", settings.emr_application_id),
+                ("EMR_EXECUTION_ROLE_ARN", settings.emr_execution_role_arn),
+                ("JOB_MAIN_URI", settings.job_main_uri),
+            )
+            if not value
+        ]
+        if missing:
+            raise SettingsError(
+                f"{', '.join(missing)} not set; JOB_RUNNER=emr needs them (docs/DEPLOY-AWS.md)"
+            )
+        assert settings.emr_application_id and settings.emr_execution_role_arn and settings.job_main_uri
+        if not settings.job_main_uri.startswith("s3://"):
+            raise SettingsError(
+                f"JOB_MAIN_URI={settings.job_main_uri!r}: EMR Serverless runs a main file staged in S3; "
+                "use an s3:// URI"
+            )
+        return cls(
+            application_id=settings.emr_application_id,
+            execution_role_arn=settings.emr_execution_role_arn,
+            entry_point=settings.job_main_uri,
+            python_file_uris=tuple(settings.job_python_file_uris),
+            jar_uris=tuple(settings.job_jar_uris) or (ICEBERG_RUNTIME_ON_EMR,),
+            properties={**emr_catalog_properties(settings), **settings.emr_spark_properties},
+        )
+
+    def job_driver(self, manifest_uri: str) -> dict[str, Any]:
+        """The `jobDriver` of one job run, reading the manifest at `manifest_uri`."""
+        parameters = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in self.properties.items()]
+        if self.jar_uris:
+            parameters.append(f"--jars {','.join(self.jar_uris)}")
+        if self.python_file_uris:
+            parameters.append(f"--py-files {','.join(self.python_file_uris)}")
+        return {
+            "sparkSubmit": {
+                "entryPoint": self.entry_point,
+                "entryPointArguments": ["--manifest", manifest_uri],
+                "sparkSubmitParameters": " ".join(parameters),
+            }
+        }
+
+
+def make_client(region: str | None, endpoint: str | None = None, *, max_attempts: int = 5) -> Any:
+    """An `emr-serverless` client for `region`, or for `endpoint` (moto in tests); botocore retries
+    throttling, 5xx and dropped connections, up to `max_attempts` calls in all."""
+    if not region:
+        raise SettingsError(
+            "AWS_REGION is not set; the EMR runner needs the region of the EMR Serverless application"
+        )
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=10, read_timeout=60
+    )
+    session = boto3.session.Session()  # credentials resolved now, not cached by boto3's default session
+    return session.client("emr-serverless", region_name=region, endpoint_url=endpoint, config=config)
+
+
+class EmrRunner:
+    """EMR Serverless job runs behind the `JobRunner` port."""
+
+    def __init__(self, client: Any, spec: EmrJobSpec) -> None:
+        self._client = client
+        self._spec = spec
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> EmrRunner:
+        spec = EmrJobSpec.from_settings(settings)
+        return cls(make_client(settings.aws_region, settings.aws_endpoint_url), spec)
+
+    def _call(self, job_id: str, what: str, method: Any, *, tolerate: str = "", **request: Any) -> Any:
+        """One call; an error whose code is `tolerate` returns None."""
+        try:
+            return method(applicationId=self._spec.application_id, **request)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code and code == tolerate:
+                return None
+            message = exc.response.get("Error", {}).get("Message", str(exc))
+            status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            if code in _TRANSIENT_CODES or status == 429 or status >= 500:
+                raise JobServiceUnavailable(f"emr-serverless: {what} {job_id}: {message}") from exc
+            if code == "ResourceNotFoundException" and "Application" in message:
+                raise JobError(
+                    f"emr-serverless: {what} {job_id}: {message}; check EMR_APPLICATION_ID and AWS_REGION"
+                ) from exc
+            raise JobError(f"emr-serverless: {what} {job_id}: {code}: {message}") from exc
+        except NoCredentialsError as exc:
+            raise JobError(
+                f"emr-serverless: {what} {job_id}: no AWS credentials found; run with an IAM role or set "
+                "AWS_ACCESS_KEY_ID / AWS_PROFILE"
+            ) from exc
+        except BotoCoreError as exc:
+            raise JobServiceUnavailable(f"emr-serverless: {what} {job_id}: no answer: {exc}") from exc
+
+    def _runs(self, job_id: str) -> Iterator[Mapping[str, Any]]:
+        request: dict[str, Any] = {"createdAtAfter": datetime.now(UTC) - LOOKBACK}
+        while True:
+            page = self._call(
+                job_id,
+                "list job runs",
+                self._client.list_job_runs,
+                tolerate="ResourceNotFoundException",
+                **request,
+            )
+            if page is None:
+                # moto answers "no such application" for an application without runs: make sure it exists.
+                self._call(job_id, "describe application", self._client.get_application)
+                return
+            yield from page.get("jobRuns", [])
+            token = page.get("nextToken")
+            if not token:
+                return
+            request["nextToken"] = token
+
+    def run_id(self, job_id: str) -> str | None:
+        """The id of the newest job run named `job_id`, or None when there is none."""
+        named = [run for run in self._runs(job_id) if run.get("name") == job_id]
+        if not named:
+            return None
+        newest = max(named, key=lambda run: run.get("createdAt") or datetime.min.replace(tzinfo=UTC))
+        return str(newest["id"])
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        if parse_bucket_uri(manifest_uri).scheme != "s3":
+            raise JobError(
+                f"the EMR runner reads manifests from S3, not {manifest_uri}; "
+                "use JOB_RUNNER=dataproc for a GCS bucket"
+            )
+        if self.run_id(job_id) is not None:
+            return  # attach: the caller learns its fate from `status`
+        self._call(
+            job_id,
+            "start job run",
+            self._client.start_job_run,
+            clientToken=client_token(job_id),
+            executionRoleArn=self._spec.execution_role_arn,
+            name=job_id,
+            jobDriver=self._spec.job_driver(manifest_uri),
+            tags={JOB_TAG: job_id},
+        )
+
+    def _job_run(self, job_id: str) -> Mapping[str, Any] | None:
+        run_id = self.run_id(job_id)
+        if run_id is None:
+            return None
+        found: Mapping[str, Any] = self._call(
+            job_id, "get job run", self._client.get_job_run, jobRunId=run_id
+        )["jobRun"]
+        return found
+
+    def status(self, job_id: str) -> JobStatus | None:
+        run = self._job_run(job_id)
+        if run is None:
+            return None
+        state = _STATES.get(str(run.get("state")), JobState.PENDING)
+        detail = (
+            (run.get("stateDetails") or f"job run {run.get('jobRunId')} failed")
+            if state is JobState.FAILED
+            else None
+        )
+        return JobStatus(job_id, state, detail)
+
+    def cancel(self, job_id: str) -> None:
+        run = self._job_run(job_id)
+        if run is None or _STATES.get(str(run.get("state")), JobState.PENDING).finished:
+            return
+        # A run that finished between the read and the cancel is refused as invalid: nothing to stop.
+        self._call(
+            job_id,
+            "cancel job run",
+            self._client.cancel_job_run,
+            tolerate="ValidationException",
+            jobRunId=run["jobRunId"],
+        )

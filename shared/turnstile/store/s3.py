@@ -1,0 +1,315 @@
+"""Object store adapter on boto3's S3 client: the same port, contract and preconditions as GCS.
+
+S3 has conditional writes but no integer generations, so this adapter maps them:
+
+- Every object turnstile writes carries its generation in user metadata
+  (`x-amz-meta-turnstile-generation`): microseconds since the epoch, like GCS's, issued by a
+  process-wide counter that never repeats or goes back (`max(now, last issued + 1)`, and above the
+  generation a compare-and-swap replaces). Across processes generations follow the clocks.
+- An object upstream wrote has no such metadata: its generation is derived from what S3 reports,
+  `LastModified` (whole seconds) * 1,000,000 + a hash of its ETag modulo 1,000,000. It is stable
+  across reads and listings, grows with every rewrite in a later second, and two different
+  contents written within the same second get different (unordered) generations.
+- Create-if-absent is `PutObject(IfNoneMatch="*")`. Compare-and-swap and conditional delete read
+  the object's head first, check that its generation is the one expected, and then write or
+  delete with `IfMatch=<ETag of that head>`: S3 rejects the call when the object changed in
+  between. An ETag is a hash of the content, so the ETag identifies the generation only if no two
+  writes of an object carry the same bytes: every state object turnstile replaces or deletes
+  conditionally is unique (the lock's `nonce`, `_BACKFILL`'s wake body, claims and pointers carry
+  their owner and time).
+- Listings return names, sizes and ETags but no metadata: each listed object's generation takes
+  one HEAD request (made concurrently). The protocol's listings are bounded (the backlog head with
+  a limit, one batch folder), which keeps this affordable.
+
+Errors: a failed precondition (412 `PreconditionFailed`, or 409 `ConditionalRequestConflict` when a
+concurrent conditional write wins) becomes `PreconditionFailed` carrying what the bucket holds now;
+throttling, 5xx and connection failures that outlast botocore's own retries become
+`StoreUnavailable`; a missing bucket, missing or wrong credentials and access denied become
+`StoreRefused` with what to fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+from turnstile.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
+from turnstile.store.port import ObjectInfo, StoredObject
+
+GENERATION_KEY = "turnstile-generation"
+"""User-metadata key (x-amz-meta-turnstile-generation) of the generation turnstile wrote."""
+
+_CONFLICT = {"PreconditionFailed", "ConditionalRequestConflict"}
+_ABSENT = {"NoSuchKey", "404", "NotFound"}
+_CREDENTIALS = {
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "ExpiredToken",
+    "InvalidToken",
+    "AccessDenied",
+    "AllAccessDisabled",
+    "403",
+}
+_THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "503"}
+_HEAD_WORKERS = 8
+
+
+def make_client(region: str | None, endpoint: str | None = None, *, max_attempts: int = 5) -> Any:
+    """An S3 client for `region` (credentials from the usual AWS chain), or for `endpoint` (moto).
+
+    botocore retries throttling, 5xx and dropped connections itself ("standard" mode, with
+    backoff), up to `max_attempts` calls in all."""
+    if not region:
+        raise SettingsError(
+            "AWS_REGION is not set; the S3 store needs the region of the bucket (e.g. AWS_REGION=eu-west-1)"
+        )
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+        connect_timeout=10,
+        read_timeout=60,
+        max_pool_connections=32,  # the race tests and concurrent HEADs share one client
+        # Custom endpoints (moto, MinIO) do not resolve bucket sub-domains.
+        s3={"addressing_style": "path"} if endpoint else None,
+    )
+    # A fresh session: credentials are resolved now, not cached by boto3's default session.
+    return boto3.session.Session().client("s3", region_name=region, endpoint_url=endpoint, config=config)
+
+
+class _Generations:
+    """Issues generations that grow within this process, in microseconds since the epoch."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def issue(self, above: int = 0) -> int:
+        with self._lock:
+            self._last = max(time.time_ns() // 1000, self._last + 1, above + 1)
+            return self._last
+
+
+_GENERATIONS = _Generations()
+
+
+def derived_generation(last_modified: datetime, etag: str) -> int:
+    """The generation of an object without turnstile's metadata (written by upstream)."""
+    spread = int.from_bytes(hashlib.sha256(etag.encode()).digest()[:8], "big") % 1_000_000
+    return int(last_modified.timestamp()) * 1_000_000 + spread
+
+
+def generation_of(metadata: Mapping[str, str], last_modified: datetime, etag: str) -> int:
+    written = metadata.get(GENERATION_KEY)
+    if written is not None and written.isdigit():
+        return int(written)
+    return derived_generation(last_modified, etag)
+
+
+class S3Store:
+    """One S3 bucket behind the `ObjectStore` port."""
+
+    def __init__(self, client: Any, bucket: str) -> None:
+        self._client = client
+        self._bucket = bucket
+
+    @property
+    def bucket(self) -> str:
+        return self._bucket
+
+    @property
+    def scheme(self) -> str:
+        return "s3"
+
+    def _where(self, name: str) -> str:
+        return f"s3://{self._bucket}/{name}"
+
+    @contextmanager
+    def _translate(self, name: str, expected: int | None = None) -> Iterator[None]:
+        try:
+            yield
+        except (ClientError, BotoCoreError) as exc:
+            raise self._translated(name, exc, expected) from exc
+
+    def _translated(
+        self, name: str, exc: ClientError | BotoCoreError, expected: int | None = None
+    ) -> Exception:
+        """The turnstile error for a failed call on `name` (`expected`: the call's precondition)."""
+        if isinstance(exc, NoCredentialsError):
+            return StoreRefused(
+                f"{self._where(name)}: no AWS credentials found; set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role"
+            )
+        if isinstance(exc, NoRegionError):
+            return SettingsError("AWS_REGION is not set; the S3 store needs the region of the bucket")
+        if not isinstance(exc, ClientError):  # connection failures, timeouts: botocore retried them
+            return StoreUnavailable(f"{self._where(name)}: storage did not answer: {exc}")
+        code = _code(exc)
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if expected is not None and code in _CONFLICT:
+            return PreconditionFailed(name, expected, self.read(name))
+        if expected is not None and code in _ABSENT:
+            return PreconditionFailed(name, expected, None)  # a conditional call on an absent object
+        if code == "NoSuchBucket":
+            return StoreRefused(
+                f"s3://{self._bucket} does not exist (or is in another region); check the bucket name "
+                "and AWS_REGION"
+            )
+        if code in _CREDENTIALS:
+            return StoreRefused(
+                f"{self._where(name)}: S3 refused the credentials ({code}); check AWS_ACCESS_KEY_ID / "
+                "AWS_PROFILE or the role, and the bucket policy (docs/DEPLOY-AWS.md lists what is needed)"
+            )
+        if code in _THROTTLED or status == 429 or status >= 500:
+            return StoreUnavailable(f"{self._where(name)}: storage did not answer: {exc}")
+        return StoreRefused(f"{self._where(name)}: S3 refused the call ({code or status}): {exc}")
+
+    def _head_or_none(self, name: str) -> dict[str, Any] | None:
+        try:
+            head: dict[str, Any] = self._client.head_object(Bucket=self._bucket, Key=name)
+        except ClientError as exc:
+            if _code(exc) in _ABSENT:
+                return None
+            raise self._translated(name, exc) from exc
+        except BotoCoreError as exc:
+            raise self._translated(name, exc) from exc
+        return head
+
+    @staticmethod
+    def _generation(head: Mapping[str, Any]) -> int:
+        return generation_of(head.get("Metadata") or {}, head["LastModified"], str(head["ETag"]))
+
+    def read(self, name: str) -> StoredObject | None:
+        try:
+            got = self._client.get_object(Bucket=self._bucket, Key=name)
+            data = got["Body"].read()
+        except ClientError as exc:
+            if _code(exc) in _ABSENT:
+                return None
+            raise self._translated(name, exc) from exc
+        except BotoCoreError as exc:
+            raise self._translated(name, exc) from exc
+        return StoredObject(name, self._generation(got), bytes(data))
+
+    def stat(self, name: str) -> ObjectInfo | None:
+        head = self._head_or_none(name)
+        if head is None:
+            return None
+        return ObjectInfo(name, self._generation(head), int(head["ContentLength"]), head["LastModified"])
+
+    def _put(self, name: str, data: bytes, generation: int, expected: int | None, **condition: str) -> int:
+        with self._translate(name, expected):
+            self._client.put_object(
+                Bucket=self._bucket,
+                Key=name,
+                Body=data,
+                Metadata={GENERATION_KEY: str(generation)},
+                **condition,
+            )
+        return generation
+
+    def _current(self, name: str, expected: int) -> str:
+        """The ETag of the live object when its generation is `expected`; else PreconditionFailed."""
+        head = self._head_or_none(name)
+        if head is None:
+            raise PreconditionFailed(name, expected, None)
+        if self._generation(head) != expected:
+            raise PreconditionFailed(name, expected, self.read(name))
+        return str(head["ETag"])
+
+    def create(self, name: str, data: bytes) -> int:
+        return self._put(name, data, _GENERATIONS.issue(), 0, IfNoneMatch="*")
+
+    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
+        etag = self._current(name, if_generation)
+        return self._put(name, data, _GENERATIONS.issue(above=if_generation), if_generation, IfMatch=etag)
+
+    def write(self, name: str, data: bytes) -> int:
+        return self._put(name, data, _GENERATIONS.issue(), None)
+
+    def delete(self, name: str, *, if_generation: int) -> None:
+        etag = self._current(name, if_generation)
+        with self._translate(name, if_generation):
+            self._client.delete_object(Bucket=self._bucket, Key=name, IfMatch=etag)
+
+    def remove(self, name: str) -> bool:
+        # S3 answers a delete of an absent key with success: look first to report whether it existed.
+        if self._head_or_none(name) is None:
+            return False
+        with self._translate(name):
+            self._client.delete_object(Bucket=self._bucket, Key=name)
+        return True
+
+    def _keys(
+        self, prefix: str, start_offset: str | None, end_offset: str | None, limit: int | None
+    ) -> list[str]:
+        request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
+        if start_offset and start_offset > prefix:
+            request["StartAfter"] = _just_before(start_offset)
+        keys: list[str] = []
+        while True:
+            if limit is not None:
+                request["MaxKeys"] = min(1000, limit - len(keys))
+            with self._translate(prefix):
+                page = self._client.list_objects_v2(**request)
+            for item in page.get("Contents", []):
+                key = str(item["Key"])
+                if end_offset is not None and key >= end_offset:
+                    return keys
+                if start_offset is not None and key < start_offset:
+                    continue
+                keys.append(key)
+                if limit is not None and len(keys) >= limit:
+                    return keys
+            if not page.get("IsTruncated"):
+                return keys
+            request["ContinuationToken"] = page["NextContinuationToken"]
+
+    def list_objects(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ObjectInfo]:
+        keys = self._keys(prefix, start_offset, end_offset, limit)
+        if len(keys) <= 1:
+            found = [self.stat(k) for k in keys]
+        else:
+            with ThreadPoolExecutor(max_workers=min(_HEAD_WORKERS, len(keys))) as pool:
+                found = list(pool.map(self.stat, keys))
+        return [info for info in found if info is not None]  # None: deleted since the listing
+
+    def list_folders(self, prefix: str) -> list[str]:
+        request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix, "Delimiter": "/"}
+        folders: list[str] = []
+        while True:
+            with self._translate(prefix):
+                page = self._client.list_objects_v2(**request)
+            folders.extend(str(p["Prefix"]) for p in page.get("CommonPrefixes", []))
+            if not page.get("IsTruncated"):
+                return sorted(folders)
+            request["ContinuationToken"] = page["NextContinuationToken"]
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _just_before(name: str) -> str:
+    """A key that sorts before `name` and close to it, for S3's exclusive `StartAfter`: `name` with
+    its last character lowered by one (keys between it and `name` are skipped by the caller)."""
+    last = ord(name[-1])
+    lowered = chr(last - 1) if last > 0 else ""
+    if 0xD800 <= last - 1 <= 0xDFFF:
+        lowered = ""
+    return name[:-1] + lowered

@@ -1,0 +1,23 @@
+"""Builds real clients from settings on AWS: the S3 store and the EMR Serverless runner, for the
+Lambda entry points and the CLI on s3:// buckets (boto3 is imported only here and below)."""
+
+from __future__ import annotations
+
+from turnstile.jobs.emr import EmrRunner
+from turnstile.jobs.local import LocalRunner
+from turnstile.jobs.port import JobRunner
+from turnstile.settings import Settings
+from turnstile.store.port import ObjectStore
+from turnstile.store.s3 import S3Store, make_client
+
+
+def s3_store(settings: Settings, bucket: str) -> ObjectStore:
+    """S3 (or the endpoint named by AWS_ENDPOINT_URL) for one bucket."""
+    return S3Store(make_client(settings.aws_region, settings.aws_endpoint_url), bucket)
+
+
+def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
+    """The runner JOB_RUNNER names on AWS: EMR Serverless, or spark-submit on this machine."""
+    if settings.job_runner == "emr":
+        return EmrRunner.from_settings(settings)
+    return LocalRunner.from_settings(settings)

@@ -1,0 +1,142 @@
+"""The Lambda handlers on a moto S3 bucket: S3 notifications in, the same protocol as the Cloud
+Function out. Jobs run in-process (InlineRunner); tests/e2e/test_aws_local_spark.py runs real Spark."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.aws.lambda_harness import LambdaHost, load_handlers, s3_notification, start_lambda_host
+from turnstile.errors import SettingsError
+from turnstile.jobs.inline import InlineRunner, MemoryTables
+from turnstile.lambda_entry import created_objects
+from turnstile.paths import Table
+from turnstile.records import Lock, LockState, Pointer
+from turnstile.store.s3 import S3Store
+
+ORDERED = {"ORDER_PER_TABLE": "true"}
+
+
+@pytest.fixture
+def tables() -> MemoryTables:
+    return MemoryTables()
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch, s3_store: S3Store, tables: MemoryTables) -> LambdaHost:
+    return start_lambda_host(monkeypatch, s3_store, lambda store: InlineRunner(store, tables), ORDERED)
+
+
+# -- the event's shape ----------------------------------------------------------------------------------
+
+
+def test_keys_are_url_decoded() -> None:
+    event = s3_notification("b", "sales/orders/batch one+two%/_SUCCESS")
+    assert event["Records"][0]["s3"]["object"]["key"] == "sales/orders/batch+one%2Btwo%25/_SUCCESS"
+    [created], rejected = created_objects(event)
+    assert (created.bucket, created.key, rejected) == ("b", "sales/orders/batch one+two%/_SUCCESS", [])
+
+
+def test_removals_and_the_configuration_test_event_are_skipped_and_junk_is_reported() -> None:
+    removal = s3_notification("b", "sales/orders/b1/_SUCCESS", event="ObjectRemoved:Delete")
+    assert created_objects(removal) == ([], [])
+    assert created_objects({"Service": "Amazon S3", "Event": "s3:TestEvent", "Bucket": "b"}) == ([], [])
+    found, rejected = created_objects(
+        {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put"}]}
+    )
+    assert found == [] and len(rejected) == 1 and "needs s3.bucket.name, s3.object.key" in rejected[0]
+
+
+# -- the protocol through the handler --------------------------------------------------------------------
+
+
+def test_ordered_batches_are_applied_in_order_from_shuffled_duplicated_notifications(
+    host: LambdaHost, tables: MemoryTables
+) -> None:
+    rels = [f"2024/05/01/{hour:02d}" for hour in range(6)]
+    for rel in reversed(rels):  # upstream finishes them out of order
+        host.put_batch(f"sales/orders/{rel}")
+    host.drain(rng=random.Random(7), duplicates=0.3)
+    assert tables.applied_rels("sales/orders") == rels
+    assert host.store.inner.list_objects("sales/orders/_backlog/") == []
+    assert "ignored" in host.outcomes  # the functions' own writes notify too, and are skipped without a read
+
+
+def test_a_batch_folder_with_a_space_in_its_name_is_published_under_its_decoded_name(
+    host: LambdaHost, tables: MemoryTables
+) -> None:
+    generation = host.put_batch("sales/orders/batch one")
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["batch one"]
+    result = host.store.inner.read(
+        Table(host.bucket, "sales/orders", "sales", "orders").result("batch one", generation)
+    )
+    assert result is not None
+
+
+def test_a_failed_batch_blocks_the_table_with_an_s3_unlock_command(
+    host: LambdaHost, tables: MemoryTables
+) -> None:
+    tables.failing.add("2024/05/01/14")
+    for hour in ("13", "14", "15"):
+        host.put_batch(f"sales/orders/2024/05/01/{hour}")
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
+    found = host.store.inner.read("sales/orders/_bqlock")
+    assert found is not None
+    lock = Lock.decode(found.data, "lock")
+    assert (lock.state, lock.failed_rel) == (LockState.FAILED, "2024/05/01/14")
+    assert lock.unlock_command == f"turnstile unlock s3://{host.bucket}/sales/orders [--skip-head]"
+
+
+def test_an_object_gone_before_its_event_is_left_alone(host: LambdaHost) -> None:
+    host.upload("sales/orders/b1/part-0.csv", b"id\n1\n")
+    host.store.inner.write("sales/orders/b1/_SUCCESS", b"")
+    host.store.inner.remove("sales/orders/b1/_SUCCESS")
+    result = host.handlers.on_s3_event(s3_notification(host.bucket, "sales/orders/b1/_SUCCESS"), None)
+    assert result == {"outcomes": ["gone"]}
+    assert host.store.inner.list_objects("sales/orders/_backlog/") == []
+
+
+def test_an_upstream_success_gets_the_generation_the_store_reports(host: LambdaHost) -> None:
+    # A pointer records the `_SUCCESS` generation: it must be the one S3Store reads back.
+    host.put_batch("sales/orders/2024/05/01/13")
+    success = host.store.inner.stat("sales/orders/2024/05/01/13/_SUCCESS")
+    host.events.clear()
+    host.handlers.on_s3_event(s3_notification(host.bucket, "sales/orders/2024/05/01/13/_SUCCESS"), None)
+    found = host.store.inner.read("sales/orders/_backlog/2024/05/01/13/_SUCCESS")
+    assert success is not None and found is not None
+    assert Pointer.decode(found.data, "pointer").success_generation == success.generation
+
+
+# -- the scheduled sweep ----------------------------------------------------------------------------------
+
+
+def test_the_scheduled_sweep_wakes_a_table_whose_backlog_nobody_drains(host: LambdaHost) -> None:
+    host.put_batch("sales/orders/2024/05/01/13")
+    host.events.clear()  # the notification is lost
+    host.handlers.on_s3_event(s3_notification(host.bucket, "sales/orders/2024/05/01/13/_SUCCESS"), None)
+    host.store.inner.remove("sales/orders/_BACKFILL")  # ...and so is the run it started
+    host.events.clear()
+    report = host.handlers.sweep({"buckets": [f"s3://{host.bucket}"]}, None)
+    assert [(t["table"], t["verdict"]) for t in report["tables"]] == [
+        (f"s3://{host.bucket}/sales/orders", "wake")
+    ]
+    assert host.store.inner.stat("sales/orders/_BACKFILL") is not None
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        ({}, 'must be {"buckets": ["BUCKET", ...]}'),
+        ({"buckets": "lake"}, 'must be {"buckets": ["BUCKET", ...]}'),
+        ({"buckets": ["gs://lake"]}, "sweeps S3 buckets: 'gs://lake' is not s3://BUCKET"),
+        ({"buckets": ["s3://lake/sales"]}, "is not s3://BUCKET"),
+        ({"buckets": ["az://lake"]}, "az:// is not supported; use gs://BUCKET or s3://BUCKET"),
+    ],
+)
+def test_a_bad_schedule_input_says_what_to_fix(event: dict[str, object], message: str) -> None:
+    with pytest.raises(SettingsError) as caught:
+        load_handlers().sweep(event, None)
+    assert message in str(caught.value)

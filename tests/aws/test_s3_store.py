@@ -1,0 +1,249 @@
+"""What is S3's own beyond the shared contract: the generation mapping, unique bytes for every state
+write, the lock's races through the protocol's own lock writer, and the errors an operator meets.
+All against a real moto server."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from moto.core.authorization import enable_iam_authentication
+
+from tests.conftest import AWS_REGION
+from tests.contract.test_object_store import race
+from turnstile.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
+from turnstile.ops import session
+from turnstile.paths import Table
+from turnstile.protocol import lock as table_lock
+from turnstile.protocol import operator, publisher
+from turnstile.protocol.context import Invocation
+from turnstile.records import Lock, LockState
+from turnstile.settings import Settings
+from turnstile.store.s3 import GENERATION_KEY, S3Store, derived_generation, make_client
+
+TABLE = Table("unused", "sales/orders", "sales", "orders")
+
+
+def raw(moto_server: str) -> Any:
+    return make_client(AWS_REGION, moto_server)
+
+
+def invocation(store: S3Store) -> Invocation:
+    return session.invocation(store, Settings.from_env({}))
+
+
+# -- the generation mapping ---------------------------------------------------------------------------
+
+
+def test_turnstile_writes_keep_their_generation_in_metadata(s3_store: S3Store, moto_server: str) -> None:
+    generation = s3_store.write("t/a", b"x")
+    head = raw(moto_server).head_object(Bucket=s3_store.bucket, Key="t/a")
+    assert head["Metadata"] == {GENERATION_KEY: str(generation)}
+
+
+def test_an_upstream_object_gets_a_derived_generation_that_every_call_agrees_on(
+    s3_store: S3Store, moto_server: str
+) -> None:
+    raw(moto_server).put_object(Bucket=s3_store.bucket, Key="sales/orders/b1/_SUCCESS", Body=b"")
+    head = raw(moto_server).head_object(Bucket=s3_store.bucket, Key="sales/orders/b1/_SUCCESS")
+    expected = derived_generation(head["LastModified"], head["ETag"])
+    found = s3_store.read("sales/orders/b1/_SUCCESS")
+    info = s3_store.stat("sales/orders/b1/_SUCCESS")
+    [listed] = s3_store.list_objects("sales/orders/b1/")
+    assert found is not None and info is not None
+    assert found.generation == info.generation == listed.generation == expected
+    # The protocol replaces and deletes by that generation like any other.
+    replaced = s3_store.replace("sales/orders/b1/_SUCCESS", b"again", if_generation=expected)
+    assert replaced > expected
+    s3_store.delete("sales/orders/b1/_SUCCESS", if_generation=replaced)
+    assert s3_store.read("sales/orders/b1/_SUCCESS") is None
+
+
+def test_listings_report_the_generations_reads_report(s3_store: S3Store) -> None:
+    written = {
+        f"ds/t/_backlog/{i}/_SUCCESS": s3_store.write(f"ds/t/_backlog/{i}/_SUCCESS", b"p%d" % i)
+        for i in range(5)
+    }
+    listed = {info.name: info.generation for info in s3_store.list_objects("ds/t/_backlog/")}
+    assert listed == written
+
+
+def test_a_rewrite_of_the_same_bytes_is_a_new_generation_and_the_old_one_cannot_delete_it(
+    s3_store: S3Store,
+) -> None:
+    first = s3_store.write("t/a", b"same")
+    second = s3_store.write("t/a", b"same")
+    assert second > first
+    with pytest.raises(PreconditionFailed) as caught:
+        s3_store.delete("t/a", if_generation=first)
+    assert caught.value.found is not None and caught.value.found.generation == second
+    assert (
+        str(caught.value)
+        == f"precondition failed on t/a: expected generation {first}, found generation {second}"
+    )
+    assert s3_store.read("t/a") is not None
+
+
+# -- unique bytes for every state write -----------------------------------------------------------------
+
+
+def test_two_writes_of_the_same_lock_carry_different_bytes(s3_store: S3Store) -> None:
+    inv = invocation(s3_store)
+    lock = Lock(state=LockState.RUNNING, job_id="job-1")
+    first = table_lock.write(inv, TABLE, lock, 0)
+    first_bytes = s3_store.read(TABLE.lock).data  # type: ignore[union-attr]
+    table_lock.write(inv, TABLE, lock, first)
+    second_bytes = s3_store.read(TABLE.lock).data  # type: ignore[union-attr]
+    assert first_bytes != second_bytes
+    assert Lock.decode(first_bytes, "lock").nonce != Lock.decode(second_bytes, "lock").nonce
+
+
+def test_every_backfill_write_is_unique_so_an_exiting_subscriber_never_deletes_a_newer_one(
+    s3_store: S3Store,
+) -> None:
+    inv = invocation(s3_store)
+    publisher.ensure_subscriber(inv, TABLE)  # a run is scheduled
+    seen = s3_store.stat(TABLE.backfill)
+    operator.resume(inv, TABLE)  # an operator restarts it within the same second
+    with pytest.raises(PreconditionFailed):
+        s3_store.delete(TABLE.backfill, if_generation=seen.generation)  # type: ignore[union-attr]
+    assert s3_store.stat(TABLE.backfill) is not None
+
+
+# -- the lock's races -------------------------------------------------------------------------------
+
+
+def test_twenty_invocations_racing_to_take_a_free_lock_have_one_winner(s3_store: S3Store) -> None:
+    inv = invocation(s3_store)
+    wins, losses = race(
+        20, lambda i: table_lock.write(inv, TABLE, Lock(state=LockState.RUNNING, job_id=f"job-{i}"), 0)
+    )
+    assert (len(wins), len(losses)) == (1, 19)
+    lock, generation = table_lock.read(inv, TABLE)
+    assert generation == wins[0]
+    assert all(isinstance(loss, PreconditionFailed) and loss.found is not None for loss in losses)
+    assert {loss.found.generation for loss in losses} == {generation}  # type: ignore[attr-defined]
+    assert lock.state is LockState.RUNNING
+
+
+def test_twenty_invocations_releasing_the_same_lock_generation_have_one_winner(s3_store: S3Store) -> None:
+    # Every contender writes the same state: only the lock's nonce tells their writes apart.
+    inv = invocation(s3_store)
+    held = table_lock.write(inv, TABLE, Lock(state=LockState.RUNNING, job_id="job-1"), 0)
+    wins, losses = race(20, lambda i: table_lock.write(inv, TABLE, Lock(), held))
+    assert (len(wins), len(losses)) == (1, 19)
+    assert table_lock.read(inv, TABLE)[1] == wins[0]
+
+
+def test_lock_handoffs_under_contention_lose_no_transition(s3_store: S3Store) -> None:
+    inv = invocation(s3_store)
+    table_lock.write(inv, TABLE, Lock(history=()), 0)
+
+    def take_turns(i: int) -> None:
+        turns = 0
+        while turns < 3:
+            lock, generation = table_lock.read(inv, TABLE)
+            try:
+                table_lock.write(
+                    inv, TABLE, lock.model_copy(update={"history": (*lock.history, f"{i}")}), generation
+                )
+            except PreconditionFailed:
+                continue
+            turns += 1
+
+    wins, losses = race(6, take_turns)
+    assert (len(wins), losses) == (6, [])
+    assert len(table_lock.read(inv, TABLE)[0].history) == 18
+
+
+# -- errors an operator meets ---------------------------------------------------------------------------
+
+
+def test_a_missing_bucket_says_so(moto_server: str) -> None:
+    store = S3Store(make_client(AWS_REGION, moto_server), "no-such-bucket")
+    with pytest.raises(StoreRefused, match=r"s3://no-such-bucket does not exist.*check the bucket name"):
+        store.list_objects("")
+    with pytest.raises(StoreRefused, match="does not exist"):
+        store.read("x")
+
+
+def test_a_missing_region_says_which_variable_to_set() -> None:
+    with pytest.raises(SettingsError, match="AWS_REGION is not set"):
+        make_client(None)
+
+
+def test_wrong_credentials_are_refused_with_what_to_check(
+    s3_store: S3Store, moto_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWRONGWRONGWRONG1")
+    monkeypatch.delenv("AWS_SESSION_TOKEN")
+    store = S3Store(make_client(AWS_REGION, moto_server), s3_store.bucket)
+    with (
+        enable_iam_authentication(),
+        pytest.raises(StoreRefused, match=r"refused the credentials.*AWS_ACCESS_KEY_ID"),
+    ):
+        store.read("t/a")
+
+
+def test_no_credentials_at_all_are_refused_with_where_they_come_from(
+    s3_store: S3Store, moto_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(variable)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    store = S3Store(make_client(AWS_REGION, moto_server), s3_store.bucket)
+    with pytest.raises(StoreRefused, match="no AWS credentials found"):
+        store.write("t/a", b"x")
+
+
+def test_an_unreachable_endpoint_is_transient(s3_bucket: str) -> None:
+    store = S3Store(make_client(AWS_REGION, "http://127.0.0.1:9", max_attempts=2), s3_bucket)
+    with pytest.raises(StoreUnavailable, match=rf"s3://{s3_bucket}/t/a: storage did not answer"):
+        store.read("t/a")
+
+
+class _Throttling(BaseHTTPRequestHandler):
+    """S3 answering every request with 503 SlowDown, as it does under a request-rate limit."""
+
+    methods: list[str] = []
+    BODY = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+
+    def _answer(self) -> None:
+        type(self).methods.append(self.command)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(503)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(self.BODY)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(self.BODY)
+
+    def do_GET(self) -> None:
+        self._answer()
+
+    def do_PUT(self) -> None:
+        self._answer()
+
+    def do_HEAD(self) -> None:
+        self._answer()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("moto_server")  # the session's dummy credentials
+def test_throttling_that_outlasts_botocores_retries_is_transient() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Throttling)
+    threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
+    try:
+        store = S3Store(
+            make_client(AWS_REGION, f"http://127.0.0.1:{server.server_address[1]}", max_attempts=3), "lake"
+        )
+        with pytest.raises(StoreUnavailable, match=r"s3://lake/t/lock: storage did not answer.*SlowDown"):
+            store.create("t/lock", b"x")
+        assert _Throttling.methods == ["PUT"] * 3  # botocore retried before giving up
+    finally:
+        server.shutdown()
+        server.server_close()
