@@ -95,7 +95,7 @@ def test_a_batch_without_credentials_is_explained_from_its_name_and_says_its_con
         ("gs://abc", "gs://abc names a bucket, not an object; pass gs://BUCKET/OBJECT"),
         (
             "gs://ab/sales/orders/_bqlock",
-            "'gs://ab/sales/orders/_bqlock' is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI",
+            "'gs://ab/sales/orders/_bqlock' is not a gs://BUCKET[/PATH] URI",
         ),
         ("abc/sales/orders/_bqlock", "is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI"),
         (f"gs://abc/sales/or-ders/{SUCCESS[13:]}", "table name 'or-ders' is not allowed"),
