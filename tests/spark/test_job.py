@@ -328,11 +328,12 @@ def test_a_job_killed_after_a_commit_is_rerun_without_duplicates(
     assert done.succeeded and outcomes(done) == [("1", SKIPPED), ("2", COMMITTED), ("3", COMMITTED)]
     assert done_signal(kit, "job-2") == done
     skipped = result(kit, b1)
+    # The killed job's commit is in the history: the SKIPPED record names its snapshot.
     assert (skipped.outcome, skipped.job_id, skipped.rows_written, skipped.snapshot_id) == (
         SKIPPED,
         "job-2",
         0,
-        None,
+        tagged(kit)[key(b1)][0],
     )
     assert kit.rows() == [(1, "a"), (2, "b"), (3, "c"), (4, "d")]
     assert tagged(kit)[key(b1)][1]["turnstile.job-id"] == "job-killed"
@@ -355,7 +356,7 @@ def test_a_reuploaded_success_is_applied_again_with_its_new_data(spark: Any, tmp
     assert fixed.success_generation != first.success_generation
     done = kit.run(first, fixed, job_id="job-2")
     assert outcomes(done) == [("2024/05/01/13", COMMITTED)]  # rel-keyed: the new generation's outcome
-    assert result(kit, first).outcome is SKIPPED
+    assert result(kit, first).outcome is COMMITTED  # its commit's record is never replaced
     assert (result(kit, fixed).outcome, result(kit, fixed).bad_rows) == (COMMITTED, 0)
     assert kit.rows() == [(1, "a"), (1, "a"), (2, "b")]  # on purpose: the upload said "again"
     assert list(tagged(kit)) == [key(first), key(fixed)]
