@@ -348,3 +348,36 @@ variable "stall_restart_threshold" {
   type        = number
   default     = 3
 }
+
+variable "retry_alert_threshold" {
+  description = "Alert when the jobs of one table were retried for transient failures more than this many times within an hour."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.retry_alert_threshold >= 0
+    error_message = "retry_alert_threshold must be 0 or more (0: alert on the first retry)."
+  }
+}
+
+variable "timeout_alert_threshold" {
+  description = "Alert when the watchdog cancelled more than this many jobs of one table (past job_timeout_seconds) within an hour; each is retried, so 1 tolerates a single timeout."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.timeout_alert_threshold >= 0
+    error_message = "timeout_alert_threshold must be 0 or more (0: alert on the first timeout)."
+  }
+}
+
+variable "reconciled_alert_threshold" {
+  description = "Alert when the sweeper published more than this many batches within an hour whose object event never came (lost notifications)."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.reconciled_alert_threshold >= 0
+    error_message = "reconciled_alert_threshold must be 0 or more (0: alert on the first lost event)."
+  }
+}

@@ -661,7 +661,18 @@ def test_job_record_suffixes_match_the_library_names() -> None:
 
 @pytest.mark.parametrize(
     ("metric", "event"),
-    [("table_blocked", "table_blocked"), ("subscriber_restarted", "subscriber_restarted")],
+    [
+        (event, event)
+        for event in (
+            "table_blocked",
+            "subscriber_restarted",
+            "batch_failed",
+            "job_timed_out",
+            "job_retry_scheduled",
+            "batch_reconciled",
+            "sweep_table_failed",
+        )
+    ],
 )
 def test_log_metrics_count_the_library_events(tf: Config, metric: str, event: str) -> None:
     body = tf.resource("google_logging_metric", metric)
@@ -674,7 +685,16 @@ def test_log_metrics_count_the_library_events(tf: Config, metric: str, event: st
 
 @pytest.mark.parametrize(
     ("policy", "metrics"),
-    [("table_blocked", {"table_blocked"}), ("backlog_stalled", {"subscriber_restarted", "sweep_failed"})],
+    [
+        ("table_blocked", {"table_blocked"}),
+        ("backlog_stalled", {"subscriber_restarted", "sweep_failed", "sweep_table_failed", "sweep_refused"}),
+        ("batch_failed", {"batch_failed"}),
+        ("settings_invalid", {"settings_invalid"}),
+        ("rejected", {"rejected"}),
+        ("job_timed_out", {"job_timed_out"}),
+        ("job_retries", {"job_retry_scheduled"}),
+        ("events_lost", {"batch_reconciled"}),
+    ],
 )
 def test_alert_policies_watch_the_metrics_and_notify(tf: Config, policy: str, metrics: set[str]) -> None:
     body = tf.resource("google_monitoring_alert_policy", policy)
@@ -682,6 +702,156 @@ def test_alert_policies_watch_the_metrics_and_notify(tf: Config, policy: str, me
     filters = [one(c["condition_threshold"], "condition_threshold")["filter"] for c in body["conditions"]]
     watched = {m for m in metrics for f in filters if f"google_logging_metric.{m}.name" in f}
     assert watched == metrics
+
+
+# Events that need a human although logged at WARNING: a count over a window is the signal.
+WARNING_EVENTS_ALERTED = {"subscriber_restarted", "job_retry_scheduled", "batch_reconciled"}
+# Logged only by the local stack (turnstile.local), which has no Cloud Logging to alert from.
+LOCAL_ONLY = ROOT / "shared" / "turnstile" / "local"
+LOG_SOURCES = [ROOT / "shared" / "turnstile", ROOT / "functions"]
+
+
+def _event_of(extra: ast.expr) -> str | None:
+    """The constant "event" of an `extra=` argument: a dict, or a dict merged with `|`."""
+    if isinstance(extra, ast.BinOp):
+        return _event_of(extra.left) or _event_of(extra.right)
+    if isinstance(extra, ast.Dict):
+        for key, value in zip(extra.keys, extra.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant):
+                return str(value.value)
+    return None
+
+
+def logged_events(levels: set[str], roots: list[Path] = LOG_SOURCES) -> dict[str, set[Path]]:
+    """Every `event` logged with `log.<level>(..., extra={"event": ...})` under `roots`, with the
+    files that log it."""
+    found: dict[str, set[Path]] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                    continue
+                if node.func.attr not in levels:
+                    continue
+                for keyword in node.keywords:
+                    event = _event_of(keyword.value) if keyword.arg == "extra" else None
+                    if event:
+                        found.setdefault(event, set()).add(path)
+    return found
+
+
+def metric_counting(tf: Config, event: str) -> str | None:
+    """The log-based metric whose filter counts `event`, or None."""
+    for name, body in tf.of_type("google_logging_metric"):
+        if f'jsonPayload.event="{event}"' in body["filter"]:
+            return name
+    return None
+
+
+def alerting_on(tf: Config, metric: str) -> list[str]:
+    """The alert policies with a condition on `metric`."""
+    return [
+        name
+        for name, body in tf.of_type("google_monitoring_alert_policy")
+        for condition in body["conditions"]
+        if f"google_logging_metric.{metric}.name"
+        in one(condition["condition_threshold"], "condition_threshold")["filter"]
+    ]
+
+
+def unalerted(tf: Config, events: set[str]) -> list[str]:
+    """Each event of `events` without a metric counting it or an alert on that metric, and why."""
+    problems = []
+    for event in sorted(events):
+        metric = metric_counting(tf, event)
+        if metric is None:
+            problems.append(f"{event}: no google_logging_metric filters on it")
+        elif not alerting_on(tf, metric):
+            problems.append(f"{event}: metric {metric} has no alert policy")
+    return problems
+
+
+def errors_to_alert() -> set[str]:
+    logged = logged_events({"error", "critical", "exception"})
+    return {event for event, paths in logged.items() if not all(p.is_relative_to(LOCAL_ONLY) for p in paths)}
+
+
+def test_the_scan_finds_the_events_the_library_logs_at_error() -> None:
+    logged = logged_events({"error", "critical", "exception"})
+    expected = {
+        "table_blocked",
+        "batch_failed",
+        "settings_invalid",
+        "job_timed_out",
+        "rejected",
+        "sweep_refused",
+    }
+    assert expected <= set(logged), f"the scan missed {sorted(expected - set(logged))}"
+    assert "event_undeliverable" in logged and "event_undeliverable" not in errors_to_alert()
+    assert "job_retry_scheduled" not in logged  # a WARNING: the scan tells levels apart
+
+
+def test_every_event_logged_at_error_or_critical_has_a_metric_and_an_alert(tf: Config) -> None:
+    assert not unalerted(tf, errors_to_alert() | WARNING_EVENTS_ALERTED)
+
+
+def test_a_missing_metric_or_alert_fails_the_check(tf: Config) -> None:
+    without_metric = Config(dict(tf.resources), tf.locals, tf.variables, tf.outputs)
+    del without_metric.resources[("google_logging_metric", "batch_failed")]
+    assert unalerted(without_metric, {"batch_failed"}) == [
+        "batch_failed: no google_logging_metric filters on it"
+    ]
+    without_alert = Config(dict(tf.resources), tf.locals, tf.variables, tf.outputs)
+    del without_alert.resources[("google_monitoring_alert_policy", "batch_failed")]
+    assert unalerted(without_alert, {"batch_failed"}) == [
+        "batch_failed: metric batch_failed has no alert policy"
+    ]
+
+
+def test_metrics_count_only_this_deployment(tf: Config) -> None:
+    for name, body in tf.of_type("google_logging_metric"):
+        scoped = ("local.sweeper_logs", "local.function_logs", "google_storage_bucket.inbound.name")
+        assert any(s in body["filter"] for s in scoped) or "google_cloud_scheduler_job" in body["filter"], (
+            name
+        )
+
+
+def alerting_table() -> list[dict[str, str]]:
+    """The rows of the table under "### Alerts" in docs/DEPLOY.md, by column header."""
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    section = text.split("### Alerts\n", 1)[1].split("\n#", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(lines) > 2, "docs/DEPLOY.md: no table under ### Alerts"
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [
+        dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]
+    ]
+
+
+def test_the_deploy_alerting_table_lists_every_event_the_metrics_filter_on(tf: Config) -> None:
+    rows = alerting_table()
+    for name, body in tf.of_type("google_logging_metric"):
+        metric_rows = [row for row in rows if f"`turnstile/{name}`" in row["metric"]]
+        assert metric_rows, f"docs/DEPLOY.md alerting table: no row with metric turnstile/{name}"
+        event = re.search(r'jsonPayload\.event="(\w+)"', body["filter"])
+        if event:
+            assert any(f"`{event.group(1)}`" in row["log event"] for row in metric_rows), (
+                f"DEPLOY.md alerting table: the row of turnstile/{name} does not name {event.group(1)}"
+            )
+        policies = alerting_on(tf, name)
+        titles = {
+            tf.resource("google_monitoring_alert_policy", p)["display_name"].split(": ", 1)[1]
+            for p in policies
+        }
+        assert any(title in row["alert (when it fires)"] for title in titles for row in metric_rows), (
+            f"DEPLOY.md alerting table: the row of turnstile/{name} names none of {sorted(titles)}"
+        )
+
+
+def test_the_alerting_table_covers_every_event_logged_at_error() -> None:
+    listed = " ".join(row["log event"] for row in alerting_table())
+    missing = sorted(e for e in logged_events({"error", "critical", "exception"}) if f"`{e}`" not in listed)
+    assert not missing, f"docs/DEPLOY.md alerting table lacks {missing}"
 
 
 # -- outputs, example and skips -------------------------------------------------------------------------
