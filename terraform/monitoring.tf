@@ -1,5 +1,6 @@
 # Log-based metrics and alerts. The library writes JSON log lines that Cloud Logging parses into
-# jsonPayload (turnstile.logs); the fields used here are set by turnstile.protocol:
+# jsonPayload (turnstile.logs); the fields used here are set by turnstile.protocol, turnstile.entry
+# and functions/main.py:
 #
 # - table_blocked (ERROR, fields table, bucket, job_id, rel, error, lock_age_seconds): logged by the
 #   subscriber when a batch fails and by the sweeper on every sweep while the lock stays FAILED, so
@@ -16,7 +17,6 @@
 #   repeats what table_blocked already says.
 #   The sweeper itself failing is the other way a backlog silently stops draining, so the same
 #   policy also fires when the scheduler's calls to the sweeper fail repeatedly.
-
 #
 # Every other failure kind the library logs has a metric below and an alert (docs/DEPLOY.md, "Alerts",
 # has the table of them; tests/terraform checks that every event logged at ERROR or CRITICAL has both):
