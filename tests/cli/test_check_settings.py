@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import hcl2
 import pytest
 from click.testing import Result
 from typer.testing import CliRunner
@@ -121,9 +122,12 @@ def test_values_the_dataproc_api_or_gcs_refuse_are_reported(tmp_path: Path) -> N
 
 
 def test_a_misspelt_name_in_a_file_is_a_problem_with_the_likely_name(tmp_path: Path) -> None:
-    result = check("--env-file", env_file(tmp_path, DEPLOYED | {"JOB_PREFX": "turnstile"}))
+    lacking = {k: v for k, v in DEPLOYED.items() if k != "JOB_MAIN_URI"}
+    result = check("--env-file", env_file(tmp_path, lacking | {"JOB_PREFX": "turnstile"}))
     assert result.exit_code == 1
-    assert "did you mean JOB_PREFIX?" in problem_lines(result)["JOB_PREFX"]
+    found = problem_lines(result)
+    assert "did you mean JOB_PREFIX?" in found["JOB_PREFX"]
+    assert set(found) == {"JOB_PREFX", "JOB_MAIN_URI"}  # the runner is still checked
 
 
 def test_the_current_environment_is_checked_without_its_unrelated_variables(
@@ -155,3 +159,18 @@ def test_a_file_that_is_not_key_value_lines_is_refused_naming_the_line(tmp_path:
     assert f"error: {path}:2: 'just some words' is not KEY=VALUE;" in result.stderr
     missing = check("--env-file", str(tmp_path / "absent"))
     assert missing.exit_code == 2 and "cannot read the environment file" in missing.stderr
+
+
+def test_the_example_environment_is_the_one_terraform_renders() -> None:
+    """DEPLOYED above has every variable terraform/main.tf gives the functions, except those empty
+    (so dropped) with the default inputs."""
+    with (Path(__file__).resolve().parents[2] / "terraform" / "main.tf").open() as handle:
+        parsed = hcl2.load(handle)
+    rendered = next(block["function_env_all"] for block in parsed["locals"] if "function_env_all" in block)
+    empty_by_default = {
+        "DESTINATION_REGEX",
+        "START_BACKFILL_FILENAME",
+        "DATAPROC_SUBNETWORK",
+        "ICEBERG_CATALOG_URI",
+    }
+    assert set(DEPLOYED) - {"DATAPROC_ENDPOINT"} == set(rendered) - empty_by_default

@@ -92,13 +92,12 @@ def check(environ: Mapping[str, str], *, unknown_are_problems: bool) -> list[Pro
     much else)."""
     docs = Settings.variables()
     problems = [Problem(var, what, _fix(var, docs)) for var, what in Settings.problems(environ)]
+    if not problems:  # the runner's needs are read from valid settings only
+        settings = Settings.from_env(environ)
+        if settings.job_runner == "dataproc":
+            problems += dataproc_problems(settings)
     if unknown_are_problems:
         problems += [_unknown(name, docs) for name in sorted(environ) if name not in docs]
-    if problems:
-        return problems  # the runner's needs are read from valid settings only
-    settings = Settings.from_env(environ)
-    if settings.job_runner == "dataproc":
-        problems += dataproc_problems(settings)
     return problems
 
 
