@@ -1,5 +1,6 @@
 # Log-based metrics and alerts. The library writes JSON log lines that Cloud Logging parses into
-# jsonPayload (turnstile.logs); the fields used here are set by turnstile.protocol:
+# jsonPayload (turnstile.logs); the fields used here are set by turnstile.protocol, turnstile.entry
+# and functions/main.py:
 #
 # - table_blocked (ERROR, fields table, bucket, job_id, rel, error, lock_age_seconds): logged by the
 #   subscriber when a batch fails and by the sweeper on every sweep while the lock stays FAILED, so
@@ -16,9 +17,32 @@
 #   repeats what table_blocked already says.
 #   The sweeper itself failing is the other way a backlog silently stops draining, so the same
 #   policy also fires when the scheduler's calls to the sweeper fail repeatedly.
+#
+# Every other failure kind the library logs has a metric below and an alert (docs/DEPLOY.md, "Alerts",
+# has the table of them; tests/terraform checks that every event logged at ERROR or CRITICAL has both):
+#
+# - batch_failed (ERROR, table): an unordered batch failed for a terminal reason; it waits for
+#   `turnstile retry`. One line per failure: any is an incident.
+# - settings_invalid (CRITICAL): an environment variable of the functions is invalid; logged once per
+#   function instance while events are acknowledged without action. Any is an incident.
+# - rejected (ERROR): an event was dropped because retrying cannot help (a bad batch path or config,
+#   storage refusing the functions). The batch is applied only once someone fixes it and re-uploads.
+# - job_timed_out (ERROR, table): the sweeper's watchdog cancelled a job past job_timeout_seconds; it
+#   is retried, so one is no incident; several for one table within an hour are.
+# - job_retry_scheduled (WARNING, table): a transient job failure, retried with backoff. Retries
+#   that keep happening for one table (more than retry_alert_threshold an hour) need a human.
+# - batch_reconciled (WARNING, table): the sweeper published a batch whose event never came. A few
+#   are the designed repair; more than reconciled_alert_threshold an hour mean the notifications are
+#   broken (trigger deleted, functions failing before they log).
+# - sweep_table_failed (ERROR, table) and sweep_refused (ERROR): one table, or a whole bucket, could
+#   not be swept; they join the sweeper's failed calls in "backlog not draining".
 
 locals {
   sweeper_logs = "(resource.labels.service_name=\"${google_cloudfunctions2_function.sweeper.name}\" OR resource.labels.function_name=\"${google_cloudfunctions2_function.sweeper.name}\")"
+  function_logs = join(" OR ", [
+    for name in [google_cloudfunctions2_function.events.name, google_cloudfunctions2_function.sweeper.name] :
+    "resource.labels.service_name=\"${name}\" OR resource.labels.function_name=\"${name}\""
+  ])
 }
 
 resource "google_logging_metric" "table_blocked" {
@@ -80,6 +104,168 @@ resource "google_logging_metric" "sweep_failed" {
     value_type   = "INT64"
     unit         = "1"
     display_name = "turnstile failed sweeps (${var.name})"
+  }
+}
+
+resource "google_logging_metric" "batch_failed" {
+  project     = var.project_id
+  name        = "${var.name}/batch_failed"
+  description = "turnstile: an unordered batch failed for a terminal reason and waits for turnstile retry."
+  filter      = "jsonPayload.event=\"batch_failed\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile failed unordered batches (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_logging_metric" "settings_invalid" {
+  project     = var.project_id
+  name        = "${var.name}/settings_invalid"
+  description = "turnstile: a function instance found an invalid setting in its environment (events are acknowledged without action)."
+  filter      = "jsonPayload.event=\"settings_invalid\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile invalid settings reports (${var.name})"
+  }
+}
+
+resource "google_logging_metric" "rejected" {
+  project     = var.project_id
+  name        = "${var.name}/rejected"
+  description = "turnstile: an event was dropped because retrying cannot help (bad batch path or config, storage refusing the functions)."
+  filter      = "jsonPayload.event=\"rejected\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile rejected events (${var.name})"
+  }
+}
+
+resource "google_logging_metric" "job_timed_out" {
+  project     = var.project_id
+  name        = "${var.name}/job_timed_out"
+  description = "turnstile: the sweeper's watchdog cancelled a job that ran past job_timeout_seconds."
+  filter      = "jsonPayload.event=\"job_timed_out\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile timed-out jobs (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_logging_metric" "job_retry_scheduled" {
+  project     = var.project_id
+  name        = "${var.name}/job_retry_scheduled"
+  description = "turnstile: a job failed for a transient reason and its batch is retried."
+  filter      = "jsonPayload.event=\"job_retry_scheduled\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile job retries (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_logging_metric" "batch_reconciled" {
+  project     = var.project_id
+  name        = "${var.name}/batch_reconciled"
+  description = "turnstile: the sweeper published a batch whose object event never came."
+  filter      = "jsonPayload.event=\"batch_reconciled\" AND ${local.sweeper_logs}"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile batches reconciled by the sweeper (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_logging_metric" "sweep_table_failed" {
+  project     = var.project_id
+  name        = "${var.name}/sweep_table_failed"
+  description = "turnstile: the sweeper could not sweep one table."
+  filter      = "jsonPayload.event=\"sweep_table_failed\" AND ${local.sweeper_logs}"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile tables the sweeper could not sweep (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_logging_metric" "sweep_refused" {
+  project     = var.project_id
+  name        = "${var.name}/sweep_refused"
+  description = "turnstile: the sweeper could not read a bucket for a reason retrying cannot fix."
+  filter      = "jsonPayload.event=\"sweep_refused\" AND ${local.sweeper_logs}"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile refused sweeps (${var.name})"
   }
 }
 
@@ -187,6 +373,53 @@ resource "google_monitoring_alert_policy" "backlog_stalled" {
     }
   }
 
+  conditions {
+    display_name = "the sweeper keeps failing on one table"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sweep_table_failed.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 2
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      # Same window as the failed calls: a quarter of an hour of sweeps that skip the table.
+      aggregations {
+        alignment_period     = "1800s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  conditions {
+    display_name = "the sweeper is refused access to the bucket"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.sweep_refused.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      # Retrying cannot fix a refusal: the first one is an incident.
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
   alert_strategy {
     auto_close = "3600s"
   }
@@ -195,14 +428,293 @@ resource "google_monitoring_alert_policy" "backlog_stalled" {
     mime_type = "text/markdown"
     content   = <<-EOT
       A backlog of `gs://${google_storage_bucket.inbound.name}` is not draining: the sweeper keeps
-      restarting the subscriber of table `$${metric.label.table}` and every run fails to move it, or the
-      sweeper itself keeps failing.
+      restarting the subscriber of table `$${metric.label.table}` and every run fails to move it, the
+      sweeper keeps failing on that table (`sweep_table_failed`), or the sweeper itself keeps failing or
+      is refused access to the bucket (`sweep_refused`: grant the functions' account access, terraform/iam.tf).
 
       1. `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}` shows each table's lock,
          backlog and subscriber.
       2. Errors of the functions: Logs Explorer, `jsonPayload.table="$${metric.label.table}" severity>=WARNING`
          for the services `${google_cloudfunctions2_function.events.name}` and `${google_cloudfunctions2_function.sweeper.name}`.
       3. Failed calls of the sweeper: the Cloud Scheduler job `${google_cloud_scheduler_job.sweep.name}` in ${local.scheduler_region}.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "batch_failed" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: batch failed"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "an unordered batch failed"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.batch_failed.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      A batch of table `$${metric.label.table}` of `gs://${google_storage_bucket.inbound.name}` failed for a reason retrying cannot fix; it is
+      recorded as failed in the bucket and is not applied until an operator acts. The table's other
+      batches go on.
+
+      1. See why: `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` lists the failed batch with its error.
+      2. Fix the cause (the batch's files, its `_config/load.json` or `transform.sql`, the table).
+      3. Apply it: `${local.operator_env_prefix} turnstile retry gs://${google_storage_bucket.inbound.name}/$${metric.label.table}/BATCH`.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "settings_invalid" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: invalid settings"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "a function found an invalid setting"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.settings_invalid.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      A function of `gs://${google_storage_bucket.inbound.name}` cannot read its settings: the log line (`jsonPayload.event="settings_invalid"`)
+      names the environment variable and what is wrong. Events are acknowledged without action meanwhile.
+
+      1. Fix the variable in the Terraform inputs; check them with `turnstile check-settings --env-file FILE`.
+      2. `terraform apply`; the sweeper's reconciliation then publishes every batch that arrived meanwhile.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "rejected" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: event rejected"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "an event was dropped because retrying cannot help"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.rejected.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      An object event of `gs://${google_storage_bucket.inbound.name}` was rejected: the log line (`jsonPayload.event="rejected"`) names the object
+      and what is wrong (a batch path that does not fit the layout, an invalid `_config/load.json`, storage
+      refusing the functions' account). The batch is not applied.
+
+      1. Fix what the message says (the path, the config, the grant in terraform/iam.tf).
+      2. Upload the batch's `_SUCCESS` again, or `${local.operator_env_prefix} turnstile backfill gs://${google_storage_bucket.inbound.name}/FOLDER`.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "job_timed_out" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: jobs keep timing out"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "jobs of one table keep running past job_timeout_seconds"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.job_timed_out.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = var.timeout_alert_threshold
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "3600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The watchdog cancelled more than ${var.timeout_alert_threshold} jobs of table `$${metric.label.table}` of
+      `gs://${google_storage_bucket.inbound.name}` within an hour: they ran past `job_timeout_seconds`. Each is retried, but they keep timing out.
+
+      1. `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` names the jobs; `gcloud dataproc batches describe JOB_ID --region ${local.dataproc_region}` shows where they spent their time.
+      2. Raise `job_timeout_seconds` in the table's `_config/load.json` if its batches are simply large, or fix what makes them hang.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "job_retries" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: jobs keep failing transiently"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "one table's jobs keep being retried"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.job_retry_scheduled.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = var.retry_alert_threshold
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "3600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Jobs of table `$${metric.label.table}` of `gs://${google_storage_bucket.inbound.name}` failed for a transient reason more than
+      ${var.retry_alert_threshold} times within an hour (quota, a service error, permissions still propagating). They are retried with
+      backoff, but they keep failing.
+
+      1. Logs Explorer: `jsonPayload.event="job_retry_scheduled" jsonPayload.table="$${metric.label.table}"`; the `error` field says why.
+      2. Fix the cause (Dataproc quota in ${local.dataproc_region}, the batch account's grants); once the retries are exhausted, `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` shows the batch and `turnstile retry` (unordered) or `turnstile unlock` (ordered) applies it.
+    EOT
+  }
+}
+
+resource "google_monitoring_alert_policy" "events_lost" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: object events keep getting lost"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "the sweeper keeps publishing batches whose events never came"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.batch_reconciled.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = var.reconciled_alert_threshold
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "3600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The sweeper published more than ${var.reconciled_alert_threshold} batches of `gs://${google_storage_bucket.inbound.name}` within an hour whose object event
+      never reached the event function. Each was applied, but the notifications are not working.
+
+      1. Check the Eventarc trigger of `${google_cloudfunctions2_function.events.name}` exists and is active, and that the
+         function is not failing before it logs (Logs Explorer, severity>=ERROR).
+      2. Batches keep being applied within one sweep meanwhile; nothing else to do once events flow again.
     EOT
   }
 }

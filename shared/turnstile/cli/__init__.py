@@ -8,15 +8,16 @@ bad settings, refused). An error is one line on stderr: `error: <what went wrong
 See docs/CLI.md.
 
 One module per group of commands: `tables` (status, unlock, resume, history), `batches` (put,
-backfill, retry, validate, explain), `stack` (up, down, query); `_target` decides where they talk to and
-`_errors` turns what goes wrong into one line and an exit code. The logic is in `turnstile.ops`.
+backfill, retry, validate, explain), `stack` (up, down, query), `check_settings` (check-settings);
+`_target` decides where they talk to and `_errors` turns what goes wrong into one line and an exit
+code. The logic is in `turnstile.ops`.
 """
 
 from __future__ import annotations
 
 import typer
 
-from turnstile.cli import batches, stack, tables
+from turnstile.cli import batches, check_settings, stack, tables
 from turnstile.cli._target import resolve_settings
 
 __all__ = ["app", "main", "resolve_settings"]
@@ -33,6 +34,7 @@ app.command("validate")(batches.validate_command)
 app.command("backfill")(batches.backfill_command)
 app.command("retry")(batches.retry_command)
 app.command("put")(batches.put_command)
+app.command("check-settings")(check_settings.check_settings_command)
 app.command("query")(stack.query_command)
 app.command("up")(stack.up)
 app.command("down")(stack.down)
