@@ -18,8 +18,15 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit, csv
+from turnstile.clock import SystemClock
+from turnstile.config import ConfigReader
 from turnstile.errors import CorruptRecord
+from turnstile.ops.session import NoRunner
+from turnstile.paths import parse_success
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.manifests import manifest_batch
 from turnstile.records import BatchOutcome, BatchResult, JobDone, ManifestBatch
+from turnstile.settings import Settings
 from turnstile.spark import commits
 from turnstile.spark.applier import IcebergApplier
 
@@ -645,3 +652,20 @@ def test_the_failure_names_the_first_bad_rows_column_and_value(spark: Any, tmp_p
         "or raise max_bad_records."
     )
     assert (caught.value.column, caught.value.value) == ("id", "x,c")
+
+
+def test_the_transform_named_is_the_one_the_config_cascade_chose(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path)
+    kit.store.write("_config/transform.sql", b"SELECT * FROM batch")  # farther: not in force
+    kit.store.write(f"{kit.prefix}/_config/transform.sql", b"SELECT id, missing FROM batch")
+    kit.batch("1", csv("id,v", "1,a"))  # the data files
+    clock = SystemClock()
+    inv = Invocation(kit.store, NoRunner(), Settings.from_env({}), clock, "test", clock.now())
+    folder = f"{kit.prefix}/1/"
+    resolved = ConfigReader(kit.store).resolve(folder)
+    batch = manifest_batch(inv, parse_success(BUCKET, f"{folder}_SUCCESS"), resolved, 5)
+    done = kit.run(batch)
+    assert outcomes(done) == [("1", FAILED)]
+    assert (result(kit, batch).error or "").startswith(
+        f"gs://{BUCKET}/{kit.prefix}/_config/transform.sql fails on batch '1': [UNRESOLVED_COLUMN"
+    )
