@@ -242,8 +242,9 @@ class IcebergApplier:
         )
         self._stores(self._bucket).write(name, lines.encode())
         if count > load.max_bad_records:
-            first = found[0] if found else None
-            where = f"; the first: {first.describe()} (row {sample[0]!r})" if first else ""
+            diagnosed = [(row, why) for row, why in zip(sample, found, strict=True) if why is not None]
+            row, first = diagnosed[0] if diagnosed else (None, None)
+            where = f"; the first: {first.describe()} (row {row!r})" if first else ""
             raise CorruptRecord(
                 f"{count} row(s) could not be parsed (max_bad_records is {load.max_bad_records}){where}; "
                 f"they are in gs://{self._bucket}/{name}. Fix the data (or the schema in load.json) and "
