@@ -43,6 +43,12 @@ class ResolvedConfig:
     sources: tuple[str, ...]  # the config objects that contributed, farthest first
 
     @property
+    def transform_source(self) -> str | None:
+        """The object name of the transform.sql in force (the nearest one), None without one."""
+        found = [s for s in self.sources if s.rpartition("/")[2] == TRANSFORM_SQL]
+        return found[-1] if found and self.transform_sql is not None else None
+
+    @property
     def digest(self) -> str:
         """A stable hash of what the job will do, stamped on every Iceberg commit."""
         payload = json.dumps(

@@ -274,16 +274,21 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
     """Parse the name of a `_SUCCESS` object (or any object in a batch folder) into its batch."""
     folder = name.rpartition("/")[0] + "/"
     where = f"gs://{bucket}/{name}"
+    base = name.rpartition("/")[2]
+    pattern = re.compile(destination_regex or DEFAULT_DESTINATION_REGEX)
+    if "/" not in name:  # checked first: its folder, the root, would read as one empty segment
+        raise PathError(
+            f"{where}: a {base} at the bucket root belongs to no table; a batch path must look like "
+            f"{_layout(base, destination_regex)}; move it into its batch folder"
+        )
     segments = folder[:-1].split("/")  # not rstrip: `b1//_SUCCESS` has an empty segment too
     if any(s in ("", ".", "..") for s in segments):
         raise PathError(f"{where}: empty, '.' or '..' path segments are not allowed; rename the folder")
-    pattern = re.compile(destination_regex or DEFAULT_DESTINATION_REGEX)
     match = pattern.search(folder)
     if match is None:
         raise PathError(
             f"{where}: the batch folder {folder!r} does not match the destination regex {pattern.pattern!r}; "
-            "expected <dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/] "
-            "or set destinationRegex in _config/load.json"
+            f"expected {_layout(base, destination_regex)}"
         )
     groups = match.groupdict()
     dataset = _identifier(groups.get("dataset"), "dataset", bucket, name)
@@ -308,6 +313,20 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
     )
     _ = batch.natural_time  # reject impossible dates now, with the object's name
     return batch
+
+
+def _layout(base: str, destination_regex: str | None) -> str:
+    """What a batch path must look like, for errors about one that does not."""
+    default = f"<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/]{base}"
+    if destination_regex is None:
+        return (
+            f"{default}, or set DESTINATION_REGEX (or destinationRegex in _config/load.json) "
+            "for another layout"
+        )
+    return (
+        f"a folder matching the destination regex {destination_regex!r} (DESTINATION_REGEX or "
+        f"destinationRegex in _config/load.json) followed by {base}"
+    )
 
 
 def _identifier(value: str | None, what: str, bucket: str, name: str) -> str:

@@ -123,6 +123,7 @@ class ManifestBatch(BaseModel):
     data_uris: tuple[str, ...]
     load: LoadConfig
     transform_sql: str | None = None
+    transform_source: str | None = None  # gs:// URI of the transform.sql in force: errors name it
     config_digest: str
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record

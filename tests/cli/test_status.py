@@ -82,7 +82,8 @@ def test_the_unlock_commands_in_text_run_as_printed(run: Run, world: World, skip
     blocked(world)
     text = run("status").stdout
     commands = [line.split(": ", 1)[1] for line in text.splitlines() if ": turnstile unlock " in line]
-    assert commands == [f"turnstile unlock {world.uri}", f"turnstile unlock {world.uri} --skip-head"]
+    shown = f"turnstile unlock {world.uri} --expect-generation {world.lock_generation()}"
+    assert commands == [shown, f"{shown} --skip-head"]
     assert "or, to drop the failed batch's pointer instead of applying it again" in text
     program, *args = shlex.split(commands[skip_head])
     assert program == "turnstile"
@@ -110,7 +111,9 @@ def test_json_has_every_field_scripts_need(run: Run, world: World) -> None:
     assert lock["job_id"] == world_job()
     assert lock["covers"] == [HOURS[0]]
     assert lock["error"] == "column 'amount' not found"
-    assert lock["unlock_command"] == f"turnstile unlock {world.uri}"
+    assert lock["unlock_command"] == (
+        f"turnstile unlock {world.uri} --expect-generation {world.lock_generation()}"
+    )
     [skip_head] = lock["unlock_options"]
     assert skip_head["option"] == "--skip-head"
     assert skip_head["does"].startswith("drop the failed batch's pointer instead of applying it again")
@@ -253,3 +256,43 @@ def test_a_bucket_that_refuses_access_is_one_line_naming_it_and_the_fix(
     assert "gs://locked-bucket/" in line and "refused access" in line and "403" in line
     assert "roles/storage.objectUser" in line
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("output", ["text", "json"])
+def test_the_unlock_command_shown_refuses_a_lock_that_changed_since(
+    run: Run, world: World, output: str
+) -> None:
+    blocked(world)
+    shown_generation = world.lock_generation()
+    if output == "json":
+        command = table_json(run, "sales.orders")["lock"]["unlock_command"]
+    else:
+        text = run("status").stdout
+        line = next(line for line in text.splitlines() if "fix the cause, then run: " in line)
+        command = line.split(": ", 1)[1]
+    assert command.endswith(f" --expect-generation {shown_generation}")
+    world.fail(HOURS[0], error="a newer failure", position="incremental/2024/05/01/12")  # the lock moves on
+    program, *args = shlex.split(command)
+    assert program == "turnstile"
+    result = run(*args, "--yes")
+    assert result.exit_code == 2
+    assert f"not {shown_generation}: it changed since it was read" in one_error_line(result)
+    assert table_json(run, "sales.orders")["lock"]["state"] == "FAILED"
+
+
+@pytest.mark.parametrize("content", [b"{not json", b'{"state": "MAYBE"}'], ids=["not-json", "bad-state"])
+def test_a_lock_holding_garbage_is_unreadable_and_says_what_to_do(
+    run: Run, world: World, content: bytes
+) -> None:
+    world.store.write(world.table.lock, content)
+    where = f"gs://{world.store.bucket}/{world.table.lock}"
+    orders = table_json(run, "sales.orders")
+    assert orders["health"] == "UNREADABLE"
+    [error] = orders["errors"]
+    assert error.startswith(f"{where} does not hold a turnstile lock (")
+    assert f"gcloud storage ls --all-versions {where}" in error
+    assert "only when no job runs for the table, delete it" in error
+    assert error.endswith(f"then run: turnstile resume {world.uri}")
+    result = run("status")
+    assert result.exit_code == 1
+    assert " ".join(f"sales.orders: {error}".split()) in " ".join(result.stdout.split())  # wrapped lines

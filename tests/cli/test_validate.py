@@ -100,3 +100,53 @@ def test_many_batches_with_one_problem_are_summarised(run: Run, world: World) ->
     assert (
         len(json.loads(run("validate", f"gs://{world.store.bucket}", "-o", "json").stdout)["problems"]) == 16
     )
+
+
+def test_a_merge_without_keys_is_flagged_at_its_load_json_before_any_batch_arrives(
+    run: Run, world: World
+) -> None:
+    bucket = world.store.bucket
+    world.store.write("_config/load.json", b'{"mode": "merge"}')
+    world.store.write("sales/orders/_config/load.json", b'{"format": "csv"}')
+    world.store.write("sales/refunds/_config/load.json", b'{"merge_keys": ["id"]}')
+    result = run("validate", f"gs://{bucket}", "-o", "json")
+    assert result.exit_code == 1, result.output
+    [problem] = json.loads(result.stdout)["problems"]
+    assert problem["object"] == f"gs://{bucket}/sales/orders/_config/load.json"
+    assert problem["message"] == (
+        f"the merged load.json for gs://{bucket}/sales/orders/ (from gs://{bucket}/_config/load.json, "
+        f"gs://{bucket}/sales/orders/_config/load.json) is invalid: mode 'merge' needs merge_keys (the "
+        "columns that identify a row); no load.json below this one completes it, so every batch below it "
+        "would fail: add the missing key here (or in a load.json nearer the batches)"
+    )
+    # A batch below it is reported as broken by that file, not with the problem again.
+    world.upload("incremental/2024/05/01/13")
+    text = run("validate", f"gs://{bucket}/sales/orders").stdout
+    assert f"cannot be applied: its config cascade includes the invalid gs://{bucket}/sales/orders/" in text
+    # Fixed, the bucket is clean.
+    world.store.write("sales/orders/_config/load.json", b'{"merge_keys": ["order_id"]}')
+    assert run("validate", f"gs://{bucket}").exit_code == 0
+
+
+def test_a_success_at_the_bucket_root_or_one_level_down_says_what_a_batch_path_looks_like(
+    run: Run, world: World
+) -> None:
+    bucket = world.store.bucket
+    world.store.write("_SUCCESS", b"")
+    world.store.write("sales/_SUCCESS", b"")
+    result = run("validate", f"gs://{bucket}", "-o", "json")
+    assert result.exit_code == 1
+    problems = {p["object"]: p["message"] for p in json.loads(result.stdout)["problems"]}
+    layout = "<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/]_SUCCESS"
+    assert problems[f"gs://{bucket}/_SUCCESS"] == (
+        f"a _SUCCESS at the bucket root belongs to no table; a batch path must look like {layout}, or set "
+        "DESTINATION_REGEX (or destinationRegex in _config/load.json) for another layout; move it into "
+        "its batch folder"
+    )
+    one_down = problems[f"gs://{bucket}/sales/_SUCCESS"]
+    assert "the batch folder 'sales/' does not match the destination regex" in one_down
+    assert one_down.endswith(
+        f"expected {layout}, or set DESTINATION_REGEX (or destinationRegex in _config/load.json) for "
+        "another layout"
+    )
+    assert "path segments" not in " ".join(problems.values())

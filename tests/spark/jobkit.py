@@ -31,6 +31,7 @@ class Kit:
         self.table = f"local.{self.dataset}.{self.name}"
         self.load = load
         self.transform: str | None = None
+        self.transform_source: str | None = None  # gs:// URI the manifest names for `transform`
         self.staging = LocalStaging(lambda bucket: self.store, tmp / "staged")
 
     def batch(
@@ -52,6 +53,7 @@ class Kit:
             data_uris=tuple(uris),
             load=config,
             transform_sql=self.transform,
+            transform_source=self.transform_source,
             config_digest="test",
             result=f"{self.prefix}/_turnstile/results/{rel}/{gen}.json",
             failed_prefix=f"{self.prefix}/_failed/{rel}/",

@@ -11,14 +11,22 @@ from __future__ import annotations
 import gzip
 import json
 from collections.abc import Callable
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit, csv
+from turnstile.clock import SystemClock
+from turnstile.config import ConfigReader
 from turnstile.errors import CorruptRecord
+from turnstile.ops.session import NoRunner
+from turnstile.paths import parse_success
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.manifests import manifest_batch
 from turnstile.records import BatchOutcome, BatchResult, JobDone, ManifestBatch
+from turnstile.settings import Settings
 from turnstile.spark import commits
 from turnstile.spark.applier import IcebergApplier
 
@@ -548,3 +556,117 @@ def test_a_bad_transform_is_rejected(spark: Any, tmp_path: Path, sql: str, messa
     assert result(kit, batch).error == message
     assert done.error == f"batch '1': {message}"
     assert not spark.catalog.tableExists(kit.table)
+
+
+@pytest.mark.parametrize(
+    ("sql", "problem"),
+    [
+        ("SELECT id, v FORM batch", "PARSE_SYNTAX_ERROR"),
+        ("SELECT id, nope FROM batch", "`nope`"),
+        ("UPDATE ${table} SET nope = 1 WHERE id IN (SELECT id FROM batch)", "`nope`"),
+    ],
+    ids=["syntax-error", "unknown-column", "dml-unknown-column"],
+)
+def test_a_transform_spark_rejects_is_reported_with_its_file(
+    spark: Any, tmp_path: Path, sql: str, problem: str
+) -> None:
+    kit = Kit(spark, tmp_path, table_schema="id INT, v STRING")
+    kit.transform = sql
+    kit.transform_source = f"gs://{BUCKET}/{kit.prefix}/_config/transform.sql"
+    batch = kit.batch("1", csv("id,v", "1,a"))
+    done = kit.run(batch)
+    assert outcomes(done) == [("1", FAILED)]
+    error = result(kit, batch).error or ""
+    assert error.startswith(f"{kit.transform_source} fails on batch '1': "), error
+    assert problem in error
+    assert "\n" not in error  # Spark's first line, not its plan
+    assert error.endswith(
+        "; fix the statement in that file (it reads the view `batch`), then apply the batch again "
+        "(turnstile status shows the command)"
+    )
+    assert done.error == f"batch '1': {error}"
+    assert not spark.catalog.tableExists(kit.table) or not tagged(kit)  # nothing committed
+
+
+def test_a_transform_with_an_unknown_placeholder_names_its_file(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path)
+    kit.transform = "SELECT *, '${tabel}' AS t FROM batch"
+    kit.transform_source = f"gs://{BUCKET}/{kit.prefix}/_config/transform.sql"
+    batch = kit.batch("1", csv("id,v", "1,a"))
+    kit.run(batch)
+    assert (result(kit, batch).error or "").startswith(
+        f"{kit.transform_source} has an unknown placeholder 'tabel'; known: ${{table}}"
+    )
+
+
+def bad_rows_file(kit: Kit, batch: ManifestBatch) -> list[dict[str, str]]:
+    found = kit.store.read(f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl")
+    assert found is not None
+    return [json.loads(x) for x in found.text().splitlines()]
+
+
+def test_bad_rows_name_the_column_and_value_that_failed(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING, day DATE", max_bad_records=2)
+    batch = kit.batch(
+        "1", csv("id,v,day", "1,a,2024-05-01", "two,b,2024-05-02", "3,c,someday", "4,d,2024-05-04")
+    )
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert kit.rows() == [(1, "a", date(2024, 5, 1)), (4, "d", date(2024, 5, 4))]
+    lines = sorted(bad_rows_file(kit, batch), key=lambda line: line["row"])
+    assert [(x["row"], x["column"], x["value"]) for x in lines] == [
+        ("3,c,someday", "day", "someday"),
+        ("two,b,2024-05-02", "id", "two"),
+    ]
+    assert lines[1]["reason"] == (
+        "does not match the schema id INT, v STRING, day DATE: column 'id' (int) cannot hold 'two'"
+    )
+
+
+def test_bad_json_rows_name_the_column_or_say_nothing_when_the_line_is_malformed(
+    spark: Any, tmp_path: Path
+) -> None:
+    kit = Kit(spark, tmp_path, format="jsonl", schema="id INT, tags ARRAY<STRING>")
+    data = b'{"id": 1, "tags": ["a"]}\n{"id": 2, "tags": "b"}\n{"id": 3, "tags": [\n'
+    batch = kit.batch("1", ("part-0.jsonl", data))
+    done = kit.run(batch)
+    assert outcomes(done) == [("1", FAILED)]
+    lines = {line["row"]: line for line in bad_rows_file(kit, batch)}
+    wrong_type = lines['{"id": 2, "tags": "b"}']
+    assert (wrong_type["column"], wrong_type["value"]) == ("tags", "b")
+    malformed = lines['{"id": 3, "tags": [']
+    assert "column" not in malformed
+    assert malformed["reason"] == "does not match the schema id INT, tags ARRAY<STRING>"
+    error = result(kit, batch).error or ""
+    assert error.startswith("2 row(s) could not be parsed (max_bad_records is 0); the first: ")
+
+
+def test_the_failure_names_the_first_bad_rows_column_and_value(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING")
+    bad = kit.batch("1", csv("id,v", "1,a", "x,c"))
+    with pytest.raises(CorruptRecord) as caught:
+        kit.applier().apply(bad, "job-1")
+    where = f"gs://{BUCKET}/{bad.failed_prefix}bad-rows-{bad.success_generation}.jsonl"
+    assert str(caught.value) == (
+        "1 row(s) could not be parsed (max_bad_records is 0); the first: column 'id' (int) cannot hold 'x' "
+        f"(row 'x,c'); they are in {where}. Fix the data (or the schema in load.json) and re-upload, "
+        "or raise max_bad_records."
+    )
+    assert (caught.value.column, caught.value.value) == ("id", "x,c")
+
+
+def test_the_transform_named_is_the_one_the_config_cascade_chose(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path)
+    kit.store.write("_config/transform.sql", b"SELECT * FROM batch")  # farther: not in force
+    kit.store.write(f"{kit.prefix}/_config/transform.sql", b"SELECT id, missing FROM batch")
+    kit.batch("1", csv("id,v", "1,a"))  # the data files
+    clock = SystemClock()
+    inv = Invocation(kit.store, NoRunner(), Settings.from_env({}), clock, "test", clock.now())
+    folder = f"{kit.prefix}/1/"
+    resolved = ConfigReader(kit.store).resolve(folder)
+    batch = manifest_batch(inv, parse_success(BUCKET, f"{folder}_SUCCESS"), resolved, 5)
+    done = kit.run(batch)
+    assert outcomes(done) == [("1", FAILED)]
+    assert (result(kit, batch).error or "").startswith(
+        f"gs://{BUCKET}/{kit.prefix}/_config/transform.sql fails on batch '1': [UNRESOLVED_COLUMN"
+    )

@@ -8,10 +8,15 @@ from typing import Any
 
 import pytest
 
+from turnstile.clock import SystemClock
 from turnstile.config import ConfigReader, deep_merge, levels
 from turnstile.errors import ConfigError, Terminal
+from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.load_config import LoadConfig
 from turnstile.paths import parse_success
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.manifests import manifest_batch
+from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectInfo, StoredObject
 
@@ -558,3 +563,21 @@ def test_digest_ignores_ordering_which_is_not_part_of_what_the_job_does() -> Non
 )
 def test_levels(folder: str, expected: list[str]) -> None:
     assert levels(folder) == expected
+
+
+def test_the_manifest_names_the_transform_sql_in_force() -> None:
+    store = make_store(
+        {
+            "_config/transform.sql": "SELECT 1",
+            "ds/tbl/_config/transform.sql": "SELECT 2",
+            "ds/tbl/b1/_config/load.json": {"format": "csv"},
+        }
+    )
+    resolved = ConfigReader(store).resolve("ds/tbl/b1/")
+    assert resolved.transform_source == "ds/tbl/_config/transform.sql"
+    clock = SystemClock()
+    runner = InlineRunner(store, MemoryTables())
+    inv = Invocation(store, runner, Settings.from_env({}), clock, "i", clock.now())
+    batch = manifest_batch(inv, parse_success(store.bucket, "ds/tbl/b1/_SUCCESS"), resolved, 7, data_uris=())
+    assert batch.transform_source == f"gs://{store.bucket}/ds/tbl/_config/transform.sql"
+    assert ConfigReader(make_store({})).resolve("ds/tbl/b1/").transform_source is None

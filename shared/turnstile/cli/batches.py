@@ -62,7 +62,9 @@ def validate_command(
     objects = validate_ops.objects_to_check(store, prefix)
     with render.progress() as bar:
         task = bar.add_task("validating", total=len(objects))
-        report = validate_ops.validate(store, target.settings, objects, lambda: bar.advance(task))
+        report = validate_ops.validate(
+            store, target.settings, objects, lambda: bar.advance(task), prefix=prefix
+        )
     if output is Output.json:
         emit_json(
             {

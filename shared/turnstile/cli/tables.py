@@ -253,7 +253,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     target = _target.current()
     table = _target.table_of(uri)
     inv = session.invocation(target.store(table.bucket), target.settings)
-    lock, _ = read_lock(inv, table)
+    lock, lock_generation = read_lock(inv, table)
     generation = operator.resume(inv, table)
     if output is Output.json:
         emit_json({"table": table.uri, "backfill_generation": generation, "lock": lock.state.value})
@@ -263,7 +263,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     if lock.state is LockState.FAILED:
         out.print(
             f"the table is BLOCKED at batch {lock.failed_rel!r}: the subscriber stops at once; fix the "
-            f"cause, then run: turnstile unlock {table.uri}"
+            f"cause, then run: {status_ops.unlock_command(table, lock_generation)}"
         )
 
 

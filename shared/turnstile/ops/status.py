@@ -62,9 +62,10 @@ UNLOCK_OPTIONS = (
 )
 
 
-def unlock_command(table: Table, scheme: str = "gs") -> str:
-    """`turnstile unlock gs://BUCKET/DS/TABLE`, runnable as it is; its options are UNLOCK_OPTIONS."""
-    return f"turnstile unlock {scheme}://{table.bucket}/{table.prefix}"
+def unlock_command(table: Table, generation: int, scheme: str = "gs") -> str:
+    """`turnstile unlock gs://BUCKET/DS/TABLE --expect-generation N`, runnable as it is; its options
+    are UNLOCK_OPTIONS. The generation shown makes it refuse a lock that changed since."""
+    return f"turnstile unlock {scheme}://{table.bucket}/{table.prefix} --expect-generation {generation}"
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             covers=tuple(c.rel for c in lock.covers),
             failed_rel=lock.failed_rel,
             error=lock.error,
-            unlock_command=unlock_command(table, inv.store.scheme) if failed else None,
+            unlock_command=unlock_command(table, lock_generation, inv.store.scheme) if failed else None,
             unlock_options=UNLOCK_OPTIONS if failed else (),
             position=lock.position,
         )

@@ -3,6 +3,9 @@ rules the functions apply, with nothing applied or written.
 
 - each `_config/load.json` alone (the rule a function applies when it reads that file: JSON object,
   known keys, allowed values), including those above the prefix, which apply to its batches too;
+- each `_config/load.json` under the prefix with no load.json below it: the cascade merged down to
+  it (rules across keys and files, e.g. `mode: merge` needs `merge_keys`), so such a mistake shows
+  before any batch arrives;
 - each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
   files) and its path (`parse_success` with the destination regex the cascade selects);
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
@@ -37,7 +40,7 @@ class Report:
 
 def objects_to_check(store: ObjectStore, prefix: str) -> list[ObjectInfo]:
     """Everything under the prefix, plus the `_config/` files of the levels above it."""
-    folder = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    folder = _folder(prefix)
     above = [level for level in levels(folder) if level != folder]
     found = [info for level in above for info in store.list_objects(f"{level}{CONFIG}/")]
     return found + store.list_objects(folder)
@@ -48,6 +51,7 @@ def validate(
     settings: Settings,
     objects: list[ObjectInfo],
     advance: Callable[[], None] = lambda: None,
+    prefix: str = "",
 ) -> Report:
     report = Report()
     bucket = store.bucket
@@ -71,6 +75,16 @@ def validate(
             successes.append(info.name)
         else:
             advance()
+    load_jsons = [
+        info.name
+        for info in objects
+        # Those above the prefix may leave a key to files outside it: only their batches tell.
+        if info.name.endswith(f"/{CONFIG}/{LOAD_JSON}") or info.name == f"{CONFIG}/{LOAD_JSON}"
+        if info.name.startswith(_folder(prefix))
+    ]
+    for name, message in _incomplete_cascades(configs, load_jsons, bad_load_json):
+        report.problems.append(Problem(f"gs://{bucket}/{name}", message))
+        bad_load_json[name] = message
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
         batch_problem = _check_batch(store, settings, configs, name, bad_load_json)
@@ -102,6 +116,35 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     except ConfigError as exc:
         return False, _without_uri(str(exc), f"gs://{store.bucket}/{name}")
     return None
+
+
+def _folder(prefix: str) -> str:
+    return f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+
+
+def _incomplete_cascades(
+    configs: ConfigReader, load_jsons: list[str], bad_load_json: dict[str, str]
+) -> list[tuple[str, str]]:
+    """(load.json, problem) for each file, valid alone and with no load.json below it, whose
+    cascade merged down to it breaks a rule across keys (`mode: merge` and no `merge_keys`...):
+    every batch below it would fail. A file with one below it may leave a key to the nearer one."""
+    found = []
+    for name in load_jsons:
+        level = name.removesuffix(f"{CONFIG}/{LOAD_JSON}")
+        broken_above = any(f"{up}{CONFIG}/{LOAD_JSON}" in bad_load_json for up in levels(level))
+        if broken_above or any(o != name and o.startswith(level) for o in load_jsons):
+            continue  # reported as it is / may be completed below
+        try:
+            configs.resolve(level)
+        except ConfigError as exc:
+            found.append(
+                (
+                    name,
+                    f"{exc}; no load.json below this one completes it, so every batch below it would "
+                    "fail: add the missing key here (or in a load.json nearer the batches)",
+                )
+            )
+    return found
 
 
 def _check_batch(

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnstile import logs
-from turnstile.errors import PreconditionFailed
+from turnstile.errors import ConfigError, PreconditionFailed
 from turnstile.paths import Table
 from turnstile.protocol.context import Invocation
 from turnstile.records import CoveredBatch, Lock, LockState, new_nonce
@@ -32,7 +32,22 @@ def read(inv: Invocation, table: Table) -> tuple[Lock, int]:
     found = inv.store.read(table.lock)
     if found is None:
         return Lock(), 0
-    return Lock.decode(found.data, object_uri(inv.store, table.lock)), found.generation
+    where = object_uri(inv.store, table.lock)
+    try:
+        return Lock.decode(found.data, where), found.generation
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}. {unreadable_lock_fix(table, where)}") from exc
+
+
+def unreadable_lock_fix(table: Table, where: str) -> str:
+    """What to do about a lock that holds something else: nothing moves for its table until then."""
+    return (
+        "Nothing moves for this table until it is fixed: if the bucket keeps object versions, restore "
+        f"the last good one (gcloud storage ls --all-versions {where}, then gcloud storage cp "
+        f"'{where}#GENERATION' {where}); otherwise, and only when no job runs for the table, delete it "
+        "(the table restarts FREE and forgets its last applied position, so late batches are no longer "
+        f"caught); then run: turnstile resume {table.uri}"
+    )
 
 
 def write(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:

@@ -35,6 +35,9 @@ def manifest_batch(
         data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
         load=resolved.load,
         transform_sql=resolved.transform_sql,
+        transform_source=(
+            f"gs://{inv.store.bucket}/{resolved.transform_source}" if resolved.transform_source else None
+        ),
         config_digest=resolved.digest,
         max_batches_per_job=resolved.load.max_batches_per_job,
         result=table.result(batch.rel, success_generation),

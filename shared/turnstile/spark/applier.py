@@ -6,13 +6,14 @@ import json
 import time
 from collections.abc import Callable
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as f
 
 from turnstile.errors import BatchFailed, CorruptRecord
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import commits, reading, schema, sql
+from turnstile.spark import badrows, commits, reading, schema, sql
 from turnstile.spark.staging import Staging
 from turnstile.store.port import ObjectStore
 
@@ -122,13 +123,13 @@ class IcebergApplier:
     def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> None:
         """One commit, tagged with `properties`."""
         spark = self._spark
-        statement = self._transform(batch, table) if batch.transform_sql else None
+        statement = self._transform(batch, table, batch.transform_sql) if batch.transform_sql else None
         if statement is not None and sql.is_dml(statement):
             self._ensure_table(table, load, None)
             with commits.commit_properties(spark, properties):
-                spark.sql(statement)
+                self._run_transform(batch, statement)
             return
-        frame = spark.sql(statement) if statement is not None else spark.table("batch")
+        frame = self._run_transform(batch, statement) if statement is not None else spark.table("batch")
         if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
             raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
         stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
@@ -142,19 +143,34 @@ class IcebergApplier:
             else:
                 self._merge(table, frame, load)
 
-    def _transform(self, batch: ManifestBatch, table: str) -> str:
-        assert batch.transform_sql is not None
-        return sql.transform(
-            batch.transform_sql,
-            {
-                "table": table,
-                "catalog": self._catalog,
-                "dataset": batch.dataset,
-                "table_name": batch.table,
-                "rel": batch.rel,
-                "generation": str(batch.success_generation),
-            },
-        )
+    def _transform(self, batch: ManifestBatch, table: str, text: str) -> str:
+        placeholders = {
+            "table": table,
+            "catalog": self._catalog,
+            "dataset": batch.dataset,
+            "table_name": batch.table,
+            "rel": batch.rel,
+            "generation": str(batch.success_generation),
+        }
+        try:
+            return sql.transform(text, placeholders)
+        except BatchFailed as exc:
+            if batch.transform_source is None:
+                raise
+            # "transform.sql must hold one statement..." names the very object at fault.
+            raise BatchFailed(str(exc).replace("transform.sql", batch.transform_source, 1)) from exc
+
+    def _run_transform(self, batch: ManifestBatch, statement: str) -> DataFrame:
+        """Run transform.sql; a statement Spark cannot parse or resolve is reported with its file."""
+        try:
+            return self._spark.sql(statement)
+        except AnalysisException as exc:  # ParseException is one too: the statement's fault, not the data's
+            source = batch.transform_source or "transform.sql"
+            raise BatchFailed(
+                f"{source} fails on batch {batch.rel!r}: {_first_line(exc)}; fix the statement in that "
+                "file (it reads the view `batch`), then apply the batch again (turnstile status shows "
+                "the command)"
+            ) from exc
 
     def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
         if commits.table_exists(self._spark, table):
@@ -219,15 +235,21 @@ class IcebergApplier:
     # --- reporting ----------------------------------------------------------------------
     def _set_aside(self, batch: ManifestBatch, bad: DataFrame, count: int, load: LoadConfig) -> None:
         sample = [row[0] for row in bad.limit(BAD_ROW_SAMPLE).collect()]
+        found = badrows.culprits(self._spark, sample, load)
         name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
-        reason = f"does not match the schema {load.schema_}"
-        lines = "".join(json.dumps({"row": row, "reason": reason}) + "\n" for row in sample)
+        lines = "".join(
+            json.dumps(_bad_row_line(row, why, load)) + "\n" for row, why in zip(sample, found, strict=True)
+        )
         self._stores(self._bucket).write(name, lines.encode())
         if count > load.max_bad_records:
+            diagnosed = [(row, why) for row, why in zip(sample, found, strict=True) if why is not None]
+            row, first = diagnosed[0] if diagnosed else (None, None)
+            where = f"; the first: {first.describe()} (row {row!r})" if first else ""
             raise CorruptRecord(
-                f"{count} row(s) could not be parsed (max_bad_records is "
-                f"{load.max_bad_records}); they are in gs://{self._bucket}/{name}. Fix the data and "
+                f"{count} row(s) could not be parsed (max_bad_records is {load.max_bad_records}){where}; "
+                f"they are in gs://{self._bucket}/{name}. Fix the data (or the schema in load.json) and "
                 "re-upload, or raise max_bad_records.",
+                column=first.column if first else None,
                 value=sample[0] if sample else None,
             )
 
@@ -237,6 +259,19 @@ class IcebergApplier:
         column = f.col(f"`{load.time_column}`")
         row = self._spark.table("batch").agg(f.min(column), f.max(column)).collect()[0]
         return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))
+
+
+def _bad_row_line(row: str, culprit: badrows.Culprit | None, load: LoadConfig) -> dict[str, str]:
+    """One line of the bad-rows file: the raw row, why, and the column and value when known."""
+    reason = f"does not match the schema {load.schema_}"
+    if culprit is None:
+        return {"row": row, "reason": reason}
+    return {
+        "row": row,
+        "reason": f"{reason}: {culprit.describe()}",
+        "column": culprit.column,
+        "value": culprit.value,
+    }
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,0 +1,69 @@
+"""Why a row did not fit the schema: the first column whose value does not parse as its type.
+
+The reader only says "this line did not fit". Re-parsing the set-aside lines twice, once with every
+column as text and once with the schema's types (Spark keeps the fields that do parse), shows the
+first column whose text is there but whose typed value is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.errors import PySparkException
+from pyspark.sql import Column, SparkSession
+from pyspark.sql import functions as f
+from pyspark.sql.types import StringType, StructField, StructType
+
+from turnstile.load_config import LoadConfig
+from turnstile.spark.reading import _options as reader_options  # the reader's own options, not a copy
+
+# Options of the file reader that mean nothing to a single parsed line (or would change its result).
+_READER_ONLY = {"header", "inferschema", "mode", "columnnameofcorruptrecord", "multiline", "samplingratio"}
+
+
+@dataclass(frozen=True)
+class Culprit:
+    column: str
+    type: str  # the schema's type, as Spark spells it (`int`, `date`)
+    value: str  # the text that does not parse as `type`
+
+    def describe(self) -> str:
+        return f"column {self.column!r} ({self.type}) cannot hold {self.value!r}"
+
+
+def culprits(spark: SparkSession, rows: list[str], load: LoadConfig) -> list[Culprit | None]:
+    """Per raw row, the first column whose value does not parse as its type; None when Spark cannot
+    tell (a malformed line, a wrong number of fields, or a format this does not apply to)."""
+    if not rows or load.schema_ is None or load.format not in ("csv", "json", "jsonl"):
+        return [None] * len(rows)
+    fields = spark.createDataFrame([], load.schema_).schema.fields  # Spark parses the DDL
+    options = {k: v for k, v in reader_options(load).items() if k.lower() not in _READER_ONLY}
+    # CSV is positional: parse under neutral names, so any column name is safe in the DDL string.
+    typed = StructType([StructField(f"c{i}", x.dataType, True) for i, x in enumerate(fields)])
+    texts = StructType([StructField(f"c{i}", StringType(), True) for i in range(len(fields))])
+    if load.format != "csv":  # JSON matches by name
+        typed = StructType([StructField(x.name, x.dataType, True) for x in fields])
+        texts = StructType([StructField(x.name, StringType(), True) for x in fields])
+
+    def parse(schema: StructType) -> Column:
+        raw = f.col("raw")
+        if load.format == "csv":
+            return f.from_csv(raw, schema.simpleString(), {**options, "mode": "PERMISSIVE"})
+        return f.from_json(raw, schema, {**options, "mode": "PERMISSIVE"})
+
+    frame = spark.createDataFrame([(row,) for row in rows], "raw STRING")
+    try:
+        parsed = frame.select(parse(texts).alias("text"), parse(typed).alias("typed")).collect()
+    except PySparkException:  # a reader option a single-line parser refuses: the rows speak for themselves
+        return [None] * len(rows)
+    found: list[Culprit | None] = []
+    for row in parsed:
+        text, value = row["text"], row["typed"]
+        culprit = None
+        for i, field in enumerate(fields):
+            given = text[i] if text is not None else None
+            if given is not None and (value is None or value[i] is None):
+                culprit = Culprit(field.name, field.dataType.simpleString(), given)
+                break
+        found.append(culprit)
+    return found
