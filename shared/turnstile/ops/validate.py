@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile.config import LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
+from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
+from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
 from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
@@ -71,9 +72,10 @@ def validate(
             successes.append(info.name)
         else:
             advance()
+    names = sorted(info.name for info in objects)
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
-        batch_problem = _check_batch(store, settings, configs, name, bad_load_json)
+        batch_problem = _check_batch(store, settings, configs, name, bad_load_json=bad_load_json, names=names)
         if batch_problem is not None:
             report.problems.append(Problem(f"gs://{bucket}/{name}", batch_problem))
         advance()
@@ -83,9 +85,10 @@ def validate(
 def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     """(is_warning, message) for a `_config/` object, None when it is fine."""
     base = name.partition(f"{CONFIG}/")[2]
-    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, ORDERME):
+    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL, ORDERME):
         return True, (
-            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only; "
+            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only "
+            f"({BQ_TRANSFORM_SQL} counts as {TRANSFORM_SQL}); "
             "rename or remove it"
         )
     if base == ORDERME:
@@ -93,9 +96,9 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     found = store.read(name)
     if found is None:
         return None  # deleted since listed
-    if base == TRANSFORM_SQL:
+    if base in (TRANSFORM_SQL, BQ_TRANSFORM_SQL):
         if not found.data.strip():
-            return True, "transform.sql is empty; write the SQL over the view `batch`, or remove it"
+            return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
         return None
     try:
         check_load_json(store.bucket, name, found.data)
@@ -105,7 +108,13 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
 
 
 def _check_batch(
-    store: ObjectStore, settings: Settings, configs: ConfigReader, name: str, bad_load_json: dict[str, str]
+    store: ObjectStore,
+    settings: Settings,
+    configs: ConfigReader,
+    name: str,
+    *,
+    bad_load_json: dict[str, str],
+    names: list[str],
 ) -> str | None:
     folder = name.rpartition("/")[0] + "/"
     inherited = [
@@ -121,7 +130,16 @@ def _check_batch(
         parse_success(store.bucket, name, resolved.load.destination_regex or settings.destination_regex)
     except (ConfigError, PathError) as exc:
         return _without_uri(str(exc), f"gs://{store.bucket}/{name}")
-    return None
+    return _check_sub_folders(store.bucket, folder, names, nested=resolved.load.nested_folders)
+
+
+def _check_sub_folders(bucket: str, folder: str, names: list[str], *, nested: bool) -> str | None:
+    """A batch with none of its own files whose data sits in sub-folders the config does not read."""
+    below = [n for n in names if n.startswith(folder)]
+    if nested or data_files(folder, below):
+        return None
+    sub_folders = data_sub_folders(folder, below)
+    return no_data_files(f"gs://{bucket}/{folder}", sub_folders, nested=nested) if sub_folders else None
 
 
 def _without_uri(message: str, uri: str) -> str:

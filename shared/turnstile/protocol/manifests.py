@@ -9,9 +9,11 @@ from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
 
 
-def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
-    """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
-    names = data_files(batch.folder, (info.name for info in inv.store.list_objects(batch.folder)))
+def data_objects(inv: Invocation, batch: Batch, *, nested: bool) -> tuple[str, ...]:
+    """gs:// URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with
+    `nested` every file below its folder; never `_`, `.` or `.crc` files)."""
+    listing = (info.name for info in inv.store.list_objects(batch.folder))
+    names = data_files(batch.folder, listing, nested=nested)
     return tuple(f"gs://{inv.store.bucket}/{name}" for name in names)
 
 
@@ -25,13 +27,17 @@ def manifest_batch(
 ) -> ManifestBatch:
     """Everything the job needs about one batch; lists its folder unless the caller already did."""
     table = batch.table
+    if data_uris is None:
+        data_uris = data_objects(inv, batch, nested=resolved.load.nested_folders)
     return ManifestBatch(
         dataset=table.dataset,
         table=table.table,
         table_prefix=table.prefix,
         rel=batch.rel,
         success_generation=success_generation,
-        data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
+        data_uris=data_objects(inv, batch, nested=resolved.load.nested_folders)
+        if data_uris is None
+        else data_uris,
         load=resolved.load,
         transform_sql=resolved.transform_sql,
         config_digest=resolved.digest,

@@ -120,9 +120,14 @@ def _acquire(
     batches: list[ManifestBatch] = []
     for ref, pointer in pointers:
         folder = table.batch_folder(ref.rel)
-        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if is_data_file(folder, o.name))
         try:
             batch, resolved = inv.batch(pointer.success)
+            nested = resolved.load.nested_folders
+            files = tuple(
+                f"gs://{inv.store.bucket}/{o.name}"
+                for o in listing
+                if is_data_file(folder, o.name, nested=nested)
+            )
             batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))
         except (ConfigError, PathError) as exc:
             if not batches:
