@@ -4,7 +4,8 @@ rules the functions apply, with nothing applied or written.
 - each `_config/load.json` alone (the rule a function applies when it reads that file: JSON object,
   known keys, allowed values), including those above the prefix, which apply to its batches too;
 - each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
-  files) and its path (`parse_success` with the destination regex the cascade selects);
+  files), its path (`parse_success` with the destination regex the cascade selects), and whether
+  its data sits only in sub-folders its `nested` option does not read;
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
 """
 
