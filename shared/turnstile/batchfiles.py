@@ -1,7 +1,8 @@
 """Which objects of a batch folder are its data files: the one rule every reader of a batch uses.
 
 A batch is the data files under its folder: only those directly in it, or, with the `nested`
-option, those at any depth (what Spark and Hive writers produce: `dt=2024-05-01/part-0.parquet`).
+option, those at any depth (what Spark and Hive writers produce: `dt=2024-05-01/part-0.parquet`)
+except inside a sub-folder that holds its own success marker (another batch).
 As Spark does, names starting with `_` (markers and turnstile's own objects: `_SUCCESS`,
 `_config/`, `_backlog/`, `_temporary/`) or `.` (hidden files) and checksum side files (`.crc`)
 are never data, and neither is anything inside a folder so named. Pure: no storage.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 SIDE_FILE_SUFFIXES = (".crc",)
+SUCCESS = "_SUCCESS"  # the default SUCCESS_FILENAME; callers pass the setting
 NESTED_OPTION = '"nested": true'
 
 
@@ -33,17 +35,46 @@ def is_data_file(batch_folder: str, name: str, *, nested: bool = False) -> bool:
     return all(is_data_name(segment) for segment in segments)
 
 
-def data_files(batch_folder: str, names: Iterable[str], *, nested: bool = False) -> list[str]:
-    """The data files among `names` (a listing of the folder), in the listing's order."""
-    return [name for name in names if is_data_file(batch_folder, name, nested=nested)]
+def data_files(
+    batch_folder: str, names: Iterable[str], *, nested: bool = False, success_filename: str = SUCCESS
+) -> list[str]:
+    """The data files among `names` (a listing of the folder), in the listing's order. With
+    `nested`, a sub-folder holding its own `success_filename` is another batch, not part of this
+    one (the default layout lets a day's batch folder hold its hours' batch folders)."""
+    listed = list(names)
+    if not nested:
+        return [name for name in listed if is_data_file(batch_folder, name)]
+    other_batches = {
+        name[: -len(success_filename)]
+        for name in listed
+        if name.startswith(batch_folder)
+        and name.endswith(f"/{success_filename}")
+        and name != batch_folder + success_filename
+    }
+    return [
+        name
+        for name in listed
+        if is_data_file(batch_folder, name, nested=True) and not _inside(name, batch_folder, other_batches)
+    ]
 
 
-def data_sub_folders(batch_folder: str, names: Iterable[str]) -> list[str]:
-    """The sub-folders directly below `batch_folder` that hold data files at some depth (each
-    with its trailing slash, sorted): where a batch's data is when it has no files of its own."""
+def _inside(name: str, batch_folder: str, folders: set[str]) -> bool:
+    """True when `name` lies in one of `folders` below `batch_folder`."""
+    if not folders:
+        return False
+    segments = name[len(batch_folder) :].split("/")[:-1]
+    return any(batch_folder + "/".join(segments[: i + 1]) + "/" in folders for i in range(len(segments)))
+
+
+def data_sub_folders(
+    batch_folder: str, names: Iterable[str], *, success_filename: str = "_SUCCESS"
+) -> list[str]:
+    """The sub-folders directly below `batch_folder` that hold data files of this batch at some
+    depth (each with its trailing slash, sorted): where a batch's data is when it has no files of
+    its own."""
     found = {
         name[len(batch_folder) :].split("/")[0] + "/"
-        for name in data_files(batch_folder, names, nested=True)
+        for name in data_files(batch_folder, names, nested=True, success_filename=success_filename)
         if "/" in name[len(batch_folder) :]
     }
     return sorted(found)

@@ -28,7 +28,8 @@ def manifests(host: Host, table: str) -> list[Manifest]:
 
 
 def data_uris(host: Host, table: str) -> list[list[str]]:
-    return [[uri for batch in m.batches for uri in batch.data_uris] for m in manifests(host, table)]
+    """Per batch of every job, its data URIs."""
+    return [list(batch.data_uris) for m in manifests(host, table) for batch in m.batches]
 
 
 def expected(host: Host, folder: str) -> list[str]:
@@ -57,3 +58,27 @@ def test_with_nested_off_a_batch_is_only_the_files_directly_in_its_folder(host: 
     put_spark_output(host, folder)
     host.drain()
     assert data_uris(host, "sales/orders") == [[f"gs://{host.bucket}/{folder}/part-own.parquet"]]
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_a_batch_folder_inside_a_nested_batch_stays_its_own_batch(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, ordered: bool
+) -> None:
+    # The default layout lets a day's batch folder hold its hours' batch folders.
+    host = start_host(monkeypatch, gcs_store)
+    host.upload("sales/orders/_config/load.json", b'{"format": "parquet"}')
+    if ordered:
+        host.upload("sales/orders/_config/ORDERME")
+    day, hour = "sales/orders/2024/05/01", "sales/orders/2024/05/01/13"
+    host.upload(f"{hour}/part-hour.parquet", b"x")
+    host.upload(f"{hour}/_SUCCESS")
+    host.upload(f"{day}/dt=x/part-day.parquet", b"x")
+    host.upload(f"{day}/_SUCCESS")
+    host.drain()
+    assert sorted(host.tables.applied_rels("sales/orders")) == ["2024/05/01", "2024/05/01/13"]
+    assert sorted(data_uris(host, "sales/orders")) == sorted(
+        [
+            [f"gs://{host.bucket}/{day}/dt=x/part-day.parquet"],
+            [f"gs://{host.bucket}/{hour}/part-hour.parquet"],
+        ]
+    )

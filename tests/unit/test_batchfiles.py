@@ -110,3 +110,23 @@ def test_nested_data_files_are_a_superset_of_the_folders_own(rests: list[str]) -
     nested = data_files(FOLDER, names, nested=True)
     assert set(own) <= set(nested)
     assert all(not any(s.startswith(("_", ".")) for s in n[len(FOLDER) :].split("/")) for n in nested)
+
+
+def test_a_nested_sub_folder_with_its_own_marker_is_another_batch() -> None:
+    day = "ds/tbl/2024/05/01/"
+    listing = [
+        day + "part-day.parquet",
+        day + "_SUCCESS",
+        day + "13/part-hour.parquet",
+        day + "13/_SUCCESS",
+        day + "13/dt=x/part-deep.parquet",
+        day + "dt=y/part-1.parquet",
+    ]
+    assert data_files(day, listing, nested=True) == [day + "part-day.parquet", day + "dt=y/part-1.parquet"]
+    assert data_sub_folders(day, listing) == ["dt=y/"]
+    renamed = [n.replace("_SUCCESS", "_DONE") for n in listing]
+    assert data_files(day, renamed, nested=True, success_filename="_DONE") == [
+        day + "part-day.parquet",
+        day + "dt=y/part-1.parquet",
+    ]
+    assert len(data_files(day, renamed, nested=True)) == 4  # another marker name: all are data

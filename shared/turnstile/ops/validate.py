@@ -131,15 +131,20 @@ def _check_batch(
         parse_success(store.bucket, name, resolved.load.destination_regex or settings.destination_regex)
     except (ConfigError, PathError) as exc:
         return _without_uri(str(exc), f"gs://{store.bucket}/{name}")
-    return _check_sub_folders(store.bucket, folder, names, nested=resolved.load.nested_folders)
+    return _check_sub_folders(
+        store.bucket, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
+    )
 
 
-def _check_sub_folders(bucket: str, folder: str, names: list[str], *, nested: bool) -> str | None:
-    """A batch with none of its own files whose data sits in sub-folders the config does not read."""
+def _check_sub_folders(
+    bucket: str, folder: str, names: list[str], *, nested: bool, success: str
+) -> str | None:
+    """A batch with none of its own files whose data sits in sub-folders the config does not read
+    (sub-folders that are batches of their own do not count)."""
     below = [n for n in names if n.startswith(folder)]
     if nested or data_files(folder, below):
         return None
-    sub_folders = data_sub_folders(folder, below)
+    sub_folders = data_sub_folders(folder, below, success_filename=success)
     return no_data_files(f"gs://{bucket}/{folder}", sub_folders, nested=nested) if sub_folders else None
 
 

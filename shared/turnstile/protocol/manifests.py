@@ -13,7 +13,7 @@ def data_objects(inv: Invocation, batch: Batch, *, nested: bool) -> tuple[str, .
     """gs:// URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with
     `nested` every file below its folder; never `_`, `.` or `.crc` files)."""
     listing = (info.name for info in inv.store.list_objects(batch.folder))
-    names = data_files(batch.folder, listing, nested=nested)
+    names = data_files(batch.folder, listing, nested=nested, success_filename=inv.settings.success_filename)
     return tuple(f"gs://{inv.store.bucket}/{name}" for name in names)
 
 
