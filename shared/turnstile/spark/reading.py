@@ -21,9 +21,10 @@ _SPARK_FORMAT = {
     "text": "text",
 }
 AVRO_MISSING = (
-    "format 'avro' needs Spark's avro data source (the jar org.apache.spark:spark-avro_2.12 for "
-    "Spark 3.5), which Dataproc's runtimes include; this Spark session has none: pass the jar in "
-    "spark.jars, or run the table's batches on Dataproc"
+    "format 'avro' needs Spark's avro data source, the jar org.apache.spark:spark-avro built for this "
+    "Spark and Scala (spark-avro_2.12 for the local pyspark 3.5), which Dataproc's runtimes include; "
+    "this Spark session has none: add the jar to spark.jars (JOB_JAR_URIS on Dataproc), or run the "
+    "table's batches on Dataproc"
 )
 
 
