@@ -92,8 +92,12 @@ def table_name() -> str:
 # --- nested batch folders -----------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("fmt", "load"),
-    [("parquet", {"format": "parquet"}), ("csv", {"format": "csv", "nested": True})],
-    ids=["parquet-nested-by-default", "csv-nested-on"],
+    [
+        ("parquet", {"format": "parquet"}),
+        ("csv", {"format": "csv", "nested": True}),
+        ("csv", {"format": "csv", "nested": True, "schema": "id INT, v STRING", "jagged_rows": True}),
+    ],
+    ids=["parquet-nested-by-default", "csv-nested-on", "csv-with-a-schema-and-jagged-rows"],
 )
 def test_spark_partitioned_output_commits_every_row_with_its_partition_column(
     spark: Any, gcs_store: GcsStore, tmp_path: Path, fmt: str, load: dict[str, Any]
