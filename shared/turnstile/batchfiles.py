@@ -67,7 +67,7 @@ def _inside(name: str, batch_folder: str, folders: set[str]) -> bool:
 
 
 def data_sub_folders(
-    batch_folder: str, names: Iterable[str], *, success_filename: str = "_SUCCESS"
+    batch_folder: str, names: Iterable[str], *, success_filename: str = SUCCESS
 ) -> list[str]:
     """The sub-folders directly below `batch_folder` that hold data files of this batch at some
     depth (each with its trailing slash, sorted): where a batch's data is when it has no files of
