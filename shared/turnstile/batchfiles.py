@@ -1,29 +1,98 @@
 """Which objects of a batch folder are its data files: the one rule every reader of a batch uses.
 
-A batch is the files directly in its folder. Names starting with `_` are markers and turnstile's
-own objects (`_SUCCESS`, `_config/`, `_backlog/`), names starting with `.` are hidden files
-(editor and OS leftovers); neither is data, and sub-folders are other batches. Pure: no storage.
+A batch is the data files under its folder: only those directly in it, or, with the `nested`
+option, those at any depth (what Spark and Hive writers produce: `dt=2024-05-01/part-0.parquet`)
+except inside a sub-folder that holds its own success marker (another batch).
+As Spark does, names starting with `_` (markers and turnstile's own objects: `_SUCCESS`,
+`_config/`, `_backlog/`, `_temporary/`) or `.` (hidden files) and checksum side files (`.crc`)
+are never data, and neither is anything inside a folder so named. Pure: no storage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+SIDE_FILE_SUFFIXES = (".crc",)
+SUCCESS = "_SUCCESS"  # the default SUCCESS_FILENAME; callers pass the setting
+NESTED_OPTION = '"nested": true'
+
 
 def is_data_name(base: str) -> bool:
-    """True when a file called `base` (no folder) holds data rather than a marker or hidden file."""
-    return bool(base) and not base.startswith(("_", "."))
+    """True when a file or folder called `base` (one path segment) may hold data rather than a
+    marker, a hidden file or a checksum."""
+    return bool(base) and not base.startswith(("_", ".")) and not base.endswith(SIDE_FILE_SUFFIXES)
 
 
-def is_data_file(batch_folder: str, name: str) -> bool:
+def is_data_file(batch_folder: str, name: str, *, nested: bool = False) -> bool:
     """True when the object `name` is a data file of the batch in `batch_folder` (with its
-    trailing slash): directly in that folder, with a data name."""
+    trailing slash): directly in that folder, or with `nested` at any depth below it, every
+    segment of its path with a data name."""
     if not name.startswith(batch_folder):
         return False
-    rest = name[len(batch_folder) :]
-    return "/" not in rest and is_data_name(rest)
+    segments = name[len(batch_folder) :].split("/")
+    if len(segments) > 1 and not nested:
+        return False
+    return all(is_data_name(segment) for segment in segments)
 
 
-def data_files(batch_folder: str, names: Iterable[str]) -> list[str]:
-    """The data files among `names` (a listing of the folder), in the listing's order."""
-    return [name for name in names if is_data_file(batch_folder, name)]
+def data_files(
+    batch_folder: str, names: Iterable[str], *, nested: bool = False, success_filename: str = SUCCESS
+) -> list[str]:
+    """The data files among `names` (a listing of the folder), in the listing's order. With
+    `nested`, a sub-folder holding its own `success_filename` is another batch, not part of this
+    one (the default layout lets a day's batch folder hold its hours' batch folders)."""
+    listed = list(names)
+    if not nested:
+        return [name for name in listed if is_data_file(batch_folder, name)]
+    other_batches = {
+        name[: -len(success_filename)]
+        for name in listed
+        if name.startswith(batch_folder)
+        and name.endswith(f"/{success_filename}")
+        and name != batch_folder + success_filename
+    }
+    return [
+        name
+        for name in listed
+        if is_data_file(batch_folder, name, nested=True) and not _inside(name, batch_folder, other_batches)
+    ]
+
+
+def _inside(name: str, batch_folder: str, folders: set[str]) -> bool:
+    """True when `name` lies in one of `folders` below `batch_folder`."""
+    if not folders:
+        return False
+    segments = name[len(batch_folder) :].split("/")[:-1]
+    return any(batch_folder + "/".join(segments[: i + 1]) + "/" in folders for i in range(len(segments)))
+
+
+def data_sub_folders(
+    batch_folder: str, names: Iterable[str], *, success_filename: str = SUCCESS
+) -> list[str]:
+    """The sub-folders directly below `batch_folder` that hold data files of this batch at some
+    depth (each with its trailing slash, sorted): where a batch's data is when it has no files of
+    its own."""
+    found = {
+        name[len(batch_folder) :].split("/")[0] + "/"
+        for name in data_files(batch_folder, names, nested=True, success_filename=success_filename)
+        if "/" in name[len(batch_folder) :]
+    }
+    return sorted(found)
+
+
+def no_data_files(batch_folder_uri: str, sub_folders: list[str], *, nested: bool) -> str:
+    """Why a batch has nothing to load, and what to do: names the sub-folders holding its data
+    when it has none of its own files and `nested` is off."""
+    if sub_folders and not nested:
+        shown = ", ".join(sub_folders[:5]) + (
+            f" and {len(sub_folders) - 5} more" if len(sub_folders) > 5 else ""
+        )
+        return (
+            f"{batch_folder_uri} has no data files of its own; its data is in the sub-folders {shown}. "
+            f"Set {NESTED_OPTION} in its _config/load.json to load every file under the batch "
+            "folder (key=value folders become columns)"
+        )
+    return (
+        f"{batch_folder_uri} has no data files (names starting with _ or . and .crc files are not "
+        "data); upload the batch's files before its _SUCCESS"
+    )

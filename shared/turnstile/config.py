@@ -3,7 +3,8 @@
 A `_config/` folder may sit at any level from the bucket root down to the batch folder:
 - `load.json` files are deep-merged, NEARER levels overriding farther ones (objects merge key by
   key; any other value, lists included, is replaced whole);
-- `transform.sql`: the nearest one wins;
+- `transform.sql`: the nearest one wins; `bq_transform.sql` (the name gcs_ocn_bq_ingest used) is
+  read as the same file, and a level holding both is an error naming both;
 - `ORDERME`: anywhere on the path orders the batch. Only `_SUCCESS` events consult it: once a
   pointer is in `_backlog/`, the backlog itself is the record that the table is ordered, so
   `_backlog` and `_BACKFILL` events never depend on where ORDERME sits.
@@ -30,6 +31,7 @@ from turnstile.validation import explain
 
 LOAD_JSON = "load.json"
 TRANSFORM_SQL = "transform.sql"
+BQ_TRANSFORM_SQL = "bq_transform.sql"  # gcs_ocn_bq_ingest's name: an alias of TRANSFORM_SQL
 ORDERME = "ORDERME"
 
 
@@ -105,7 +107,7 @@ class ConfigReader:
             if base == ORDERME:
                 found.orderme = True
                 found.sources.append(info.name)
-            elif base in (LOAD_JSON, TRANSFORM_SQL):
+            elif base in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL):
                 obj = self._store.read(info.name)
                 if obj is None:  # deleted between list and read: as if never there
                     continue
@@ -118,6 +120,11 @@ class ConfigReader:
                         found.load = _parse_load_json(self._store.bucket, info.name, obj.data)
                     except ConfigError as exc:
                         found.error = exc
+                elif found.transform_sql is not None:
+                    found.error = ConfigError(
+                        f"gs://{self._store.bucket}/{folder} holds both {TRANSFORM_SQL} and "
+                        f"{BQ_TRANSFORM_SQL} (an alias of the same file); keep one and delete the other"
+                    )
                 else:
                     found.transform_sql = obj.text()
         return found

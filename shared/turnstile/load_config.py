@@ -9,6 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+NESTED_BY_DEFAULT = frozenset({"parquet", "orc", "avro"})
+"""Formats whose batches are nested folders unless `nested` says otherwise."""
+
 
 class LoadConfig(BaseModel):
     """How to read a batch and write it to its Iceberg table (the merged `load.json`)."""
@@ -17,9 +20,17 @@ class LoadConfig(BaseModel):
         extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True
     )
 
-    format: Literal["csv", "json", "jsonl", "parquet", "orc", "text"] = "csv"
+    format: Literal["csv", "json", "jsonl", "parquet", "orc", "avro", "text"] = "csv"
     """File format of the data files (`json` and `jsonl` both mean one JSON object per line).
     Gzip-compressed files (`.gz`) are read transparently."""
+
+    nested: bool | None = None
+    """Whether a batch is every data file under its folder at any depth (`key=value` folders become
+    columns), as Spark and Hive write; default true for parquet, orc and avro, false otherwise."""
+
+    jagged_rows: bool = False
+    """CSV: a row with missing trailing columns is read with nulls for them instead of being a
+    bad row (checked when a `schema` is given)."""
 
     reader_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Spark DataFrameReader options, e.g. `{"delimiter": ";"}`; CSV defaults to `header: true`."""
@@ -27,8 +38,9 @@ class LoadConfig(BaseModel):
     schema_: str | None = Field(None, alias="schema")
     """Explicit schema as Spark DDL (`id BIGINT, name STRING, ts TIMESTAMP`); default: inferred."""
 
-    mode: Literal["append", "merge", "overwrite"] = "append"
-    """append rows; merge (MERGE INTO on `merge_keys`); overwrite (replace the table atomically)."""
+    mode: Literal["append", "merge", "overwrite", "overwrite_partitions"] = "append"
+    """append rows; merge (MERGE INTO on `merge_keys`); overwrite (replace the table atomically);
+    overwrite_partitions (replace only the table partitions the batch has rows for)."""
 
     merge_keys: tuple[str, ...] = ()
     """Columns identifying a row for `mode: merge`."""
@@ -76,6 +88,12 @@ class LoadConfig(BaseModel):
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""
 
+    @property
+    def nested_folders(self) -> bool:
+        """`nested` as set, else its default for the format: the columnar formats Spark writes
+        partitioned are nested by default; text formats keep sub-folders as other batches."""
+        return self.nested if self.nested is not None else self.format in NESTED_BY_DEFAULT
+
     @model_validator(mode="after")
     def _merge_needs_keys(self, info: ValidationInfo) -> LoadConfig:
         if info.context and info.context.get("partial"):
@@ -84,4 +102,6 @@ class LoadConfig(BaseModel):
             raise ValueError("mode 'merge' needs merge_keys (the columns that identify a row)")
         if self.mode != "merge" and (self.merge_order_by or self.delete_column):
             raise ValueError("merge_order_by and delete_column only apply to mode 'merge'")
+        if self.jagged_rows and self.format != "csv":
+            raise ValueError(f"jagged_rows only applies to format 'csv' (format is {self.format!r})")
         return self

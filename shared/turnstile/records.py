@@ -129,6 +129,11 @@ class ManifestBatch(BaseModel):
     result: str  # object name of this batch's result record
     failed_prefix: str  # where bad rows go
 
+    @property
+    def folder(self) -> str:
+        """The batch folder (object name prefix, with its trailing slash)."""
+        return f"{self.table_prefix}/{self.rel}/" if self.rel else f"{self.table_prefix}/"
+
     @field_serializer("load")
     def _load_as_in_load_json(self, load: LoadConfig) -> dict[str, Any]:
         """The keys of load.json (`schema`, `destinationRegex`), not the Python field names."""

@@ -105,3 +105,35 @@ def test_refuses_an_existing_batch_unless_forced(run: Run, world: World, batch_d
     forced = run("put", str(batch_dir), f"{world.uri}/{REL}", "--force", "-o", "json")
     assert forced.exit_code == 0, forced.output
     assert json.loads(forced.stdout)["success"]["generation"] > first
+
+
+def test_a_nested_table_uploads_spark_partitioned_output_as_written(
+    run: Run, world: World, tmp_path: Path
+) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"format": "parquet"}')  # nested by default
+    out = tmp_path / "spark-out"
+    for rel in ["dt=2024-05-01/part-0.parquet", "dt=2024-05-02/part-1.parquet"]:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_bytes(b"PAR1")
+    (out / "dt=2024-05-01/.part-0.parquet.crc").write_bytes(b"crc")
+    (out / "_SUCCESS").write_text("")  # Spark's own marker: put writes the batch's, last
+    result = run("put", str(out), f"{world.uri}/{REL}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    folder = world.table.batch_folder(REL)
+    objects = {o.name: o.generation for o in world.store.list_objects(folder)}
+    assert set(objects) == {
+        f"{folder}dt=2024-05-01/part-0.parquet",
+        f"{folder}dt=2024-05-02/part-1.parquet",
+        f"{folder}_SUCCESS",
+    }
+    success = objects.pop(f"{folder}_SUCCESS")
+    assert all(generation < success for generation in objects.values())
+    assert sorted(json.loads(result.stdout)["skipped"]) == ["_SUCCESS", "dt=2024-05-01/.part-0.parquet.crc"]
+
+
+def test_a_sub_folder_refusal_names_the_nested_option(run: Run, world: World, batch_dir: Path) -> None:
+    (batch_dir / "dt=2024-05-01").mkdir()
+    result = run("put", str(batch_dir), f"{world.uri}/{REL}")
+    assert result.exit_code == 2
+    assert 'set "nested": true' in one_error_line(result)
+    assert nothing_under(world)

@@ -150,3 +150,36 @@ def test_a_success_at_the_bucket_root_or_one_level_down_says_what_a_batch_path_l
         "another layout"
     )
     assert "path segments" not in " ".join(problems.values())
+
+
+def test_a_batch_whose_data_is_only_in_sub_folders_names_them_and_the_option(run: Run, world: World) -> None:
+    folder = "sales/orders/incremental/2024/05/01/13/"
+    world.store.write(folder + "dt=2024-05-01/part-0.csv", b"id\n1\n")
+    world.store.write(folder + "dt=2024-05-01/.part-0.csv.crc", b"x")
+    world.store.write(folder + "dt=2024-05-02/part-0.csv", b"id\n2\n")
+    world.store.write(folder + "_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert problem["object"] == f"gs://{world.store.bucket}/{folder}_SUCCESS"
+    assert "has no data files of its own" in problem["message"]
+    assert "dt=2024-05-01/, dt=2024-05-02/" in problem["message"]
+    assert 'Set "nested": true' in problem["message"]
+    # With the option set, the same batch is fine.
+    world.store.write("sales/orders/_config/load.json", b'{"nested": true}')
+    assert run("validate", f"gs://{world.store.bucket}").exit_code == 0
+
+
+def test_bq_transform_sql_is_accepted_and_both_names_in_one_folder_are_a_problem(
+    run: Run, world: World
+) -> None:
+    world.store.write("sales/orders/_config/bq_transform.sql", b"SELECT * FROM batch")
+    world.upload("incremental/2024/05/01/13")
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 0, result.output
+    assert "warnings" not in result.stdout
+    world.store.write("sales/orders/_config/transform.sql", b"SELECT id FROM batch")
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert "holds both transform.sql and bq_transform.sql" in problem["message"]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnstile.batchfiles import data_files, is_data_file, is_data_name
+from turnstile.batchfiles import data_files, data_sub_folders, is_data_file, is_data_name, no_data_files
 
 FOLDER = "ds/tbl/2024/05/01/"
 
@@ -52,3 +52,81 @@ def test_data_files_keeps_the_listing_order() -> None:
 def test_a_data_file_is_exactly_a_data_name_directly_in_the_folder(rest: str) -> None:
     expected = "/" not in rest and rest != "" and rest[0] not in "_."
     assert is_data_file(FOLDER, FOLDER + rest) is expected
+
+
+# ---------------------------------------------------------------- nested batch folders
+SPARK_OUTPUT = [
+    FOLDER + "._SUCCESS.crc",
+    FOLDER + "_SUCCESS",
+    FOLDER + "dt=2024-05-01/.part-0.parquet.crc",
+    FOLDER + "dt=2024-05-01/part-0.parquet",
+    FOLDER + "dt=2024-05-02/hour=13/part-1.parquet",
+    FOLDER + "dt=2024-05-02/hour=13/part-1.parquet.crc",
+    FOLDER + "_temporary/0/part-2.parquet",
+    FOLDER + "dt=2024-05-03/_temporary/part-3.parquet",
+    FOLDER + ".hidden/part-4.parquet",
+]
+
+
+def test_nested_takes_every_data_file_at_any_depth_and_skips_what_spark_skips() -> None:
+    assert data_files(FOLDER, SPARK_OUTPUT, nested=True) == [
+        FOLDER + "dt=2024-05-01/part-0.parquet",
+        FOLDER + "dt=2024-05-02/hour=13/part-1.parquet",
+    ]
+    assert data_files(FOLDER, SPARK_OUTPUT) == []  # not nested: sub-folders are other batches
+
+
+@pytest.mark.parametrize("name", ["part-0.parquet.crc", "a.crc"])
+def test_checksum_files_are_not_data(name: str) -> None:
+    assert not is_data_name(name)
+    assert not is_data_file(FOLDER, FOLDER + name, nested=True)
+
+
+def test_nested_still_reads_only_below_the_folder() -> None:
+    assert not is_data_file(FOLDER, "ds/tbl/2024/05/02/dt=x/part-0.csv", nested=True)
+    assert not is_data_file(FOLDER, "ds/tbl/2024/05/01-x/part-0.csv", nested=True)
+    assert is_data_file(FOLDER, FOLDER + "a.csv", nested=True)  # its own files count too
+
+
+def test_data_sub_folders_are_the_first_level_folders_holding_data() -> None:
+    assert data_sub_folders(FOLDER, SPARK_OUTPUT) == ["dt=2024-05-01/", "dt=2024-05-02/"]
+    assert data_sub_folders(FOLDER, [FOLDER + "a.csv", FOLDER + "_config/load.json"]) == []
+
+
+def test_the_no_data_files_message_names_the_sub_folders_and_the_option() -> None:
+    uri = f"gs://b/{FOLDER}"
+    message = no_data_files(uri, [f"dt={d}/" for d in range(7)], nested=False)
+    assert message.startswith(f"{uri} has no data files of its own")
+    assert "dt=0/, dt=1/, dt=2/, dt=3/, dt=4/ and 2 more" in message
+    assert 'Set "nested": true in its _config/load.json' in message
+    plain = no_data_files(uri, [], nested=True)
+    assert plain.startswith(f"{uri} has no data files") and "nested" not in plain
+
+
+@given(st.lists(st.text(alphabet="ab_./", min_size=1, max_size=8), max_size=6))
+def test_nested_data_files_are_a_superset_of_the_folders_own(rests: list[str]) -> None:
+    names = [FOLDER + rest for rest in rests]
+    own = data_files(FOLDER, names)
+    nested = data_files(FOLDER, names, nested=True)
+    assert set(own) <= set(nested)
+    assert all(not any(s.startswith(("_", ".")) for s in n[len(FOLDER) :].split("/")) for n in nested)
+
+
+def test_a_nested_sub_folder_with_its_own_marker_is_another_batch() -> None:
+    day = "ds/tbl/2024/05/01/"
+    listing = [
+        day + "part-day.parquet",
+        day + "_SUCCESS",
+        day + "13/part-hour.parquet",
+        day + "13/_SUCCESS",
+        day + "13/dt=x/part-deep.parquet",
+        day + "dt=y/part-1.parquet",
+    ]
+    assert data_files(day, listing, nested=True) == [day + "part-day.parquet", day + "dt=y/part-1.parquet"]
+    assert data_sub_folders(day, listing) == ["dt=y/"]
+    renamed = [n.replace("_SUCCESS", "_DONE") for n in listing]
+    assert data_files(day, renamed, nested=True, success_filename="_DONE") == [
+        day + "part-day.parquet",
+        day + "dt=y/part-1.parquet",
+    ]
+    assert len(data_files(day, renamed, nested=True)) == 4  # another marker name: all are data

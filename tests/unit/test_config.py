@@ -581,3 +581,53 @@ def test_the_manifest_names_the_transform_sql_in_force() -> None:
     batch = manifest_batch(inv, parse_success(store.bucket, "ds/tbl/b1/_SUCCESS"), resolved, 7, data_uris=())
     assert batch.transform_source == f"gs://{store.bucket}/ds/tbl/_config/transform.sql"
     assert ConfigReader(make_store({})).resolve("ds/tbl/b1/").transform_source is None
+
+
+# ---------------------------------------------------------------- bq_transform.sql, nested, jagged_rows
+def test_bq_transform_sql_is_read_as_transform_sql() -> None:
+    files = {"ds/tbl/_config/bq_transform.sql": "SELECT * FROM batch"}
+    resolved = resolve(files, "ds/tbl/b1/")
+    assert resolved.transform_sql == "SELECT * FROM batch"
+    assert resolved.sources == ("ds/tbl/_config/bq_transform.sql",)
+
+
+def test_a_nearer_transform_sql_overrides_a_farther_bq_transform_sql() -> None:
+    files = {"ds/_config/bq_transform.sql": "SELECT 1", "ds/tbl/_config/transform.sql": "SELECT 2"}
+    assert resolve(files, "ds/tbl/b1/").transform_sql == "SELECT 2"
+
+
+def test_both_names_in_one_config_folder_is_an_error_naming_both() -> None:
+    files = {"ds/tbl/_config/transform.sql": "SELECT 1", "ds/tbl/_config/bq_transform.sql": "SELECT 2"}
+    with pytest.raises(
+        ConfigError, match=r"gs://bkt/ds/tbl/_config/ holds both transform.sql and bq_transform.sql"
+    ):
+        resolve(files, "ds/tbl/b1/")
+
+
+@pytest.mark.parametrize(
+    ("load", "nested"),
+    [
+        ({"format": "parquet"}, True),
+        ({"format": "orc"}, True),
+        ({"format": "avro"}, True),
+        ({"format": "csv"}, False),
+        ({"format": "json"}, False),
+        ({"format": "text"}, False),
+        ({"format": "parquet", "nested": False}, False),
+        ({"format": "csv", "nested": True}, True),
+    ],
+)
+def test_nested_defaults_by_format_and_can_be_set(load: dict[str, Any], nested: bool) -> None:
+    assert resolve({"ds/_config/load.json": load}, "ds/tbl/b1/").load.nested_folders is nested
+
+
+def test_jagged_rows_is_for_csv_only() -> None:
+    files = {"ds/_config/load.json": {"jagged_rows": True}, "ds/tbl/_config/load.json": {"format": "json"}}
+    with pytest.raises(ConfigError, match="jagged_rows only applies to format 'csv'"):
+        resolve(files, "ds/tbl/b1/")
+    assert resolve({"ds/_config/load.json": {"jagged_rows": True}}, "ds/tbl/b1/").load.jagged_rows
+
+
+def test_overwrite_partitions_is_a_mode() -> None:
+    resolved = resolve({"ds/_config/load.json": {"mode": "overwrite_partitions"}}, "ds/tbl/b1/")
+    assert resolved.load.mode == "overwrite_partitions"

@@ -1,9 +1,10 @@
 """`turnstile put`: upload a local folder as one batch, data files first and `_SUCCESS` last.
 
 Checked before anything is written (a refusal changes nothing):
-- the local folder exists, is not empty, holds only files (the job reads the files directly in a
-  batch folder, never sub-folders) and no file named like the success marker: turnstile writes
-  that one itself, last;
+- the local folder exists and holds data files: with the table's `nested` off only files (the job
+  reads the files directly in a batch folder, never sub-folders) and no file named like the success
+  marker (turnstile writes that one itself, last); with `nested` on every data file below it, as
+  the job reads them, a Spark output folder's own `_SUCCESS` skipped;
 - the destination is a batch folder turnstile accepts: its path parses with the destination regex
   its config cascade selects, and the cascade validates;
 - the destination holds nothing yet (`force` skips this check: re-publishing a folder applies it
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnstile.batchfiles import is_data_name
+from turnstile.batchfiles import NESTED_OPTION, is_data_file, is_data_name
 from turnstile.config import ConfigReader
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops.errors import Refused
@@ -34,6 +35,7 @@ class Plan:
     skipped: tuple[str, ...]
     total_bytes: int
     success: str  # object name of the marker written last
+    root: Path  # the local folder; a file's place below it is its place in the batch folder
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,36 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
     success = settings.success_filename
     if not local_dir.is_dir():
         raise Refused(f"{local_dir} is not a folder; pass the folder holding the batch's data files")
+    name = f"{folder.strip('/')}/{success}"
+    where = object_uri(store, folder.strip("/"))
+    try:
+        resolved = ConfigReader(store).resolve(name.rpartition("/")[0] + "/")
+        batch = parse_success(
+            store.bucket, name, resolved.load.destination_regex or settings.destination_regex
+        )
+    except (PathError, ConfigError) as exc:
+        raise Refused(f"{where} would be rejected: {exc}") from exc
+    nested = resolved.load.nested_folders
+    files, skipped = _nested_files(local_dir, success) if nested else _own_files(local_dir, success)
+    if not files:
+        raise Refused(f"{local_dir} holds no data file to upload; put the batch's files in it")
+    if not force and store.list_objects(batch.folder, limit=1):
+        raise Refused(
+            f"{batch.uri} already holds objects; choose a new batch path, or pass --force to upload "
+            "into it and publish it again (its old files are part of the batch too)"
+        )
+    return Plan(
+        batch,
+        tuple(files),
+        tuple(skipped),
+        sum(p.stat().st_size for p in files),
+        batch.success(success),
+        local_dir,
+    )
+
+
+def _own_files(local_dir: Path, success: str) -> tuple[list[Path], list[str]]:
+    """The files directly in the folder (the table's `nested` is off)."""
     files: list[Path] = []
     skipped: list[str] = []
     for path in sorted(local_dir.iterdir()):
@@ -59,31 +91,28 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
         if path.is_dir():
             raise Refused(
                 f"{path} is a folder; a batch is the files directly in one folder, so move them up or "
-                "put the sub-folder as its own batch"
+                "put the sub-folder as its own batch (or, for partitioned output such as dt=…/ "
+                f"folders, set {NESTED_OPTION} in the table's _config/load.json)"
             )
         if not is_data_name(path.name):
             skipped.append(path.name)
             continue
         files.append(path)
-    if not files:
-        raise Refused(f"{local_dir} holds no data file to upload; put the batch's files in it")
-    name = f"{folder.strip('/')}/{success}"
-    where = object_uri(store, folder.strip("/"))
-    try:
-        resolved = ConfigReader(store).resolve(name.rpartition("/")[0] + "/")
-        batch = parse_success(
-            store.bucket, name, resolved.load.destination_regex or settings.destination_regex
-        )
-    except (PathError, ConfigError) as exc:
-        raise Refused(f"{where} would be rejected: {exc}") from exc
-    if not force and store.list_objects(batch.folder, limit=1):
-        raise Refused(
-            f"{batch.uri} already holds objects; choose a new batch path, or pass --force to upload "
-            "into it and publish it again (its old files are part of the batch too)"
-        )
-    return Plan(
-        batch, tuple(files), tuple(skipped), sum(p.stat().st_size for p in files), batch.success(success)
-    )
+    return files, skipped
+
+
+def _nested_files(local_dir: Path, success: str) -> tuple[list[Path], list[str]]:
+    """Every data file below the folder (the table's `nested` is on), by the batch-files rule; a
+    Spark output folder's own `_SUCCESS` is skipped: put writes the marker itself, last."""
+    files: list[Path] = []
+    skipped: list[str] = []
+    for path in sorted(p for p in local_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(local_dir).as_posix()
+        if is_data_file("", rel, nested=True):
+            files.append(path)
+        else:
+            skipped.append(rel)
+    return files, skipped
 
 
 def put(store: ObjectStore, planned: Plan, advance: Callable[[int], None] = lambda n: None) -> list[Uploaded]:
@@ -91,7 +120,7 @@ def put(store: ObjectStore, planned: Plan, advance: Callable[[int], None] = lamb
     done = []
     for path in planned.files:
         data = path.read_bytes()
-        name = f"{planned.batch.folder}{path.name}"
+        name = f"{planned.batch.folder}{path.relative_to(planned.root).as_posix()}"
         done.append(Uploaded(object_uri(store, name), store.write(name, data), len(data)))
         advance(len(data))
     generation = store.write(planned.success, b"")

@@ -7,7 +7,8 @@ rules the functions apply, with nothing applied or written.
   it (rules across keys and files, e.g. `mode: merge` needs `merge_keys`), so such a mistake shows
   before any batch arrives;
 - each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
-  files) and its path (`parse_success` with the destination regex the cascade selects);
+  files), its path (`parse_success` with the destination regex the cascade selects), and whether
+  its data sits only in sub-folders its `nested` option does not read;
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
 """
 
@@ -16,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile.config import LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
+from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
+from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
 from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
@@ -85,9 +87,10 @@ def validate(
     for name, message in _incomplete_cascades(configs, load_jsons, bad_load_json):
         report.problems.append(Problem(f"gs://{bucket}/{name}", message))
         bad_load_json[name] = message
+    names = sorted(info.name for info in objects)
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
-        batch_problem = _check_batch(store, settings, configs, name, bad_load_json)
+        batch_problem = _check_batch(store, settings, configs, name, bad_load_json=bad_load_json, names=names)
         if batch_problem is not None:
             report.problems.append(Problem(f"gs://{bucket}/{name}", batch_problem))
         advance()
@@ -97,9 +100,10 @@ def validate(
 def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     """(is_warning, message) for a `_config/` object, None when it is fine."""
     base = name.partition(f"{CONFIG}/")[2]
-    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, ORDERME):
+    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL, ORDERME):
         return True, (
-            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only; "
+            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only "
+            f"({BQ_TRANSFORM_SQL} counts as {TRANSFORM_SQL}); "
             "rename or remove it"
         )
     if base == ORDERME:
@@ -107,9 +111,9 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     found = store.read(name)
     if found is None:
         return None  # deleted since listed
-    if base == TRANSFORM_SQL:
+    if base in (TRANSFORM_SQL, BQ_TRANSFORM_SQL):
         if not found.data.strip():
-            return True, "transform.sql is empty; write the SQL over the view `batch`, or remove it"
+            return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
         return None
     try:
         check_load_json(store.bucket, name, found.data)
@@ -148,7 +152,13 @@ def _incomplete_cascades(
 
 
 def _check_batch(
-    store: ObjectStore, settings: Settings, configs: ConfigReader, name: str, bad_load_json: dict[str, str]
+    store: ObjectStore,
+    settings: Settings,
+    configs: ConfigReader,
+    name: str,
+    *,
+    bad_load_json: dict[str, str],
+    names: list[str],
 ) -> str | None:
     folder = name.rpartition("/")[0] + "/"
     inherited = [
@@ -164,7 +174,21 @@ def _check_batch(
         parse_success(store.bucket, name, resolved.load.destination_regex or settings.destination_regex)
     except (ConfigError, PathError) as exc:
         return _without_uri(str(exc), f"gs://{store.bucket}/{name}")
-    return None
+    return _check_sub_folders(
+        store.bucket, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
+    )
+
+
+def _check_sub_folders(
+    bucket: str, folder: str, names: list[str], *, nested: bool, success: str
+) -> str | None:
+    """A batch with none of its own files whose data sits in sub-folders the config does not read
+    (sub-folders that are batches of their own do not count)."""
+    below = [n for n in names if n.startswith(folder)]
+    if nested or data_files(folder, below):
+        return None
+    sub_folders = data_sub_folders(folder, below, success_filename=success)
+    return no_data_files(f"gs://{bucket}/{folder}", sub_folders, nested=nested) if sub_folders else None
 
 
 def _without_uri(message: str, uri: str) -> str:

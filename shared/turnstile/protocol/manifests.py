@@ -10,9 +10,11 @@ from turnstile.records import Manifest, ManifestBatch
 from turnstile.store.port import object_uri
 
 
-def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
-    """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
-    names = data_files(batch.folder, (info.name for info in inv.store.list_objects(batch.folder)))
+def data_objects(inv: Invocation, batch: Batch, *, nested: bool) -> tuple[str, ...]:
+    """gs:// URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with
+    `nested` every file below its folder; never `_`, `.` or `.crc` files)."""
+    listing = (info.name for info in inv.store.list_objects(batch.folder))
+    names = data_files(batch.folder, listing, nested=nested, success_filename=inv.settings.success_filename)
     return tuple(object_uri(inv.store, name) for name in names)
 
 
@@ -26,18 +28,19 @@ def manifest_batch(
 ) -> ManifestBatch:
     """Everything the job needs about one batch; lists its folder unless the caller already did."""
     table = batch.table
+    if data_uris is None:
+        data_uris = data_objects(inv, batch, nested=resolved.load.nested_folders)
+    source = resolved.transform_source
     return ManifestBatch(
         dataset=table.dataset,
         table=table.table,
         table_prefix=table.prefix,
         rel=batch.rel,
         success_generation=success_generation,
-        data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
+        data_uris=data_uris,
         load=resolved.load,
         transform_sql=resolved.transform_sql,
-        transform_source=(
-            f"gs://{inv.store.bucket}/{resolved.transform_source}" if resolved.transform_source else None
-        ),
+        transform_source=object_uri(inv.store, source) if source else None,
         config_digest=resolved.digest,
         max_batches_per_job=resolved.load.max_batches_per_job,
         result=table.result(batch.rel, success_generation),

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from turnstile import logs
-from turnstile.batchfiles import is_data_file
+from turnstile.batchfiles import data_files
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
 from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
@@ -122,9 +122,15 @@ def _acquire(
     batches: list[ManifestBatch] = []
     for ref, pointer in pointers:
         folder = table.batch_folder(ref.rel)
-        files = tuple(object_uri(inv.store, o.name) for o in listing if is_data_file(folder, o.name))
         try:
             batch, resolved = inv.batch(pointer.success)
+            names = data_files(
+                folder,
+                (o.name for o in listing),
+                nested=resolved.load.nested_folders,
+                success_filename=inv.settings.success_filename,
+            )
+            files = tuple(object_uri(inv.store, name) for name in names)
             batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))
         except (ConfigError, PathError) as exc:
             if not batches:

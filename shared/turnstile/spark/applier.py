@@ -10,11 +10,12 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as f
 
+from turnstile import batchfiles
 from turnstile.errors import BatchFailed, CorruptRecord
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.spark import badrows, commits, reading, schema, sql
-from turnstile.spark.staging import Staging
+from turnstile.spark.staging import Staging, base_path
 from turnstile.store.port import ObjectStore
 
 BAD_ROW_SAMPLE = 1000
@@ -53,9 +54,13 @@ class IcebergApplier:
         started = time.monotonic()
         load = batch.load
         table = self.table(batch)
+        if not batch.data_uris:
+            raise BatchFailed(self._no_data_files(batch))
         located = self._staging.locate(batch.data_uris)
+        folder_uri = f"gs://{self._bucket}/{batch.folder}"
+        base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
         try:
-            read = reading.read(self._spark, located.paths, load)
+            read = reading.read(self._spark, located.paths, load, base_path=base)
         except ValueError as exc:
             raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
         except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
@@ -78,6 +83,13 @@ class IcebergApplier:
             time_min=low,
             time_max=high,
         )
+
+    def _no_data_files(self, batch: ManifestBatch) -> str:
+        """Names the sub-folders holding the batch's data when it has none of its own files."""
+        listing = (info.name for info in self._stores(self._bucket).list_objects(batch.folder))
+        sub_folders = batchfiles.data_sub_folders(batch.folder, listing)
+        uri = f"gs://{self._bucket}/{batch.folder}"
+        return batchfiles.no_data_files(uri, sub_folders, nested=batch.load.nested_folders)
 
     def _apply(
         self, batch: ManifestBatch, job_id: str, load: LoadConfig, table: str, read: reading.ReadBatch
@@ -140,6 +152,8 @@ class IcebergApplier:
                 frame.writeTo(table).append()
             elif load.mode == "overwrite":
                 frame.writeTo(table).overwrite(f.lit(True))
+            elif load.mode == "overwrite_partitions":  # Iceberg dynamic partition overwrite
+                frame.writeTo(table).overwritePartitions()
             else:
                 self._merge(table, frame, load)
 

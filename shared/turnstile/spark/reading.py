@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -17,8 +17,15 @@ _SPARK_FORMAT = {
     "jsonl": "json",
     "parquet": "parquet",
     "orc": "orc",
+    "avro": "avro",
     "text": "text",
 }
+AVRO_MISSING = (
+    "format 'avro' needs Spark's avro data source, the jar org.apache.spark:spark-avro built for this "
+    "Spark and Scala (spark-avro_2.12 for the local pyspark 3.5), which Dataproc's runtimes include; "
+    "this Spark session has none: add the jar to spark.jars (JOB_JAR_URIS on Dataproc), or run the "
+    "table's batches on Dataproc"
+)
 
 
 @dataclass
@@ -47,10 +54,16 @@ def _options(load: LoadConfig) -> dict[str, str]:
     return options
 
 
-def read(spark: SparkSession, paths: list[str], load: LoadConfig) -> ReadBatch:
+def read(
+    spark: SparkSession, paths: list[str], load: LoadConfig, *, base_path: str | None = None
+) -> ReadBatch:
+    """Read the batch's files; with `base_path` (the batch folder, for nested batches) Spark's
+    partition discovery turns `key=value` folders below it into columns."""
     reader = spark.read.format(_SPARK_FORMAT[load.format]).options(**_options(load))
     if not paths:
         raise ValueError("a batch with no data files")
+    if base_path is not None:
+        reader = reader.option("basePath", base_path)
     textual = load.format in ("csv", "json", "jsonl")
     if load.schema_ is not None:
         schema = spark.createDataFrame([], load.schema_).schema  # Spark parses the DDL
@@ -58,15 +71,46 @@ def read(spark: SparkSession, paths: list[str], load: LoadConfig) -> ReadBatch:
             schema = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
         reader = reader.schema(schema)
-    frame = reader.load(paths)
+    try:
+        frame = reader.load(paths)
+    except Exception as exc:
+        if load.format == "avro" and "Failed to find data source: avro" in str(exc):
+            raise ValueError(AVRO_MISSING) from exc
+        raise
     if CORRUPT not in frame.columns:
         frame = frame.cache()
         count = frame.count()
         return ReadBatch(frame, None, count, 0, frame)
-    frame = frame.cache()  # Spark refuses queries on the corrupt-record column of an uncached read
+    cached = frame.cache()  # Spark refuses queries on the corrupt-record column of an uncached read
+    if load.jagged_rows:  # a row that is only short is not a bad row: its missing columns are null
+        fields = [x.name for x in schema.fields if x.name != CORRUPT]  # not partition columns
+        frame = cached.withColumn(CORRUPT, f.when(~_short_only(fields, load), f.col(CORRUPT)))
+    else:
+        frame = cached
     bad = frame.filter(f.col(CORRUPT).isNotNull()).select(CORRUPT)
     rows = frame.filter(f.col(CORRUPT).isNull()).drop(CORRUPT)
     # Both counts in one pass (it also fills the cache the write then reads from).
     counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
     total, bad_rows = int(counted["total"]), int(counted["bad"])
-    return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, frame)
+    return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached)
+
+
+def _short_only(columns: list[str], load: LoadConfig) -> Column:
+    """True for a row flagged as not fitting the schema only because trailing columns are missing
+    (Spark's CSV reader flags any row whose field count differs from the schema, and fills the
+    fields it has): its raw text, split by Spark's own CSV parser into one more string field than
+    the schema has, has no field past the schema's and no field whose typed value came out null."""
+    spare = "_turnstile_spare"
+    ddl = ", ".join(f"`{i}` STRING" for i in range(len(columns))) + f", {spare} STRING"
+    options = {k: v for k, v in _options(load).items() if k not in _NOT_FOR_ONE_LINE}
+    fields = f.from_csv(f.col(CORRUPT), ddl, options)
+    fits = fields[spare].isNull()
+    for i, name in enumerate(columns):
+        fits = fits & ~(fields[str(i)].isNotNull() & f.col(f"`{name}`").isNull())
+    return f.col(CORRUPT).isNotNull() & fits
+
+
+# Reader options about files or the whole read, not about how one line splits into fields.
+_NOT_FOR_ONE_LINE = frozenset(
+    {"header", "inferSchema", "mode", "columnNameOfCorruptRecord", "multiLine", "encoding"}
+)

@@ -24,6 +24,17 @@ class Located:
     bytes: int
 
 
+def base_path(folder_uri: str, uris: Sequence[str], paths: Sequence[str]) -> str | None:
+    """Where Spark finds the batch folder `folder_uri`: the located path of a file below it with
+    the file's place in the folder cut off. Spark's partition discovery takes it as `basePath`, so
+    `key=value` folders below it become columns. None when no located path keeps its name."""
+    for uri, path in zip(uris, paths, strict=True):
+        rest = uri[len(folder_uri) :] if uri.startswith(folder_uri) else None
+        if rest and path.endswith(rest) and len(path) > len(rest):
+            return path[: -len(rest)].rstrip("/")
+    return None
+
+
 class Staging(Protocol):
     def locate(self, uris: Sequence[str]) -> Located: ...
 

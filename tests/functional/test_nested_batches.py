@@ -1,0 +1,84 @@
+"""Nested batch folders through the functions on fake-gcs-server: a batch laid out as Spark writes
+it partitioned (`dt=…/part-….parquet`, `.crc` files, one `_SUCCESS`) is one batch holding every
+data file below its folder, on the unordered path (the manifest builder lists the folder) and the
+ordered one (the subscriber reuses its backlog listing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.functional.harness import Host, start_host
+from turnstile.records import Manifest
+from turnstile.store.gcs import GcsStore
+
+DATA = ["dt=2024-05-01/part-0.parquet", "dt=2024-05-02/hour=13/part-1.parquet"]
+SIDE = ["dt=2024-05-01/.part-0.parquet.crc", "._SUCCESS.crc", "_temporary/0/part-9.parquet"]
+
+
+def put_spark_output(host: Host, folder: str) -> int:
+    for rel in DATA + SIDE:
+        host.upload(f"{folder}/{rel}", b"x")
+    return host.upload(f"{folder}/_SUCCESS")
+
+
+def manifests(host: Host, table: str) -> list[Manifest]:
+    names = [o.name for o in host.store.inner.list_objects(f"{table}/_turnstile/jobs/")]
+    found = [host.store.inner.read(n) for n in names if n.endswith(".manifest.json")]
+    return [Manifest.decode(f.data, "manifest") for f in found if f is not None]
+
+
+def data_uris(host: Host, table: str) -> list[list[str]]:
+    """Per batch of every job, its data URIs."""
+    return [list(batch.data_uris) for m in manifests(host, table) for batch in m.batches]
+
+
+def expected(host: Host, folder: str) -> list[str]:
+    return [f"gs://{host.bucket}/{folder}/{rel}" for rel in DATA]
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_a_parquet_batch_is_every_data_file_below_its_folder(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, ordered: bool
+) -> None:
+    host = start_host(monkeypatch, gcs_store)
+    host.upload("sales/orders/_config/load.json", b'{"format": "parquet"}')
+    if ordered:
+        host.upload("sales/orders/_config/ORDERME")
+    folder = "sales/orders/2024/05/01/13"
+    generation = put_spark_output(host, folder)
+    host.drain()
+    assert host.tables.commits["sales/orders"] == [("2024/05/01/13", generation)]
+    assert data_uris(host, "sales/orders") == [expected(host, folder)]
+
+
+def test_with_nested_off_a_batch_is_only_the_files_directly_in_its_folder(host: Host) -> None:
+    host.upload("sales/orders/_config/load.json", b'{"format": "parquet", "nested": false}')
+    folder = "sales/orders/2024/05/01/13"
+    host.upload(f"{folder}/part-own.parquet", b"x")
+    put_spark_output(host, folder)
+    host.drain()
+    assert data_uris(host, "sales/orders") == [[f"gs://{host.bucket}/{folder}/part-own.parquet"]]
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_a_batch_folder_inside_a_nested_batch_stays_its_own_batch(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, ordered: bool
+) -> None:
+    # The default layout lets a day's batch folder hold its hours' batch folders.
+    host = start_host(monkeypatch, gcs_store)
+    host.upload("sales/orders/_config/load.json", b'{"format": "parquet"}')
+    if ordered:
+        host.upload("sales/orders/_config/ORDERME")
+    day, hour = "sales/orders/2024/05/01", "sales/orders/2024/05/01/13"
+    host.upload(f"{hour}/part-hour.parquet", b"x")
+    host.upload(f"{hour}/_SUCCESS")
+    host.upload(f"{day}/dt=x/part-day.parquet", b"x")
+    host.upload(f"{day}/_SUCCESS")
+    host.drain()
+    assert sorted(host.tables.applied_rels("sales/orders")) == ["2024/05/01", "2024/05/01/13"]
+    assert sorted(data_uris(host, "sales/orders")) == sorted(
+        [
+            [f"gs://{host.bucket}/{day}/dt=x/part-day.parquet"],
+            [f"gs://{host.bucket}/{hour}/part-hour.parquet"],
+        ]
+    )
