@@ -10,9 +10,16 @@ from typing import Any
 
 import pytest
 
+from turnstile.clock import SystemClock
+from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions
+from turnstile.ops.history import history
+from turnstile.paths import Table
+from turnstile.protocol import operator
+from turnstile.protocol.context import Invocation
 from turnstile.records import Lock, LockState
+from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore, make_client
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -98,3 +105,49 @@ def test_a_duplicate_event_applies_nothing_twice(stack: Stack, spark: Any) -> No
     assert wait_until(lambda: stack.bridge is not None and stack.bridge.idle(), 60, 0.5)
     assert wait_until(lambda: stack.settled(2), 60, 0.5)
     assert spark.sql("SELECT count(*) FROM local.demo.clicks").collect()[0][0] == 2
+
+
+def test_history_agrees_with_the_tables_commits_after_a_late_batch_is_let_through(
+    stack: Stack, spark: Any
+) -> None:
+    """Hours 10-12 applied, hour 09 arrives late (the table blocks), hour 13 queues behind it; the
+    operator lets 09 through. Every Iceberg commit of the table has its record in the history."""
+
+    store = _store(stack)
+    table = Table(store.bucket, "demo/late", "demo", "late")
+    store.write("demo/late/_config/ORDERME", b"")
+    for hour in ("10", "11", "12"):
+        store.write(f"demo/late/2024/05/01/{hour}/part-0.csv", f"id,h\n1,{hour}\n".encode())
+        store.write(f"demo/late/2024/05/01/{hour}/_SUCCESS", b"")
+        assert wait_until(lambda h=hour: _lock(store, "demo/late").position == f"2024/05/01/{h}", 120, 0.5)
+    store.write("demo/late/2024/05/01/09/part-0.csv", b"id,h\n1,09\n")
+    store.write("demo/late/2024/05/01/09/_SUCCESS", b"")
+    assert wait_until(lambda: _lock(store, "demo/late").state is LockState.FAILED, 120, 0.5)
+    store.write("demo/late/2024/05/01/13/part-0.csv", b"id,h\n1,13\n")
+    store.write("demo/late/2024/05/01/13/_SUCCESS", b"")
+    assert wait_until(lambda: bool(store.list_objects("demo/late/_backlog/2024/05/01/13/")), 60, 0.5)
+    clock = SystemClock()
+    settings = Settings.from_env({"STORAGE_EMULATOR_HOST": store_host(stack)})
+    inv = Invocation(store, InlineRunner(store, MemoryTables()), settings, clock, "operator", clock.now())
+    operator.unlock(inv, table, skip_head=False)  # apply 09 anyway
+    assert wait_until(lambda: _drained(store, "demo/late", 5), 300, 1), f"see {stack.home / 'logs'}"
+    snapshots = {
+        r[0]: r[1]
+        for r in spark.sql(
+            "SELECT summary['turnstile.batch'], snapshot_id FROM local.demo.late.snapshots"
+        ).collect()
+    }
+    assert len(snapshots) == 5
+    recorded = {
+        f"{e.rel}#{e.generation}": e
+        for e in history(store, table, success_filename="_SUCCESS", last=None).entries
+    }
+    assert set(recorded) == set(snapshots)
+    for key, snapshot in snapshots.items():
+        entry = recorded[key]
+        assert entry.outcome in ("COMMITTED", "SKIPPED") and entry.snapshot_id == snapshot, entry
+
+
+def store_host(stack: Stack) -> str:
+    assert stack.info is not None
+    return stack.info.storage_url

@@ -1,19 +1,9 @@
-"""JobRunner adapter on Dataproc Serverless (`google.cloud.dataproc_v1.BatchControllerClient`).
+"""JobRunner on Dataproc Serverless: one job is one PySpark batch whose id is the job id.
 
-One turnstile job is one PySpark batch whose id is the job id. The calls and what they mean:
-
-- submit: `CreateBatch(parent, batch, batch_id=job_id, request_id=request_id(job_id))`. The call
-  returns a long-running operation once the API has accepted the batch; the runner never waits on
-  it (a batch starts in 40-60 s and runs for minutes; callers poll `status`). ALREADY_EXISTS means
-  a batch with this id was created earlier (a retried event, a second subscriber): attach to it by
-  returning normally. A retried create with the same request id gets the first operation back.
-- status: `GetBatch`; NOT_FOUND is "no such job".
-- cancel: `GetBatch`, then `CancelOperation` on the batch's own operation (`Batch.operation`).
-
-The client speaks REST, in production as in the tests (see `make_client`). Transient failures
-(429, 500, 502, 503, 504, ABORTED, dropped connections) are retried with google.api_core's `Retry`
-(the create is idempotent through its request id) and, when it gives up, surface as
-`JobServiceUnavailable`; any other API error is `JobError` (terminal).
+Submit is CreateBatch with a request id derived from the job id (a retry attaches; ALREADY_EXISTS
+attaches too) and never waits on the operation; status is GetBatch; cancel cancels the batch's
+operation. Transient failures are retried, then `JobServiceUnavailable`; PERMISSION_DENIED is
+`JobDeferred` (retried by the protocol with backoff); anything else is `JobError`.
 """
 
 from __future__ import annotations
