@@ -161,6 +161,11 @@ class Table:
         return f"{self.internal}results/{rel + '/' if rel else ''}{success_generation}.json"
 
     @property
+    def pause(self) -> str:
+        """The operator's pause of the table (`turnstile pause`): while it exists no job starts."""
+        return f"{self.internal}paused.json"
+
+    @property
     def open_jobs(self) -> str:
         """Folder of the markers of unordered jobs not yet ended, with trailing slash."""
         return f"{self.internal}open/"

@@ -53,6 +53,13 @@ class CoveredBatch(BaseModel):
     success_generation: int
 
 
+class CancelChoice(StrEnum):
+    """What an operator's `turnstile cancel` does with the batch the cancelled job did not commit."""
+
+    BLOCK = "block"  # the table stops on it, as on a failure, until `turnstile unlock`
+    REQUEUE = "requeue"  # it stays first in the backlog; the next job applies it
+
+
 class Lock(Record):
     """`<table>/_bqlock`. Changed only by compare-and-swap on the generation last read; a released
     lock is rewritten as FREE rather than deleted, so every transition has a precondition (GCS
@@ -77,6 +84,7 @@ class Lock(Record):
     # New on every write: no two lock writes carry the same bytes, so a compare-and-swap by content
     # hash (S3's ETag) tells every generation apart.
     nonce: str | None = None
+    cancel: CancelChoice | None = None  # an operator cancelled the job: what happens to its batch
 
 
 def new_nonce() -> str:
@@ -87,6 +95,13 @@ def wake_body() -> bytes:
     """The content of a `_BACKFILL` write: unique, so that on S3 (compare by ETag, a hash of the
     bytes) a conditional delete of an older `_BACKFILL` can never remove a newer one."""
     return json.dumps({"nonce": new_nonce()}).encode()
+
+
+class Pause(Record):
+    """`<table>/_turnstile/paused.json`: `turnstile pause`; `turnstile resume` removes it."""
+
+    reason: str | None = None
+    at: AwareDatetime
 
 
 class ClaimState(StrEnum):

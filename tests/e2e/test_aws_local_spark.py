@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from tests.aws.lambda_harness import LambdaHost, start_lambda_host
+from tests.conftest import AWS_REGION
 from turnstile.jobs.local import LocalRunner
-from turnstile.local.jars import spark_conf
+from turnstile.jobs.local_spark import spark_conf
 from turnstile.records import Lock, LockState
 from turnstile.store.s3 import S3Store
 
@@ -38,9 +39,17 @@ def _settled(host: LambdaHost, results: int) -> bool:
 
 
 @pytest.fixture
-def runner(aws_env: str, iceberg_jars: list[Path], warehouse: Path, tmp_path: Path) -> LocalRunner:
-    """spark-submit here; the job process finds moto through AWS_ENDPOINT_URL (`aws_env`)."""
-    return LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"))
+def runner(moto_server: str, iceberg_jars: list[Path], warehouse: Path, tmp_path: Path) -> LocalRunner:
+    """spark-submit here; the job process finds moto through AWS_ENDPOINT_URL in its environment."""
+    environment = {
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_REGION": AWS_REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "ICEBERG_CATALOG": "local",
+        "ICEBERG_WAREHOUSE": str(warehouse),
+    }
+    return LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"), environment)
 
 
 @pytest.fixture

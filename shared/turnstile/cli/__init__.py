@@ -7,7 +7,8 @@ scripts. Exit codes: 0 ok; 1 problems found or the command failed; 2 the command
 bad settings, refused). An error is one line on stderr: `error: <what went wrong>; <what to do>`.
 See docs/CLI.md.
 
-One module per group of commands: `tables` (status, unlock, resume, history), `batches` (put,
+One module per group of commands: `tables` (status, unlock, resume, history), `controls` (pause,
+cancel), `batches` (put,
 backfill, retry, validate, explain), `stack` (up, down, query), `check_settings` (check-settings);
 `_target` decides where they talk to and `_errors` turns what goes wrong into one line and an exit
 code. The logic is in `turnstile.ops`.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import typer
 
-from turnstile.cli import batches, check_settings, stack, tables
+from turnstile.cli import batches, check_settings, controls, stack, tables
 from turnstile.cli._target import resolve_settings
 
 __all__ = ["app", "main", "resolve_settings"]
@@ -29,6 +30,8 @@ app.command("explain")(batches.explain_command)
 app.command("status")(tables.status_command)
 app.command("unlock")(tables.unlock_command)
 app.command("resume")(tables.resume_command)
+app.command("pause")(controls.pause_command)
+app.command("cancel")(controls.cancel_command)
 app.command("history")(tables.history_command)
 app.command("validate")(batches.validate_command)
 app.command("backfill")(batches.backfill_command)

@@ -248,8 +248,8 @@ def _show_failed_lock(out: Console, table: Table, lock: Lock, generation: int, *
 
 @guarded
 def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
-    """Start the table's subscriber now (a new `_BACKFILL` generation); also the go-ahead under
-    WAIT_FOR_VALIDATION."""
+    """Undo `turnstile pause` and start the table's subscriber now (a new `_BACKFILL` generation);
+    also the go-ahead under WAIT_FOR_VALIDATION."""
     target = _target.current()
     table = _target.table_of(uri)
     inv = session.invocation(target.store(table.bucket), target.settings)

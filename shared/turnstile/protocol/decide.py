@@ -35,6 +35,7 @@ class View:
     head_is_late: bool = False  # the head sorts before a batch already applied
     head_applied: bool = False  # the head's very `_SUCCESS` generation is already committed
     backing_off: bool = False  # a transient failure's retry is not due yet
+    paused: bool = False  # an operator paused the table (`turnstile pause`)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def decide(view: View) -> Action:
         return Drop(view.head[0])
     if view.head_is_late:
         return Late(view.head[0])
-    if not view.may_start:
+    if not view.may_start or view.paused:
         return Paused()
     if view.backing_off:
         return Backoff()
@@ -146,7 +147,10 @@ def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) ->
         outcome = outcomes.get(covered.rel)
         if outcome not in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
             error = job.detail or f"job {job.job_id} ended {job.state.value} before applying {covered.rel!r}"
-            transient = retries.kind(outcome is BatchOutcome.FAILED) is retries.FailureKind.TRANSIENT
+            if lock.cancel is not None:
+                error = f"job {job.job_id} was cancelled by an operator before applying {covered.rel!r}"
+            recorded = outcome is BatchOutcome.FAILED or lock.cancel is not None  # not retried by itself
+            transient = retries.kind(recorded) is retries.FailureKind.TRANSIENT
             return Finish(tuple(applied), covered, error, transient)
         applied.append(covered)
     return Finish(tuple(applied), None, None)

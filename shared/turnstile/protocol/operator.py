@@ -13,7 +13,7 @@ from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.records import Lock, LockState, wake_body
+from turnstile.records import CancelChoice, Lock, LockState, Pause, wake_body
 
 log = logs.get("operator")
 
@@ -85,5 +85,40 @@ def unlock(
 
 
 def resume(inv: Invocation, table: Table) -> int:
-    """Start a subscriber run now: a new `_BACKFILL` generation (also the WAIT_FOR_VALIDATION go-ahead)."""
+    """Undo `pause`, then start a subscriber run now: a new `_BACKFILL` generation (also the
+    WAIT_FOR_VALIDATION go-ahead)."""
+    inv.store.remove(table.pause)
     return inv.store.write(table.backfill, wake_body())
+
+
+def pause(inv: Invocation, table: Table, reason: str | None = None) -> None:
+    """Start no job for the table until `resume`: a job already running finishes, new batches keep
+    queuing, the sweeper leaves the table alone."""
+    inv.store.write(table.pause, Pause(reason=reason, at=inv.clock.now()).encode())
+    log.warning(
+        "table paused by an operator",
+        extra={"event": "table_paused", "table": table.prefix, "reason": reason},
+    )
+
+
+class CancelRefused(TurnstileError, Terminal):
+    """There is no running job to cancel, or the lock changed meanwhile."""
+
+
+def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> str:
+    """Cancel the job that holds the table. Each batch is its own Iceberg commit, so what it
+    committed stays committed and nothing is half applied; the batch it had not committed blocks
+    the table (BLOCK, until `unlock`) or stays first in the backlog (REQUEUE). Returns the job id."""
+    held, generation = table_lock.read(inv, table)
+    if held.state is not LockState.RUNNING or not held.job_id:
+        raise CancelRefused(f"{table.uri}: no job holds the table (the lock is {held.state.value})")
+    try:
+        table_lock.write(inv, table, held.model_copy(update={"cancel": choice}), generation)
+    except PreconditionFailed as exc:
+        raise CancelRefused(f"{table.uri}: the lock changed meanwhile; run status again and retry") from exc
+    inv.runner.cancel(held.job_id)
+    log.warning(
+        f"job {held.job_id} of {table.uri} cancelled by an operator ({choice.value})",
+        extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": held.job_id},
+    )
+    return held.job_id

@@ -16,8 +16,8 @@ from turnstile.paths import Table, claim_name
 from turnstile.protocol import backlog, lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef, View
-from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState
-from turnstile.store.port import ObjectInfo
+from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState, Pause
+from turnstile.store.port import ObjectInfo, object_uri
 
 
 class Subscriber(StrEnum):
@@ -128,6 +128,17 @@ class TableState:
     def gated(self) -> bool:
         return self.gate_present is False
 
+    @cached_property
+    def operator_pause(self) -> Pause | None:
+        """The table's `turnstile pause` marker, if any."""
+        found = self.inv.store.read(self.table.pause)
+        if found is None:
+            return None
+        try:
+            return Pause.decode(found.data, object_uri(self.inv.store, found.name))
+        except ConfigError:
+            return Pause(reason="unreadable pause marker", at=self.now)  # paused all the same
+
     @property
     def paused(self) -> bool:
         """WAIT_FOR_VALIDATION: the present `_BACKFILL` already started the last job."""
@@ -188,6 +199,7 @@ def subscriber_view(state: TableState) -> View:
     late = behind and position is not None and head[0].name < position
     applied = behind and backlog.already_applied(inv, table, head[0])
     backing_off = held.retry_at is not None and held.retry_at > state.now
+    paused = bool(head) and state.operator_pause is not None
     return View(
         lock=held,
         head=head,
@@ -195,6 +207,7 @@ def subscriber_view(state: TableState) -> View:
         head_is_late=late,
         head_applied=applied,
         backing_off=backing_off,
+        paused=paused,
     )
 
 

@@ -36,6 +36,7 @@ from turnstile.protocol.manifests import manifest_batch, write_manifest
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.state import TableState
 from turnstile.records import (
+    CancelChoice,
     CoveredBatch,
     Lock,
     LockState,
@@ -335,7 +336,7 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
         if _retry(inv, table, retried, lock_generation, applied=finish.applied, error=error):
             return
         error = f"{error} (after {retried.attempt + 1} attempts failing for transient reasons)"
-    if finish.failed is not None:
+    if finish.failed is not None and held.cancel is not CancelChoice.REQUEUE:
         _fail(
             inv,
             table,
@@ -348,6 +349,11 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
             position=position,
         )
         return
+    if finish.failed is not None:  # cancelled by an operator, its batch requeued: the next job takes it
+        log.warning(
+            f"job {held.job_id} was cancelled; batch {finish.failed.rel!r} stays first in the backlog",
+            extra={"event": "job_cancelled", "table": table.prefix, "job_id": held.job_id},
+        )
     released = Lock(
         state=LockState.FREE,
         history=history,

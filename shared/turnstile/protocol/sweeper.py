@@ -121,7 +121,7 @@ def facts(state: TableState) -> SweepFacts:
         backlog=bool(state.backlog(1)),
         backfill_age=state.backfill_age,
         backfill_claimed_live=state.subscriber is Subscriber.RUNNING,
-        paused=state.paused,
+        paused=state.paused or state.operator_pause is not None,
         gated=state.gated,
         retry_pending=held.retry_at is not None and held.retry_at > state.now,
         retry_due=held.retry_at is not None and held.retry_at <= state.now,

@@ -1,0 +1,64 @@
+"""Operator controls over a table's jobs: pause (undone by `resume`) and cancel."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from turnstile.cli import _target
+from turnstile.cli._errors import guarded
+from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
+from turnstile.ops import render, session
+from turnstile.protocol import operator
+from turnstile.records import CancelChoice
+
+
+@guarded
+def pause_command(
+    uri: TableArg,
+    reason: Annotated[str | None, typer.Option("--reason", help="shown by turnstile status")] = None,
+    output: OutputOption = Output.text,
+) -> None:
+    """Start no job for the table until `turnstile resume`: a running job finishes, new batches keep
+    queuing in order, the sweeper leaves the table alone."""
+    target = _target.current()
+    table = _target.table_of(uri)
+    operator.pause(session.invocation(target.store(table.bucket), target.settings), table, reason)
+    if output is Output.json:
+        emit_json({"table": table.uri, "paused": True, "reason": reason})
+        return
+    out = render.console()
+    out.print(f"paused {table.uri}: no job starts until: turnstile resume {table.uri}")
+
+
+@guarded
+def cancel_command(
+    uri: TableArg,
+    requeue: Annotated[
+        bool,
+        typer.Option(
+            "--requeue",
+            help="keep the batch the job had not committed first in the backlog (default: block the "
+            "table on it until turnstile unlock)",
+        ),
+    ] = False,
+    output: OutputOption = Output.text,
+) -> None:
+    """Cancel the job that holds the table. What it committed stays (each batch is its own commit);
+    the batch it had not committed blocks the table, or with --requeue is applied by the next job."""
+    target = _target.current()
+    table = _target.table_of(uri)
+    store = target.store(table.bucket)
+    runner = session.LazyRunner(lambda: target.runner(store))
+    choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
+    job_id = operator.cancel(session.invocation(store, target.settings, runner), table, choice)
+    if output is Output.json:
+        emit_json({"table": table.uri, "job_id": job_id, "then": choice.value})
+        return
+    out = render.console()
+    out.print(f"asked the job service to cancel {job_id}")
+    then = (
+        "stays first in the backlog" if requeue else f"blocks the table until: turnstile unlock {table.uri}"
+    )
+    out.print(f"when it has stopped, the batch it had not committed {then}; follow it with: turnstile status")
