@@ -128,6 +128,26 @@ class SimTables:
         )
 
 
+class Cancelled(Exception):
+    """The job service stopped a job an operator cancelled (between two batches: each is atomic)."""
+
+
+@dataclass
+class Cancellable:
+    """The tables as one job sees them: a cancelled job stops before its next batch."""
+
+    tables: SimTables
+    cancelled: Callable[[], bool]
+
+    def committed_snapshot(self, batch: ManifestBatch) -> int | None:
+        return self.tables.committed_snapshot(batch)
+
+    def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        if self.cancelled():
+            raise Cancelled(job_id)
+        return self.tables.apply(batch, job_id)
+
+
 class SimRunner:
     """Dataproc's contract: submit under an id (a second submit attaches), state, cancel. Jobs start
     after a random delay, sometimes a long one, and may crash mid-way without their done signal."""
@@ -147,6 +167,7 @@ class SimRunner:
         self._transient = transient_probability
         self._job_crash = job_crash_probability
         self.jobs: dict[str, JobStatus] = {}
+        self.cancelled: set[str] = set()
 
     def _call(self) -> None:
         self._loop.pause(self._loop.rng.uniform(0.05, 0.5))
@@ -167,15 +188,20 @@ class SimRunner:
         )
 
     def _run(self, job_id: str, manifest_uri: str) -> None:
+        if job_id in self.cancelled:
+            return  # cancelled before it started
         self.jobs[job_id] = JobStatus(job_id, JobState.RUNNING)
         store = self._job_store()
-        done = execute(store, read_manifest(store, manifest_uri), self._tables, SimClock(self._loop))
+        tables = Cancellable(self._tables, lambda: job_id in self.cancelled)
+        done = execute(store, read_manifest(store, manifest_uri), tables, SimClock(self._loop))
         self.jobs[job_id] = JobStatus(
             job_id, JobState.SUCCEEDED if done.succeeded else JobState.FAILED, done.error
         )
 
     def _ended(self, job_id: str, exc: BaseException | None) -> None:
-        if isinstance(exc, Crash | BatchFailed):
+        if isinstance(exc, Cancelled):
+            self.jobs[job_id] = JobStatus(job_id, JobState.CANCELLED, "cancelled")
+        elif isinstance(exc, Crash | BatchFailed):
             self.jobs[job_id] = JobStatus(job_id, JobState.FAILED, f"the job died: {exc}")
         elif exc is not None:
             raise exc
@@ -186,3 +212,9 @@ class SimRunner:
 
     def cancel(self, job_id: str) -> None:
         self._call()
+        status = self.jobs.get(job_id)
+        if status is None or status.state.finished:
+            return
+        self.cancelled.add(job_id)
+        if status.state is JobState.PENDING:
+            self.jobs[job_id] = JobStatus(job_id, JobState.CANCELLED, "cancelled before it started")

@@ -31,8 +31,8 @@ from turnstile.paths import Table
 from turnstile.protocol import backlog, operator, sweeper
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.operator import UnlockRefused
-from turnstile.records import BatchOutcome, BatchResult, Lock, LockState
+from turnstile.protocol.operator import CancelRefused, UnlockRefused
+from turnstile.records import BatchOutcome, BatchResult, CancelChoice, Lock, LockState
 from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
@@ -202,7 +202,8 @@ class World:
     def _operator_ended(self, name: str) -> Any:
         def ended(exc: BaseException | None) -> None:
             # A refusal is the operator's answer to state that moved since it looked (as for a human).
-            if exc is not None and not isinstance(exc, Crash | Killed | Transient | UnlockRefused | Refused):
+            expected = Crash | Killed | Transient | UnlockRefused | Refused | CancelRefused
+            if exc is not None and not isinstance(exc, expected):
                 self.unexpected.append(f"{name}: {type(exc).__name__}: {exc}")
 
         return ended
@@ -225,6 +226,21 @@ class World:
             if lock.state is LockState.FAILED and fix:
                 self.tables.failing.discard((prefix, lock.failed_rel or ""))
                 operator.unlock(inv, _table(prefix), skip_head=False)
+            self._pause_or_cancel(inv, prefix, lock.state)
+
+    def _pause_or_cancel(self, inv: Invocation, prefix: str, state: LockState) -> None:
+        """Now and then, while faults last, the operator pauses a table (and resumes it later) or
+        cancels its running job; once faults stop, every pause is resumed."""
+        rng, table = self.loop.rng, _table(prefix)
+        paused = self.memory.stat(table.pause) is not None
+        if paused and (not self.loop.faults_on or rng.random() < 0.5):
+            operator.resume(inv, table)
+        elif self.loop.faults_on and not paused and rng.random() < 0.05:
+            operator.pause(inv, table, reason="simulated")
+        if self.loop.faults_on and state is LockState.RUNNING and rng.random() < 0.05:
+            choice = rng.choice(list(CancelChoice))
+            operator.cancel(inv, table, choice)
+            self.stats[f"jobs cancelled ({choice.value})"] += 1
 
     def validate(self) -> None:
         inv = self.invocation()
@@ -242,6 +258,8 @@ class World:
             if lock is not None and Lock.decode(lock.data, prefix).state is not LockState.FREE:
                 return False
             if self.memory.list_objects(f"{prefix}/_backlog/", limit=1):
+                return False
+            if self.memory.stat(_table(prefix).pause) is not None:
                 return False
             table = _table(prefix)
             if self.memory.list_objects(table.open_jobs, limit=1) or self.memory.list_objects(
