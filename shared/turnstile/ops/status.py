@@ -39,7 +39,7 @@ class Health(StrEnum):
     RUNNING = "RUNNING"  # a job holds the table
     QUEUED = "QUEUED"  # a backlog and a live subscriber
     GATED = "GATED"  # a backlog held until the gate file exists
-    PAUSED = "PAUSED"  # WAIT_FOR_VALIDATION: waiting for a new _BACKFILL
+    PAUSED = "PAUSED"  # `turnstile pause`, or WAIT_FOR_VALIDATION waiting for a new _BACKFILL
     IDLE = "IDLE"  # nothing queued
 
     @property
@@ -210,7 +210,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             unlock_options=UNLOCK_OPTIONS if failed else (),
             position=lock.position,
         )
-    paused = lock is not None and state.paused
+    paused = lock is not None and (state.paused or state.operator_pause is not None)
     result, result_error = last_result(inv.store, table, lock.position if lock else None)
     if result_error:
         errors.append(result_error)
