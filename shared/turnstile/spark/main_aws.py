@@ -4,38 +4,23 @@ runtime carries). On EMR the Iceberg tables are written through S3FileIO (`jobs/
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from pyspark import SparkFiles
-from pyspark.sql import SparkSession
+from turnstile.spark.main import Stores, launch
 
-from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
+
+def s3_stores() -> Stores:
+    from turnstile.settings import Settings  # noqa: PLC0415 - after the dependencies are in place
+    from turnstile.store.s3 import S3Store, make_client  # noqa: PLC0415
+
+    settings = Settings.from_env()
+    client = make_client(settings.aws_region, settings.aws_endpoint_url)
+    return lambda bucket: S3Store(client, bucket)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Apply a turnstile manifest to Iceberg tables.")
-    parser.add_argument("--manifest", required=True, help="s3:// URI of the manifest")
-    parser.add_argument("--stage-to", type=Path, help="copy batch files here before reading (local runs)")
-    args = parser.parse_args(argv)
-
-    spark = SparkSession.builder.appName("turnstile").getOrCreate()
-    try:
-        # Before anything imports pydantic or google-cloud-storage: the shipped versions must win
-        # over the runtime's own (turnstile.spark.dependencies).
-        use_shipped([Path.cwd() / SHIPPED_DIR, Path(SparkFiles.getRootDirectory()) / SHIPPED_DIR])
-        # Only now are the dependencies in place.
-        from turnstile.settings import Settings  # noqa: PLC0415
-        from turnstile.spark.run import run  # noqa: PLC0415
-        from turnstile.store.s3 import S3Store, make_client  # noqa: PLC0415
-
-        settings = Settings.from_env()
-        client = make_client(settings.aws_region, settings.aws_endpoint_url)
-        return run(spark, args.manifest, args.stage_to, lambda bucket: S3Store(client, bucket))
-    finally:
-        spark.stop()
+    return launch(argv, s3_stores, "s3")
 
 
 if __name__ == "__main__":
