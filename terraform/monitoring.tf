@@ -895,7 +895,7 @@ resource "google_monitoring_alert_policy" "backlog_too_old" {
 
       1. `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` shows its health (BLOCKED, GATED, PAUSED,
          STALLED, RUNNING), the backlog, the oldest pending age and the lag of the last commit.
-      2. BLOCKED: fix the cause and `turnstile unlock`; GATED: upload the gate file; PAUSED: upload a new `_BACKFILL`;
+      2. BLOCKED: fix the cause and `turnstile unlock`; GATED: upload the gate file; PAUSED: `turnstile resume`;
          RUNNING for long: the Dataproc batch named there; a backlog that just keeps growing: raise `max_batches_per_job`
          in the table's `_config/load.json` or the job's resources.
     EOT
