@@ -36,6 +36,14 @@
 #   broken (trigger deleted, functions failing before they log).
 # - sweep_table_failed (ERROR, table) and sweep_refused (ERROR): one table, or a whole bucket, could
 #   not be swept; they join the sweeper's failed calls in "backlog not draining".
+#
+# Backlog metrics and the dashboard: at every sweep the sweeper logs one table_backlog line (INFO) per
+# table with pending, oldest_pending_age_seconds and last_commit_lag_seconds (turnstile.protocol.sweeper,
+# BacklogMetrics). Each field feeds a distribution metric labelled by table; log-based metrics are
+# DELTA, so a chart or an alert reads a gauge from them with a percentile aligner over a window that
+# holds a sweep or two. The oldest pending batch older than backlog_age_alert_seconds is an alert;
+# the others are charts only. Commits are counted from the subscriber's "job applied" line (ordered
+# tables; an unordered batch's success is in its result record, `turnstile history`, not the logs).
 
 locals {
   sweeper_logs = "(resource.labels.service_name=\"${google_cloudfunctions2_function.sweeper.name}\" OR resource.labels.function_name=\"${google_cloudfunctions2_function.sweeper.name}\")"
@@ -717,4 +725,195 @@ resource "google_monitoring_alert_policy" "events_lost" {
       2. Batches keep being applied within one sweep meanwhile; nothing else to do once events flow again.
     EOT
   }
+}
+
+resource "google_logging_metric" "backlog_pending" {
+  project         = var.project_id
+  name            = "${var.name}/backlog_pending"
+  description     = "turnstile: batches queued in a table's backlog at a sweep (counted up to 100)."
+  filter          = "jsonPayload.event=\"table_backlog\" AND jsonPayload.bucket=\"${google_storage_bucket.inbound.name}\" AND ${local.sweeper_logs}"
+  value_extractor = "EXTRACT(jsonPayload.pending)"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = "1"
+    display_name = "turnstile pending batches (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+
+  # One bucket per count, centred on it: a percentile reads the count back within half a batch.
+  bucket_options {
+    linear_buckets {
+      num_finite_buckets = 101
+      width              = 1
+      offset             = -0.5
+    }
+  }
+}
+
+resource "google_logging_metric" "backlog_oldest_pending_age" {
+  project         = var.project_id
+  name            = "${var.name}/backlog_oldest_pending_age"
+  description     = "turnstile: seconds the oldest pending batch of a table has waited since it was queued, at a sweep."
+  filter          = "jsonPayload.event=\"table_backlog\" AND jsonPayload.bucket=\"${google_storage_bucket.inbound.name}\" AND ${local.sweeper_logs}"
+  value_extractor = "EXTRACT(jsonPayload.oldest_pending_age_seconds)"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = "s"
+    display_name = "turnstile oldest pending batch age (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+
+  # Buckets 10% wide up to about 18 days: the alert fires within 10% of its threshold.
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 150
+      growth_factor      = 1.1
+      scale              = 1
+    }
+  }
+}
+
+resource "google_logging_metric" "last_commit_lag" {
+  project         = var.project_id
+  name            = "${var.name}/last_commit_lag"
+  description     = "turnstile: seconds since the last job of a table released its lock after applying its batches, at a sweep."
+  filter          = "jsonPayload.event=\"table_backlog\" AND jsonPayload.bucket=\"${google_storage_bucket.inbound.name}\" AND ${local.sweeper_logs}"
+  value_extractor = "EXTRACT(jsonPayload.last_commit_lag_seconds)"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "DISTRIBUTION"
+    unit         = "s"
+    display_name = "turnstile last commit lag (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+
+  bucket_options {
+    exponential_buckets {
+      num_finite_buckets = 150
+      growth_factor      = 1.1
+      scale              = 1
+    }
+  }
+}
+
+resource "google_logging_metric" "jobs_applied" {
+  project     = var.project_id
+  name        = "${var.name}/jobs_applied"
+  description = "turnstile: jobs whose batches were committed to an ordered table (one per job; a job may cover several batches)."
+  filter      = "jsonPayload.message=\"job applied\" AND jsonPayload.logger=\"turnstile.subscriber\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile jobs applied (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_monitoring_alert_policy" "backlog_too_old" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: oldest pending batch too old"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "a table's oldest pending batch waited longer than ${var.backlog_age_alert_seconds}s"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.backlog_oldest_pending_age.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = var.backlog_age_alert_seconds
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      # Two sweeps fit in the window; the 99th percentile of so few values is their largest.
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_PERCENTILE_99"
+        cross_series_reducer = "REDUCE_MAX"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      The oldest pending batch of table `$${metric.label.table}` of `gs://${google_storage_bucket.inbound.name}` has waited more than
+      ${var.backlog_age_alert_seconds} seconds: the table is blocked, gated, waiting for validation, or its jobs are slower than its arrivals.
+
+      1. `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` shows its health (BLOCKED, GATED, PAUSED,
+         STALLED, RUNNING), the backlog, the oldest pending age and the lag of the last commit.
+      2. BLOCKED: fix the cause and `turnstile unlock`; GATED: upload the gate file; PAUSED: `turnstile resume`;
+         RUNNING for long: the Dataproc batch named there; a backlog that just keeps growing: raise `max_batches_per_job`
+         in the table's `_config/load.json` or the job's resources.
+    EOT
+  }
+}
+
+resource "google_monitoring_dashboard" "tables" {
+  project = var.project_id
+  dashboard_json = templatefile("${path.module}/dashboard.json.tftpl", {
+    title                = "turnstile ${var.name}: tables of gs://${google_storage_bucket.inbound.name}"
+    backlog_pending      = google_logging_metric.backlog_pending.name
+    oldest_pending_age   = google_logging_metric.backlog_oldest_pending_age.name
+    last_commit_lag      = google_logging_metric.last_commit_lag.name
+    jobs_applied         = google_logging_metric.jobs_applied.name
+    batch_failed         = google_logging_metric.batch_failed.name
+    table_blocked        = google_logging_metric.table_blocked.name
+    job_retry_scheduled  = google_logging_metric.job_retry_scheduled.name
+    job_timed_out        = google_logging_metric.job_timed_out.name
+    backlog_age_alert_at = var.backlog_age_alert_seconds
+  })
 }

@@ -447,6 +447,17 @@ variable "retry_alert_threshold" {
   }
 }
 
+variable "backlog_age_alert_seconds" {
+  description = "Alert when the oldest pending batch of an ordered table has waited longer than this many seconds (the sweeper measures it at every sweep)."
+  type        = number
+  default     = 3600
+
+  validation {
+    condition     = var.backlog_age_alert_seconds > 0
+    error_message = "backlog_age_alert_seconds must be more than 0 (seconds)."
+  }
+}
+
 variable "timeout_alert_threshold" {
   description = "Alert when the watchdog cancelled more than this many jobs of one table (past job_timeout_seconds) within an hour; each is retried, so 1 tolerates a single timeout."
   type        = number

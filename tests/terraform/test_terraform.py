@@ -8,6 +8,7 @@ and run in the normal pytest run in well under a second.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import hcl2
 import pytest
 
 from turnstile import packaging
+from turnstile.protocol.sweeper import BacklogMetrics
 from turnstile.settings import Settings
 from turnstile.spark.dependencies import SHIPPED_DIR
 
@@ -661,6 +663,7 @@ def test_terraform_refuses_at_plan_what_the_settings_refuse(
         ("iceberg_rest_uri", "http://biglake.googleapis.com/iceberg/v1/restcatalog"),
         ("function_max_instances", 0),
         ("retry_alert_threshold", -1),
+        ("backlog_age_alert_seconds", 0),
     ],
 )
 def test_terraform_refuses_values_the_deployment_cannot_use(
@@ -797,6 +800,7 @@ def test_log_metrics_count_the_library_events(tf: Config, metric: str, event: st
         ("job_timed_out", {"job_timed_out"}),
         ("job_retries", {"job_retry_scheduled"}),
         ("events_lost", {"batch_reconciled"}),
+        ("backlog_too_old", {"backlog_oldest_pending_age"}),
     ],
 )
 def test_alert_policies_watch_the_metrics_and_notify(tf: Config, policy: str, metrics: set[str]) -> None:
@@ -805,6 +809,118 @@ def test_alert_policies_watch_the_metrics_and_notify(tf: Config, policy: str, me
     filters = [one(c["condition_threshold"], "condition_threshold")["filter"] for c in body["conditions"]]
     watched = {m for m in metrics for f in filters if f"google_logging_metric.{m}.name" in f}
     assert watched == metrics
+
+
+@pytest.mark.parametrize(
+    ("metric", "field"),
+    [
+        ("backlog_pending", "pending"),
+        ("backlog_oldest_pending_age", "oldest_pending_age_seconds"),
+        ("last_commit_lag", "last_commit_lag_seconds"),
+    ],
+)
+def test_backlog_metrics_extract_a_field_of_the_sweepers_line(tf: Config, metric: str, field: str) -> None:
+    body = tf.resource("google_logging_metric", metric)
+    assert 'jsonPayload.event="table_backlog"' in body["filter"]
+    assert "${local.sweeper_logs}" in body["filter"]
+    assert body["value_extractor"] == f"EXTRACT(jsonPayload.{field})"
+    assert body["label_extractors"] == {"table": "EXTRACT(jsonPayload.table)"}
+    descriptor = one(body["metric_descriptor"], "metric_descriptor")
+    assert (descriptor["metric_kind"], descriptor["value_type"]) == ("DELTA", "DISTRIBUTION")
+    assert one(body["bucket_options"], "bucket_options")
+    logged = {f.name for f in dataclasses.fields(BacklogMetrics)}
+    assert field in logged, f"the sweeper no longer logs {field}"
+    source = (ROOT / "shared" / "turnstile" / "protocol" / "sweeper.py").read_text()
+    assert '"event": "table_backlog"' in source and "asdict(metrics)" in source
+
+
+def test_the_backlog_age_alert_fires_past_the_threshold_variable(tf: Config) -> None:
+    body = tf.resource("google_monitoring_alert_policy", "backlog_too_old")
+    condition = one(one(body["conditions"], "conditions")["condition_threshold"], "condition_threshold")
+    assert condition["threshold_value"] == "${var.backlog_age_alert_seconds}"
+    assert condition["comparison"] == "COMPARISON_GT"
+    aggregation = one(condition["aggregations"], "aggregations")
+    assert aggregation["group_by_fields"] == ["metric.label.table"]
+    assert aggregation["per_series_aligner"].startswith("ALIGN_PERCENTILE_")  # a distribution's gauge
+    assert tf.variables["backlog_age_alert_seconds"]["default"] == 3600
+
+
+def test_jobs_applied_counts_the_subscribers_line(tf: Config) -> None:
+    body = tf.resource("google_logging_metric", "jobs_applied")
+    message = re.search(r'jsonPayload\.message="([^"]+)"', body["filter"])
+    assert message and 'jsonPayload.logger="turnstile.subscriber"' in body["filter"]
+    source = (ROOT / "shared" / "turnstile" / "protocol" / "subscriber.py").read_text()
+    assert f'log.info(\n        "{message.group(1)}",' in source, "the subscriber no longer logs it"
+    assert 'logs.get("subscriber")' in source
+
+
+DASHBOARD_TEMPLATE = TF_DIR / "dashboard.json.tftpl"
+# What operators open the dashboard for: backlog, oldest pending age, commits and failures per table.
+DASHBOARD_NEEDS = {
+    "backlog_pending",
+    "backlog_oldest_pending_age",
+    "jobs_applied",
+    "batch_failed",
+    "table_blocked",
+}
+
+
+def dashboard_arguments(tf: Config) -> dict[str, str]:
+    """The variables the dashboard's templatefile() call passes, as `name: expression`."""
+    call = tf.resource("google_monitoring_dashboard", "tables")["dashboard_json"]
+    assert call.startswith('${templatefile("${path.module}/dashboard.json.tftpl", {'), call
+    inner = call.split(", {", 1)[1].rsplit("})}", 1)[0]
+    return dict(re.findall(r'(\w+) = ("[^"]*"|[\w.]+)', inner))
+
+
+def dashboard(tf: Config, template: str) -> dict[str, Any]:
+    """The dashboard JSON as Terraform renders it, each metric variable replaced by
+    `<metric resource>`; asserts every variable is passed and every passed one is used."""
+    arguments = dashboard_arguments(tf)
+    used = set(re.findall(r"(?<!\$)\$\{(\w+)\}", template))
+    assert used == set(arguments), f"template uses {sorted(used)}, templatefile passes {sorted(arguments)}"
+
+    def value(match: re.Match[str]) -> str:
+        expression = arguments[match.group(1)]
+        metric = re.fullmatch(r"google_logging_metric\.(\w+)\.name", expression)
+        if metric:
+            return f"<{metric.group(1)}>"
+        return "3600" if expression.startswith("var.") else "title"
+
+    rendered = re.sub(r"(?<!\$)\$\{(\w+)\}", value, template).replace("$${", "${")
+    parsed: dict[str, Any] = json.loads(rendered)
+    return parsed
+
+
+def charted_metrics(tf: Config, template: str) -> list[str]:
+    """The metric resources the dashboard's charts filter on; each must be declared."""
+    text = json.dumps(dashboard(tf, template))
+    charted = re.findall(r"logging.googleapis.com/user/<(\w+)>", text)
+    for name in charted:
+        tf.resource("google_logging_metric", name)
+    return charted
+
+
+def test_the_dashboard_charts_backlog_age_commits_and_failures_per_table(tf: Config) -> None:
+    template = DASHBOARD_TEMPLATE.read_text()
+    charted = charted_metrics(tf, template)
+    assert set(charted) >= DASHBOARD_NEEDS, f"the dashboard lacks {sorted(DASHBOARD_NEEDS - set(charted))}"
+    parsed = dashboard(tf, template)
+    for tile in parsed["mosaicLayout"]["tiles"]:
+        for data_set in tile["widget"]["xyChart"]["dataSets"]:
+            aggregation = data_set["timeSeriesQuery"]["timeSeriesFilter"]["aggregation"]
+            assert aggregation["groupByFields"] == ["metric.label.table"], tile["widget"]["title"]
+            assert "${metric.labels.table}" in data_set["legendTemplate"]
+
+
+def test_a_dashboard_on_a_metric_that_does_not_exist_fails_the_check(tf: Config) -> None:
+    template = DASHBOARD_TEMPLATE.read_text()
+    without = Config(dict(tf.resources), tf.locals, tf.variables, tf.outputs)
+    del without.resources[("google_logging_metric", "jobs_applied")]
+    with pytest.raises(AssertionError, match=r"google_logging_metric\.jobs_applied"):
+        charted_metrics(without, template)
+    with pytest.raises(AssertionError, match="template uses"):
+        dashboard(tf, template.replace("${batch_failed}", "${batches_failed}"))
 
 
 # Events that need a human although logged at WARNING: a count over a window is the signal.
@@ -919,6 +1035,11 @@ def test_metrics_count_only_this_deployment(tf: Config) -> None:
         )
 
 
+# Metrics charted on the dashboard with no alert of their own (the backlog's size and commit lag
+# vary too much between tables for one threshold; jobs applied is good news).
+DASHBOARD_ONLY = {"backlog_pending", "last_commit_lag", "jobs_applied"}
+
+
 def alerting_table() -> list[dict[str, str]]:
     """The rows of the table under "### Alerts" in docs/DEPLOY.md, by column header."""
     text = (ROOT / "docs" / "DEPLOY.md").read_text()
@@ -946,6 +1067,10 @@ def undocumented(tf: Config, rows: list[dict[str, str]]) -> list[str]:
             tf.resource("google_monitoring_alert_policy", p)["display_name"].split(": ", 1)[1]
             for p in alerting_on(tf, name)
         }
+        if not titles and name in DASHBOARD_ONLY:
+            if not any(row["alert (when it fires)"].startswith("none (dashboard") for row in metric_rows):
+                problems.append(f"the row of turnstile/{name} does not say it has no alert: none (dashboard)")
+            continue
         if not any(title in row["alert (when it fires)"] for title in titles for row in metric_rows):
             problems.append(f"the row of turnstile/{name} names none of its alerts {sorted(titles)}")
     return problems

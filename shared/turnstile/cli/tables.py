@@ -43,7 +43,8 @@ def status_command(
     ] = None,
     output: OutputOption = Output.text,
 ) -> int:
-    """Per table: health, ordering, backlog, lock, subscriber, gate file and last applied batch.
+    """Per table: health, ordering, backlog, lock, subscriber, gate file, last applied batch, age of
+    the oldest pending batch and lag of the last commit.
 
     Exits 1 when a table is BLOCKED (FAILED lock) or its state cannot be read."""
     target = _target.current()
@@ -80,6 +81,8 @@ STATUS_COLUMNS = (
     "GATE",
     "LAST APPLIED",
     "LAST RESULT",
+    "OLDEST PENDING",  # age of the oldest pending batch
+    "COMMIT LAG",  # since the last result's job finished
 )
 
 
@@ -105,6 +108,8 @@ def _status_row(s: status_ops.TableStatus) -> tuple[object, ...]:
         None if s.gate_present is None else ("present" if s.gate_present else "missing"),
         s.last_applied,
         last,
+        render.age(s.oldest_pending_age_seconds),
+        render.age(s.last_commit_lag_seconds),
     )
 
 

@@ -1,7 +1,8 @@
 """`turnstile status`: what each table's state objects say, read-only.
 
 Per table, about a dozen small reads: the lock, the head of the backlog (a listing capped at
-`BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+"), `_BACKFILL` and the claim of its
+`BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+") and the pointer at its head (when it was
+published: the age of the oldest pending batch), `_BACKFILL` and the claim of its
 generation, the gate file, the ORDERME files of the cascade down to the table's `incremental/` and
 `historical/` folders, and the newest result record (found by walking down the last folder of
 `_turnstile/results/`, not by listing every record).
@@ -20,8 +21,9 @@ from turnstile.ops import retry as retry_ops
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
+from turnstile.protocol.sweeper import oldest_pending_age
 from turnstile.protocol.sweeper import tables as all_tables
-from turnstile.records import BatchFailure, BatchResult, Lock, LockState
+from turnstile.records import BatchFailure, BatchOutcome, BatchResult, Lock, LockState
 from turnstile.store.port import ObjectStore, object_uri
 
 BACKLOG_CAP = 1000
@@ -128,6 +130,8 @@ class TableStatus:
     backlog_depth: int
     backlog_capped: bool  # more than `backlog_depth` pointers are queued
     backlog_head: str | None
+    oldest_pending_age_seconds: float | None  # since the head's pointer was published; None: no backlog
+    last_commit_lag_seconds: float | None  # since `last_result` finished; None: none, or it failed
     lock: LockView | None
     subscriber: SubscriberView
     gate: str | None  # the START_BACKFILL_FILENAME object, when one is configured
@@ -230,6 +234,8 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         backlog_depth=min(len(head), BACKLOG_CAP),
         backlog_capped=len(head) > BACKLOG_CAP,
         backlog_head=head[0].rel if head else None,
+        oldest_pending_age_seconds=oldest_pending_age(state, head[0] if head else None),
+        last_commit_lag_seconds=_commit_lag(state, result),
         lock=view,
         subscriber=subscriber,
         gate=f"gs://{inv.store.bucket}/{gate}" if gate else None,
@@ -240,6 +246,12 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         failed_batches=failed_batches,
         retrying=len(failed_batches) - len(waiting),
     )
+
+
+def _commit_lag(state: TableState, result: ResultView | None) -> float | None:
+    if result is None or result.outcome == BatchOutcome.FAILED.value:
+        return None
+    return state.age(result.finished_at)
 
 
 def _failed_view(table: Table, failure: BatchFailure) -> FailedView:

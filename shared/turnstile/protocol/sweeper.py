@@ -5,7 +5,8 @@ where the lock names a job that has ended (its done signal was lost or its funct
 deletes stale claims, publishes batches whose events never came (`reconcile`), and asks the runner
 about jobs past their expected time (`watchdog`). It never
 unlocks a FAILED table: it logs it, with the age of its lock, so the alert keeps firing until a
-human acts.
+human acts. Each sweep logs one `table_backlog` line per table (pending batches, age of the oldest,
+lag of the last commit): the log-based metrics and the dashboard of terraform/monitoring.tf.
 
 Tables are found as `<dataset>/<table>/` folders (the default layout): two folder listings.
 """
@@ -20,7 +21,9 @@ from typing import Any
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
 from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table
+from turnstile.protocol import backlog
 from turnstile.protocol.context import Invocation
+from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
 from turnstile.protocol.watchdog import watch
@@ -128,9 +131,52 @@ def facts(state: TableState) -> SweepFacts:
     )
 
 
+@dataclass(frozen=True)
+class BacklogMetrics:
+    """What the `table_backlog` line reports; None where it is not known from the reads made."""
+
+    pending: int  # pointers queued, counted up to backlog.LOOKAHEAD
+    pending_capped: bool  # the listing was full: at least `pending` are queued
+    oldest_pending_age_seconds: float | None  # 0 with nothing pending; None: the head went meanwhile
+    last_commit_lag_seconds: float | None
+
+
+def oldest_pending_age(state: TableState, head: PointerRef | None) -> float | None:
+    """Seconds since the head pointer was published (one read). None if it went meanwhile or holds
+    no pointer: the subscriber reports that when it reaches it; a metric must not stop the sweep."""
+    if head is None:
+        return None
+    try:
+        pointer = backlog.read(state.inv, head)
+    except ConfigError:
+        return None
+    return None if pointer is None else state.age(pointer.published_at)
+
+
+def backlog_metrics(state: TableState) -> BacklogMetrics:
+    """From the backlog listing the sweep makes anyway and the lock, plus one pointer read. The
+    lag of the last commit is the age of a lock released by a job that applied its batches (FREE,
+    a position, no retry pending); while a job holds the table, or for an unordered table (no
+    lock), it is not known here and left out (`turnstile status` reads the result records)."""
+    queued = state.backlog(backlog.LOOKAHEAD)
+    held = state.lock
+    released = held.state is LockState.FREE and held.position is not None and not held.attempt
+    return BacklogMetrics(
+        pending=len(queued),
+        pending_capped=len(queued) >= backlog.LOOKAHEAD,
+        oldest_pending_age_seconds=oldest_pending_age(state, queued[0]) if queued else 0.0,
+        last_commit_lag_seconds=state.lock_age if released else None,
+    )
+
+
 def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
     state = TableState(inv, table)
     held = state.lock
+    metrics = backlog_metrics(state)  # its backlog listing is the one `facts` reuses
+    log.info(
+        f"{table.uri}: {metrics.pending} batches pending",
+        extra={"event": "table_backlog", "table": table.prefix, "bucket": table.bucket} | asdict(metrics),
+    )
     found = facts(state)
     decided = verdict(found, inv.lease.total_seconds())
     if decided is Verdict.BLOCKED:
