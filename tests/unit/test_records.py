@@ -16,6 +16,7 @@ from turnstile.records import (
     BatchFailure,
     BatchOutcome,
     BatchResult,
+    CancelChoice,
     Claim,
     ClaimState,
     CoveredBatch,
@@ -25,6 +26,7 @@ from turnstile.records import (
     Manifest,
     ManifestBatch,
     OpenJob,
+    Pause,
     Pointer,
     Record,
 )
@@ -134,9 +136,11 @@ EXAMPLES: dict[str, Record] = {
         retry_at=T0 + timedelta(minutes=1),
         failed_at=T0,
     ),
+    "pause": Pause(reason="a schema change upstream", at=T0),
+    "lock-cancelled": Lock(state=LockState.RUNNING, job_id="j", cancel=CancelChoice.REQUEUE),
 }
 
-RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone, OpenJob, BatchFailure]
+RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone, OpenJob, BatchFailure, Pause]
 
 
 def test_examples_cover_every_record_type() -> None:
