@@ -148,6 +148,9 @@ class Settings(BaseModel):
     turnstile_home: str = Field(".turnstile", alias="TURNSTILE_HOME")
     """Folder of the local stack: emulator data, warehouse, job logs, stack.json."""
 
+    local_driver_idle_seconds: float = Field(300.0, gt=0, alias="LOCAL_DRIVER_IDLE_SECONDS")
+    """How long the local runner's warm Spark driver waits for another job before it exits."""
+
     @field_validator("job_prefix")
     @classmethod
     def _job_prefix_shape(cls, value: str) -> str:
