@@ -9,10 +9,12 @@ from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
 
 
-def data_objects(inv: Invocation, batch: Batch) -> tuple[str, ...]:
-    """gs:// URIs of the batch folder's own files: not sub-folders, not `_` or `.` files."""
-    names = data_files(batch.folder, (info.name for info in inv.store.list_objects(batch.folder)))
-    return tuple(f"gs://{inv.store.bucket}/{name}" for name in names)
+def data_objects(inv: Invocation, batch: Batch) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """gs:// URIs of the batch folder's own files (not sub-folders, not `_` or `.` files) and
+    their sizes, from one listing."""
+    listing = {info.name: info.size for info in inv.store.list_objects(batch.folder)}
+    names = data_files(batch.folder, listing)
+    return tuple(f"gs://{inv.store.bucket}/{name}" for name in names), tuple(listing[n] for n in names)
 
 
 def manifest_batch(
@@ -22,16 +24,20 @@ def manifest_batch(
     success_generation: int,
     *,
     data_uris: tuple[str, ...] | None = None,
+    data_sizes: tuple[int, ...] | None = None,
 ) -> ManifestBatch:
     """Everything the job needs about one batch; lists its folder unless the caller already did."""
     table = batch.table
+    if data_uris is None:
+        data_uris, data_sizes = data_objects(inv, batch)
     return ManifestBatch(
         dataset=table.dataset,
         table=table.table,
         table_prefix=table.prefix,
         rel=batch.rel,
         success_generation=success_generation,
-        data_uris=data_objects(inv, batch) if data_uris is None else data_uris,
+        data_uris=data_uris,
+        data_sizes=data_sizes,
         load=resolved.load,
         transform_sql=resolved.transform_sql,
         config_digest=resolved.digest,

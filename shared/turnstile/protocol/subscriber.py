@@ -118,17 +118,33 @@ def _acquire(
         backlog.queue_unannounced(inv, late)
         return
     batches: list[ManifestBatch] = []
+    budget = 0  # the head's max_bytes_per_job, set once the head is described
+    taken = 0  # bytes of the batches taken so far
     for ref, pointer in pointers:
         folder = table.batch_folder(ref.rel)
-        files = tuple(f"gs://{inv.store.bucket}/{o.name}" for o in listing if is_data_file(folder, o.name))
+        found = [o for o in listing if is_data_file(folder, o.name)]
+        size = sum(o.size for o in found)
+        if batches and taken + size > budget:
+            break  # the byte budget: the next job starts here
         try:
             batch, resolved = inv.batch(pointer.success)
-            batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))
+            batches.append(
+                manifest_batch(
+                    inv,
+                    batch,
+                    resolved,
+                    pointer.success_generation,
+                    data_uris=tuple(f"gs://{inv.store.bucket}/{o.name}" for o in found),
+                    data_sizes=tuple(o.size for o in found),
+                )
+            )
         except (ConfigError, PathError) as exc:
             if not batches:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
                 return
             break
+        budget = budget or resolved.load.max_bytes_per_job
+        taken += size
     covered = tuple(backlog.covered(ref, pointer) for ref, pointer in pointers[: len(batches)])
     job_id = ordered_job_id(
         inv.settings.job_prefix, table, covers[0].name, covers[0].generation, lock_generation

@@ -52,7 +52,7 @@ class IcebergApplier:
         started = time.monotonic()
         load = batch.load
         table = self.table(batch)
-        located = self._staging.locate(batch.data_uris)
+        located = self._staging.locate(batch.data_uris, batch.data_sizes)
         try:
             read = reading.read(self._spark, located.paths, load)
         except ValueError as exc:

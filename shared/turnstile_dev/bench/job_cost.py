@@ -63,7 +63,7 @@ class _LocalFiles:
     def __init__(self) -> None:
         self.mapping: dict[str, str] = {}
 
-    def locate(self, uris: Sequence[str]) -> Located:
+    def locate(self, uris: Sequence[str], sizes: Sequence[int] | None = None) -> Located:
         paths = [self.mapping[u] for u in uris]
         return Located(paths, sum(os.path.getsize(p) for p in paths))
 
