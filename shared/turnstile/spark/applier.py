@@ -169,9 +169,8 @@ class IcebergApplier:
             raise BatchFailed(
                 f"{table} does not exist and a DML transform cannot create it; set table_schema in load.json"
             )
-        self._spark.sql(
-            sql.create_table(table, columns, partition_by=load.partition_by, properties=load.table_properties)
-        )
+        props = sql.table_properties(load.table_properties)  # the hygiene defaults too
+        self._spark.sql(sql.create_table(table, columns, partition_by=load.partition_by, properties=props))
 
     def _fit(self, table: str, frame: DataFrame, load: LoadConfig, batch: ManifestBatch) -> DataFrame:
         """Evolve the table if allowed, then shape the batch to the table's columns."""
