@@ -251,8 +251,11 @@ def _method(r: dict[str, Any]) -> str:
   contender. Upstream delivers each table's batches shuffled within windows of {w["window"]}
   (seed {w["seed"]}), the tables interleaved. Every contender gets the same bytes.
 - **(a)** the real local stack (fake-gcs-server, functions/main.py under functions-framework, the
-  listing event bridge, spark-submit jobs, Hadoop Iceberg catalog), ordered tables, default
-  `max_batches_per_job` (10). **(b)** the same with `max_batches_per_job: 1` in `load.json`, on the
+  listing event bridge, local jobs in the local runner's warm driver: one spark-submit for the
+  whole stack that runs the jobs one after another, its JVM, session and catalog started by the
+  first job of (a) and reused by every later one of (a) and (b); Hadoop Iceberg catalog), ordered
+  tables, default `max_batches_per_job` (10) and `max_bytes_per_job` (1 GiB). **(b)** the same
+  with `max_batches_per_job: 1` in `load.json`, on the
   first {b} batch(es) of each table: its cost per batch is one job each, flat, so its figures per
   batch compare{over}.
   Both upload out of order behind `START_BACKFILL_FILENAME` and start the clock when the gate files
@@ -279,7 +282,9 @@ def _method(r: dict[str, Any]) -> str:
   operations and function-seconds come from the same workload run in process through
   functions/main.py (functions-framework's test client, a CloudEvent per finalized object) over
   fake-gcs-server, counted at the `ObjectStore` port, jobs run in process between deliveries
-  (`InlineRunner`: the job's bucket side, without Spark).
+  (`InlineRunner`: the job's bucket side, without Spark). One function instance serves the
+  workload, so its `_config/` cache (`CONFIG_CACHE_SECONDS`, default 60 s) is warm after the first
+  batches, as on a deployed instance under steady load.
 """
 
 
