@@ -10,8 +10,9 @@ A `_config/` folder may sit at any level from the bucket root down to the batch 
   `_backlog` and `_BACKFILL` events never depend on where ORDERME sits.
 
 Cost of one lookup (documented in docs/CONFIGURATION.md): one listing per level that has not been
-seen in this invocation, plus one read per `load.json` and `transform.sql` found. Nothing is cached
-across invocations: each invocation builds its own `ConfigReader`.
+seen in this invocation, plus one read per `load.json` and `transform.sql` found. Each invocation
+builds its own `ConfigReader`; given the function instance's `ConfigCache` view, a level read by an
+earlier invocation costs nothing until the cache forgets it (`turnstile.config_cache`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from turnstile.config_cache import CachedLevels
 from turnstile.errors import ConfigError
 from turnstile.load_config import LoadConfig
 from turnstile.paths import CONFIG
@@ -85,18 +87,25 @@ class _Level:
     sources: list[str] = field(default_factory=list)
     error: ConfigError | None = None  # its load.json is broken: `resolve` raises it
     may_move_tables: bool = False  # its load.json mentions destinationRegex (read or not)
+    generations: dict[str, int] = field(default_factory=dict)  # every object listed -> generation
 
 
 class ConfigReader:
     """Reads `_config/` folders for one invocation; each folder is read at most once."""
 
-    def __init__(self, store: ObjectStore) -> None:
+    def __init__(self, store: ObjectStore, cached: CachedLevels | None = None) -> None:
         self._store = store
         self._levels: dict[str, _Level] = {}
+        self._cached = cached
 
     def _level(self, level: str) -> _Level:
         if level not in self._levels:
-            self._levels[level] = self._read_level(level)
+            found = self._cached.get(level) if self._cached else None
+            if not isinstance(found, _Level):
+                found = self._read_level(level)
+                if self._cached:
+                    self._cached.put(level, found, found.generations)
+            self._levels[level] = found
         return self._levels[level]
 
     def _read_level(self, level: str) -> _Level:
@@ -104,6 +113,7 @@ class ConfigReader:
         folder = f"{level}{CONFIG}/"
         for info in self._store.list_objects(folder):
             base = info.name[len(folder) :]  # `_config/old/load.json` is not this level's load.json
+            found.generations[info.name] = info.generation
             if base == ORDERME:
                 found.orderme = True
                 found.sources.append(info.name)

@@ -13,9 +13,10 @@ from typing import Any
 
 from turnstile import logs, wiring
 from turnstile.clock import Clock, SystemClock
+from turnstile.config_cache import ConfigCache
 from turnstile.errors import SettingsError
 from turnstile.jobs.port import JobRunner
-from turnstile.paths import ObjectRef
+from turnstile.paths import ObjectKind, ObjectRef
 from turnstile.protocol import handler, sweeper
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.handler import Handled
@@ -25,6 +26,10 @@ from turnstile.store.port import ObjectStore
 StoreFactory = Callable[[Settings, str], ObjectStore]
 RunnerFactory = Callable[[Settings, ObjectStore], JobRunner]
 log = logs.get("entry")
+
+CONFIG_CACHE = ConfigCache()
+"""This function instance's memory of the `_config/` cascade, shared by its invocations (settings
+are still read per invocation; `CONFIG_CACHE_SECONDS` bounds its age)."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -47,6 +52,7 @@ def object_finalized(
     stores: StoreFactory | None = None,
     runners: RunnerFactory | None = None,
     clock: Clock | None = None,
+    config_cache: ConfigCache | None = None,
 ) -> str:
     """Handle one `google.cloud.storage.object.v1.finalized` event payload."""
     try:
@@ -64,6 +70,9 @@ def object_finalized(
         log.error(f"rejected: {error}", extra={"event": "rejected", "error": error})
         return Handled.REJECTED
     ref = ObjectRef.of(bucket, name, generation, settings.success_filename, settings.start_backfill_filename)
+    config_cache = CONFIG_CACHE if config_cache is None else config_cache
+    if ref.kind is ObjectKind.CONFIG:
+        config_cache.saw(bucket, name, generation)  # a changed config is read afresh, here at once
     if not ref.kind.is_action:
         return Handled.IGNORED  # most events: data files, configs, claims, the lock, records
     store = (stores or wiring.object_store)(settings, bucket)
@@ -73,7 +82,7 @@ def object_finalized(
     except SettingsError as exc:
         report_bad_settings(str(exc))
         return Handled.MISCONFIGURED
-    inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now())
+    inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now(), config_cache)
     return handler.handle(inv, ref)
 
 
@@ -84,6 +93,7 @@ def sweep_buckets(
     stores: StoreFactory | None = None,
     runners: RunnerFactory | None = None,
     clock: Clock | None = None,
+    config_cache: ConfigCache | None = None,
 ) -> list[dict[str, Any]]:
     """Run the sweeper over each bucket; return what it found and did. A bad setting is reported
     (once per instance) and raised: the scheduler's failed run is its alert too."""
@@ -94,10 +104,11 @@ def sweep_buckets(
         raise
     logs.configure(settings.log_level)
     clock = clock or SystemClock()
+    config_cache = CONFIG_CACHE if config_cache is None else config_cache
     report: list[dict[str, Any]] = []
     for bucket in buckets:
         store = (stores or wiring.object_store)(settings, bucket)
         runner = (runners or wiring.job_runner)(settings, store)
-        inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now())
+        inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now(), config_cache)
         report.extend(sweeper.sweep(inv))
     return report

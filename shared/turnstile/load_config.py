@@ -73,6 +73,10 @@ class LoadConfig(BaseModel):
     max_batches_per_job: int = Field(10, ge=1, le=100)
     """Ordered tables: how many consecutive backlog batches one job may apply (one commit each)."""
 
+    max_bytes_per_job: int = Field(1 << 30, ge=1)
+    """Ordered tables: a job stops taking further batches once their data files would pass this
+    many bytes (the first batch always goes, whatever its size)."""
+
     job_retries: int = Field(3, ge=0, le=10)
     """How many times a job that failed for a transient reason (the service, the machine, a job
     that never started; not the batch's data or SQL) is retried, with exponential backoff."""

@@ -136,6 +136,8 @@ class ManifestBatch(BaseModel):
     rel: str
     success_generation: int
     data_uris: tuple[str, ...]
+    # Bytes of each data file, from the submitter's listing, so the job need not stat them again.
+    data_sizes: tuple[int, ...] | None = None
     load: LoadConfig
     transform_sql: str | None = None
     transform_source: str | None = None  # gs:// URI of the transform.sql in force: errors name it

@@ -167,6 +167,13 @@ class Settings(BaseModel):
     turnstile_home: str = Field(".turnstile", alias="TURNSTILE_HOME")
     """Folder of the local stack: emulator data, warehouse, job logs, stack.json."""
 
+    config_cache_seconds: float = Field(60.0, ge=0, alias="CONFIG_CACHE_SECONDS")
+    """How long a function instance reuses what it read of a `_config/` level (0: read it on every
+    invocation). A `_config/` object's own event refreshes the instance that receives it at once."""
+
+    local_driver_idle_seconds: float = Field(300.0, gt=0, alias="LOCAL_DRIVER_IDLE_SECONDS")
+    """How long the local runner's warm Spark driver waits for another job before it exits."""
+
     @field_validator("job_prefix")
     @classmethod
     def _job_prefix_shape(cls, value: str) -> str:

@@ -22,7 +22,8 @@ from cloudevents.conversion import to_binary
 from cloudevents.http import CloudEvent
 from functions_framework import create_app
 
-from turnstile import logs, wiring
+from turnstile import entry, logs, wiring
+from turnstile.config_cache import ConfigCache
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.jobs.port import JobRunner
 from turnstile.paths import Table
@@ -128,6 +129,7 @@ def start_host(
     recording = RecordingStore(store, lambda name, generation: events.append((name, generation)))
     tables = tables or MemoryTables()
     monkeypatch.setattr(wiring, "object_store", lambda settings, bucket: recording)
+    monkeypatch.setattr(entry, "CONFIG_CACHE", ConfigCache())  # a new function instance per host
     runner: JobRunner
     if runner_from_settings:
         runner = wiring.job_runner(Settings.from_env(), recording)

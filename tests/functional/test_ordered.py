@@ -20,7 +20,7 @@ from turnstile.execution import execute, read_manifest
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState
 from turnstile.protocol import operator
-from turnstile.records import LockState
+from turnstile.records import LockState, Manifest
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectInfo
@@ -333,6 +333,31 @@ def test_coalescing_applies_seven_batches_in_three_jobs_one_commit_each(
     assert host.lock(TABLE).history == tuple(host.runner.submitted)
     applied = [r for r in host.log_records() if r.get("message") == "job applied"]
     assert [r["rels"] for r in applied] == [batches[0:3], batches[3:6], batches[6:7]]
+    assert_settled(host)
+
+
+def test_the_byte_budget_cuts_a_job_short_and_a_batch_larger_than_it_still_goes_alone(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {"START_BACKFILL_FILENAME": "_HISTORYDONE"})
+    host.upload(f"{TABLE}/_config/ORDERME")
+    budget = {"max_batches_per_job": 10, "max_bytes_per_job": 12}
+    host.upload(f"{TABLE}/_config/load.json", json.dumps(budget).encode())
+    batches = rels("2024/05/01/", 6)
+    generations = {rel: host.put_batch(f"{TABLE}/{rel}", rows=1) for rel in batches[:4]}  # 5 bytes each
+    generations[batches[4]] = host.put_batch(f"{TABLE}/{batches[4]}", rows=10)  # 23 bytes: over budget
+    generations[batches[5]] = host.put_batch(f"{TABLE}/{batches[5]}", rows=1)
+    host.upload(f"{TABLE}/_HISTORYDONE")
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, batches)
+    applied = [r for r in host.log_records() if r.get("message") == "job applied"]
+    assert [r["rels"] for r in applied] == [batches[0:2], batches[2:4], batches[4:5], batches[5:6]]
+    manifests = [
+        m for m in host.store.inner.list_objects(f"{TABLE}/_turnstile/jobs/") if "manifest" in m.name
+    ]
+    decoded = [Manifest.decode(host.store.inner.read(m.name).data, "manifest") for m in manifests]  # type: ignore[union-attr]
+    sizes = sorted(tuple(b.data_sizes for b in m.batches) for m in decoded)  # the listing's, carried
+    assert sizes == [((5,),), ((5,), (5,)), ((5,), (5,)), ((23,),)]
     assert_settled(host)
 
 

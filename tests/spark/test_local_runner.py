@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,10 +70,12 @@ def runner(
     iceberg_jars: list[Path],
     warehouse: Path,
     gcs_emulator: Emulator,
-) -> LocalRunner:
+) -> Iterator[LocalRunner]:
     # Given to the job process, not set in this one: it reaches the emulator only through these.
     environment = {"STORAGE_EMULATOR_HOST": gcs_emulator.url, "ICEBERG_CATALOG": "local"}
-    return LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"), environment)
+    runner = LocalRunner(tmp_path / "home", spark_conf(iceberg_jars, warehouse, "local"), environment)
+    yield runner
+    runner.stop_drivers()
 
 
 def test_a_job_runs_under_spark_submit_and_a_second_submit_attaches(
@@ -119,3 +123,59 @@ def test_a_killed_job_is_rerun_without_duplicating_a_row(
     assert done.outcomes["h01"] is BatchOutcome.SKIPPED
     rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.runner_b").collect())
     assert rows == [(i, "x") for i in range(1, 6)]
+
+
+def _driver_pid(runner: LocalRunner, job_id: str) -> int:
+    """The pid the driver wrote into the job's log when it started the job."""
+    log = (runner.job_dir(job_id) / "job.log").read_text()
+    found = re.search(r"turnstile local driver pid (\d+): job (\d+) of this driver", log)
+    assert found, log[-3000:]
+    return int(found.group(1))
+
+
+def test_jobs_run_one_after_another_in_one_warm_driver_and_a_queued_job_can_be_withdrawn(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    first = _manifest(gcs_store, "warm-1", [_batch(gcs_store, "warm_a", "h01", 21, "1,a\n")])
+    second = _manifest(gcs_store, "warm-2", [_batch(gcs_store, "warm_a", "h02", 22, "2,b\n")])
+    withdrawn = _batch(gcs_store, "warm_a", "h03", 23, "3,c\n")
+    third = _manifest(gcs_store, "warm-3", [withdrawn])
+    runner.submit("warm-1", first)
+    runner.submit("warm-2", second)
+    runner.submit("warm-3", third)
+    runner.cancel("warm-3")  # still queued behind the others: withdrawn, never run
+    assert runner.status("warm-3") == JobStatus("warm-3", JobState.CANCELLED, "cancelled")
+    for job_id in ("warm-1", "warm-2"):
+        assert _wait(runner, job_id).state is JobState.SUCCEEDED, (
+            runner.job_dir(job_id) / "job.log"
+        ).read_text()[-3000:]
+    assert _driver_pid(runner, "warm-1") == _driver_pid(runner, "warm-2")  # one JVM for both
+    assert "job 2 of this driver" in (runner.job_dir("warm-2") / "job.log").read_text()
+    assert gcs_store.stat(withdrawn.result) is None
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.warm_a").collect())
+    assert rows == [(1, "a"), (2, "b")]
+
+
+def test_a_dead_driver_fails_its_jobs_and_the_next_submit_starts_a_new_one(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    running = [_batch(gcs_store, "warm_b", f"h{i:02d}", 200 + i, f"{i},x\n") for i in range(1, 4)]
+    runner.submit("dies-1", _manifest(gcs_store, "dies-1", running))
+    queued = _manifest(gcs_store, "dies-2", [_batch(gcs_store, "warm_b", "h09", 209, "9,y\n")])
+    runner.submit("dies-2", queued)
+    deadline = time.monotonic() + 180
+    while gcs_store.stat(running[0].result) is None:  # the first job is inside the driver
+        assert time.monotonic() < deadline, (runner.job_dir("dies-1") / "job.log").read_text()[-3000:]
+        time.sleep(0.1)
+    pid = read_json(runner.job_dir("dies-1") / STATE)["pid"]  # type: ignore[index]
+    assert read_json(runner.job_dir("dies-2") / STATE)["pid"] == pid  # type: ignore[index]
+    os.killpg(pid, signal.SIGKILL)
+    for job_id in ("dies-1", "dies-2"):
+        status = _wait(runner, job_id)
+        assert status.state is JobState.FAILED
+        assert f"driver {pid} died" in (status.detail or "")
+    runner.submit("dies-3", _manifest(gcs_store, "dies-3", running))
+    assert _wait(runner, "dies-3").state is JobState.SUCCEEDED
+    assert _driver_pid(runner, "dies-3") != pid
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.warm_b").collect())
+    assert rows == [(i, "x") for i in range(1, 4)]  # the queued job never ran in the new driver

@@ -54,6 +54,17 @@ def test_create_table_with_partitions_and_properties_in_order() -> None:
     )
 
 
+def test_new_tables_trim_their_metadata_unless_load_json_says_otherwise() -> None:
+    assert sql.table_properties({}) == {
+        "write.metadata.delete-after-commit.enabled": "true",
+        "write.metadata.previous-versions-max": "100",
+    }
+    chosen = sql.table_properties({"write.metadata.previous-versions-max": "5", "format-version": "2"})
+    assert chosen["write.metadata.previous-versions-max"] == "5"
+    assert chosen["write.metadata.delete-after-commit.enabled"] == "true"
+    assert chosen["format-version"] == "2"
+
+
 def test_alter_table_adds_and_widens_columns() -> None:
     assert sql.add_column(TABLE, ("note", "string")) == "ALTER TABLE local.ds.t ADD COLUMN `note` string"
     assert sql.widen_column(TABLE, ("id", "bigint")) == "ALTER TABLE local.ds.t ALTER COLUMN `id` TYPE bigint"

@@ -1,48 +1,42 @@
 """The local runner: the same PySpark job under pyspark's spark-submit, with a Hadoop Iceberg
-catalog in a warehouse folder.
+catalog in a warehouse folder, run by a warm driver.
 
 Each job is a folder `<home>/jobs/<job_id>/` holding its request, its state and its log. Creating
-the folder is the submit (a second submit of the id finds it and attaches); a detached worker
-process runs spark-submit and records the outcome, so jobs outlive the invocation that submitted
-them and any later invocation reads their state from the folder.
+the folder is the submit (a second submit of the id finds it and attaches). The job itself goes to
+a long-lived driver (`turnstile.spark.warm`, one spark-submit per home and Spark configuration,
+started detached on first use, in `<home>/workers/<digest>/`) through its spool
+(`turnstile.spool`), so a job pays its batches, not ≈ 9 s of JVM, session and catalog start-up.
+Jobs outlive the invocation that submitted them and any process reads their state from the folder;
+a job is bound to the driver it was queued to, so when that driver dies, its jobs are FAILED.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from turnstile.jobs.local_spark import ensure_jars, spark_conf
+from turnstile.jobs.local_worker import failure_detail, spark_submit, warm_driver_file
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.settings import Settings, child_environment
+from turnstile.spool import WORKER, enqueue, entry_name, locked, prepare, read_json, withdraw, write_json
+
+__all__ = ["LOG", "REQUEST", "STATE", "LocalRunner", "read_json", "write_json"]
 
 REQUEST = "request.json"
-STATE = "state.json"
+STATE = "state.json"  # written by the submitter: PENDING (with the driver's pid) or CANCELLED
+STARTED = "started.json"  # written by the driver when it starts the job
+FINISHED = "finished.json"  # written by the driver when the job ends: its exit code
 LOG = "job.log"
-
-
-def write_json(path: Path, value: dict[str, Any]) -> None:
-    """Atomically: a reader never sees half a file."""
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(value, indent=1))
-    partial.replace(path)
-
-
-def read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        loaded: dict[str, Any] = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    return loaded
+DRIVER_LOG = "driver.log"
 
 
 def alive(pid: int) -> bool:
@@ -56,7 +50,7 @@ def alive(pid: int) -> bool:
 
 
 def job_environment(settings: Settings) -> dict[str, str]:
-    """The variables a job reads (`Settings.from_env()` in `turnstile.spark.main`) that these
+    """The variables a job reads (`Settings.from_env()` in `turnstile.spark.run`) that these
     settings give a value: its storage, project and Iceberg catalog follow the submitter's."""
     values = {
         "STORAGE_EMULATOR_HOST": settings.storage_emulator_host,
@@ -71,8 +65,9 @@ def job_environment(settings: Settings) -> dict[str, str]:
 class LocalRunner:
     home: Path
     conf: dict[str, str]  # Spark properties of every job: jars, the Iceberg catalog, local tuning
-    # What the worker and its spark-submit get on top of the environment they inherit.
+    # What the driver and its spark-submit get on top of the environment they inherit.
     environment: Mapping[str, str]
+    idle_seconds: float = 300.0  # a driver with nothing to do this long exits
 
     @staticmethod
     def from_settings(settings: Settings) -> LocalRunner:
@@ -80,10 +75,16 @@ class LocalRunner:
         jars = ensure_jars(home / "jars")
         warehouse = Path(settings.iceberg_warehouse or home / "warehouse")
         conf = spark_conf(jars, warehouse, settings.iceberg_catalog)
-        return LocalRunner(home, conf, job_environment(settings))
+        return LocalRunner(home, conf, job_environment(settings), settings.local_driver_idle_seconds)
 
     def job_dir(self, job_id: str) -> Path:
         return self.home / "jobs" / job_id
+
+    def spool(self) -> Path:
+        """One driver per Spark configuration and environment: a job never runs in a session
+        built for other settings."""
+        key = json.dumps([self.conf, dict(self.environment)], sort_keys=True)
+        return self.home / "workers" / hashlib.sha256(key.encode()).hexdigest()[:12]
 
     def submit(self, job_id: str, manifest_uri: str) -> None:
         folder = self.job_dir(job_id)
@@ -93,46 +94,103 @@ class LocalRunner:
         except FileExistsError:
             return  # submitted before: attach
         write_json(folder / REQUEST, {"job_id": job_id, "manifest": manifest_uri, "conf": self.conf})
-        write_json(folder / STATE, {"state": JobState.PENDING.value, "submitted_at": _now()})
-        with (folder / LOG).open("ab") as log:
-            worker = subprocess.Popen(
-                [sys.executable, "-m", "turnstile.jobs.local_worker", str(folder)],
+        spool = self.spool()
+        with locked(spool):
+            pid = self._driver(spool)
+            name = entry_name()
+            state = {"state": JobState.PENDING.value, "submitted_at": _now(), "pid": pid, "queued_as": name}
+            write_json(folder / STATE, state)
+            request = {
+                "job_id": job_id,
+                "manifest": manifest_uri,
+                "stage_to": str(folder / "staged"),
+                "log": str(folder / LOG),
+                "started": str(folder / STARTED),
+                "finished": str(folder / FINISHED),
+                "worker": pid,
+            }
+            enqueue(spool, name, request)
+
+    def _driver(self, spool: Path) -> int:
+        """The pid (and process group) of the spool's live driver, started now if there is none.
+        Called under the spool's lock."""
+        worker = read_json(spool / WORKER)
+        if worker is not None and isinstance(worker.get("pid"), int) and alive(worker["pid"]):
+            return int(worker["pid"])
+        prepare(spool)
+        command = [str(spark_submit())]
+        for key, value in self.conf.items():
+            command += ["--conf", f"{key}={value}"]
+        command += [str(warm_driver_file()), str(spool), str(self.idle_seconds)]
+        with (spool / DRIVER_LOG).open("ab") as log:
+            driver = subprocess.Popen(
+                command,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=child_environment(self.environment),
                 start_new_session=True,
             )
-        write_json(
-            folder / STATE, {"state": JobState.PENDING.value, "submitted_at": _now(), "pid": worker.pid}
-        )
-        threading.Thread(target=worker.wait, daemon=True).start()  # reap it, or it lingers as a zombie
+        write_json(spool / WORKER, {"pid": driver.pid, "started_at": _now()})
+        threading.Thread(target=driver.wait, daemon=True).start()  # reap it, or it lingers as a zombie
+        return driver.pid
 
     def status(self, job_id: str) -> JobStatus | None:
-        state = read_json(self.job_dir(job_id) / STATE)
+        folder = self.job_dir(job_id)
+        state = read_json(folder / STATE)
         if state is None:
-            return None if not self.job_dir(job_id).exists() else JobStatus(job_id, JobState.PENDING)
-        current = JobState(state["state"])
+            return None if not folder.exists() else JobStatus(job_id, JobState.PENDING)
+        if JobState(state["state"]).finished:
+            return JobStatus(job_id, JobState(state["state"]), state.get("detail"))
+        finished = read_json(folder / FINISHED)
         pid = state.get("pid")
-        if not current.finished and isinstance(pid, int) and not alive(pid):
-            state = read_json(self.job_dir(job_id) / STATE) or state  # it may have just finished
-            current = JobState(state["state"])
-            if not current.finished:
+        if finished is None and isinstance(pid, int) and not alive(pid):
+            finished = read_json(folder / FINISHED)  # it may have just finished
+            if finished is None:
                 return JobStatus(
                     job_id,
                     JobState.FAILED,
-                    f"the local job process {pid} died; see {self.job_dir(job_id) / LOG}",
+                    f"the local Spark driver {pid} died; see {folder / LOG} and {self.spool() / DRIVER_LOG}",
                 )
-        return JobStatus(job_id, current, state.get("detail"))
+        if finished is not None:
+            code = int(finished["exit_code"])
+            if code == 0:
+                return JobStatus(job_id, JobState.SUCCEEDED)
+            return JobStatus(job_id, JobState.FAILED, failure_detail(folder / LOG, code))
+        started = (folder / STARTED).exists()
+        return JobStatus(job_id, JobState.RUNNING if started else JobState.PENDING)
 
     def cancel(self, job_id: str) -> None:
-        state = read_json(self.job_dir(job_id) / STATE)
-        if state is None or JobState(state["state"]).finished or not isinstance(state.get("pid"), int):
+        """A queued job is withdrawn (CANCELLED); a running one ends with its driver (FAILED):
+        Spark cannot stop one Python job inside a driver, and the next job starts a new one."""
+        folder = self.job_dir(job_id)
+        state = read_json(folder / STATE)
+        current = self.status(job_id)
+        if state is None or current is None or current.state.finished:
             return
-        try:
-            os.killpg(state["pid"], signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+        if isinstance(state.get("queued_as"), str) and withdraw(self.spool(), state["queued_as"]):
+            write_json(folder / STATE, state | {"state": JobState.CANCELLED.value, "detail": "cancelled"})
+            return
+        if isinstance(state.get("pid"), int):
+            try:
+                os.killpg(state["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def stop_drivers(self) -> None:
+        stop_drivers(self.home)
+
+
+def stop_drivers(home: Path) -> None:
+    """End every warm driver under this home (the local stack's stop; tests)."""
+    for worker_file in sorted((home / "workers").glob(f"*/{WORKER}")):
+        worker = read_json(worker_file)
+        if worker is not None and isinstance(worker.get("pid"), int):
+            try:
+                os.killpg(worker["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        worker_file.unlink(missing_ok=True)
 
 
 def _now() -> str:

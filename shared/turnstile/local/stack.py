@@ -21,6 +21,7 @@ from pathlib import Path
 import requests
 
 from turnstile import logs
+from turnstile.jobs.local import stop_drivers
 from turnstile.jobs.local_spark import ensure_jars
 from turnstile.local import emulator
 from turnstile.local.bridge import EventBridge, wait_until
@@ -150,6 +151,7 @@ class Stack:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 process.kill()
+        stop_drivers(self.home)  # the warm Spark drivers the functions' jobs started
         if self._server:
             self._server.stop()
         (self.home / STACK_FILE).unlink(missing_ok=True)

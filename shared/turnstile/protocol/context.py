@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from turnstile.clock import Clock
 from turnstile.config import ConfigReader, ResolvedConfig
+from turnstile.config_cache import CachedLevels, ConfigCache
 from turnstile.jobs.port import JobRunner
 from turnstile.paths import Batch, parse_success
 from turnstile.settings import Settings
@@ -23,11 +24,16 @@ class Invocation:
     clock: Clock
     invocation_id: str
     started: datetime
+    config_cache: ConfigCache | None = None  # the function instance's, across invocations
     configs: ConfigReader = field(init=False)
     _batches: dict[str, tuple[Batch, ResolvedConfig]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.configs = ConfigReader(self.store)
+        cached = None
+        if self.config_cache is not None:
+            max_age = self.settings.config_cache_seconds
+            cached = CachedLevels(self.config_cache, self.store.bucket, self.started, max_age)
+        self.configs = ConfigReader(self.store, cached)
 
     @property
     def deadline(self) -> datetime:

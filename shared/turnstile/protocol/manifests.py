@@ -10,12 +10,12 @@ from turnstile.records import Manifest, ManifestBatch
 from turnstile.store.port import object_uri
 
 
-def data_objects(inv: Invocation, batch: Batch, *, nested: bool) -> tuple[str, ...]:
-    """gs:// URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with
-    `nested` every file below its folder; never `_`, `.` or `.crc` files)."""
-    listing = (info.name for info in inv.store.list_objects(batch.folder))
+def data_objects(inv: Invocation, batch: Batch, *, nested: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with `nested` every
+    file below its folder; never `_`, `.` or `.crc` files) and their sizes, from one listing."""
+    listing = {info.name: info.size for info in inv.store.list_objects(batch.folder)}
     names = data_files(batch.folder, listing, nested=nested, success_filename=inv.settings.success_filename)
-    return tuple(object_uri(inv.store, name) for name in names)
+    return tuple(object_uri(inv.store, name) for name in names), tuple(listing[name] for name in names)
 
 
 def manifest_batch(
@@ -25,11 +25,12 @@ def manifest_batch(
     success_generation: int,
     *,
     data_uris: tuple[str, ...] | None = None,
+    data_sizes: tuple[int, ...] | None = None,
 ) -> ManifestBatch:
     """Everything the job needs about one batch; lists its folder unless the caller already did."""
     table = batch.table
     if data_uris is None:
-        data_uris = data_objects(inv, batch, nested=resolved.load.nested_folders)
+        data_uris, data_sizes = data_objects(inv, batch, nested=resolved.load.nested_folders)
     source = resolved.transform_source
     return ManifestBatch(
         dataset=table.dataset,
@@ -38,6 +39,7 @@ def manifest_batch(
         rel=batch.rel,
         success_generation=success_generation,
         data_uris=data_uris,
+        data_sizes=data_sizes,
         load=resolved.load,
         transform_sql=resolved.transform_sql,
         transform_source=object_uri(inv.store, source) if source else None,

@@ -121,23 +121,33 @@ def _acquire(
         backlog.queue_unannounced(inv, late)
         return
     batches: list[ManifestBatch] = []
+    sizes = {o.name: o.size for o in listing}
+    budget = 0  # the head's max_bytes_per_job, set once the head is described
+    taken = 0  # bytes of the batches taken so far
     for ref, pointer in pointers:
         folder = table.batch_folder(ref.rel)
         try:
             batch, resolved = inv.batch(pointer.success)
-            names = data_files(
-                folder,
-                (o.name for o in listing),
-                nested=resolved.load.nested_folders,
-                success_filename=inv.settings.success_filename,
-            )
-            files = tuple(object_uri(inv.store, name) for name in names)
-            batches.append(manifest_batch(inv, batch, resolved, pointer.success_generation, data_uris=files))
         except (ConfigError, PathError) as exc:
             if not batches:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
                 return
             break
+        names = data_files(
+            folder, sizes, nested=resolved.load.nested_folders, success_filename=inv.settings.success_filename
+        )
+        size = sum(sizes[name] for name in names)
+        if batches and taken + size > budget:
+            break  # the byte budget: the next job starts here
+        uris = tuple(object_uri(inv.store, name) for name in names)
+        data_sizes = tuple(sizes[name] for name in names)
+        batches.append(
+            manifest_batch(
+                inv, batch, resolved, pointer.success_generation, data_uris=uris, data_sizes=data_sizes
+            )
+        )
+        budget = budget or resolved.load.max_bytes_per_job
+        taken += size
     covered = tuple(backlog.covered(ref, pointer) for ref, pointer in pointers[: len(batches)])
     job_id = ordered_job_id(
         inv.settings.job_prefix, table, covers[0].name, covers[0].generation, lock_generation

@@ -56,7 +56,7 @@ class IcebergApplier:
         table = self.table(batch)
         if not batch.data_uris:
             raise BatchFailed(self._no_data_files(batch))
-        located = self._staging.locate(batch.data_uris)
+        located = self._staging.locate(batch.data_uris, batch.data_sizes)
         folder_uri = f"gs://{self._bucket}/{batch.folder}"
         base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
         try:
@@ -199,9 +199,8 @@ class IcebergApplier:
             raise BatchFailed(
                 f"{table} does not exist and a DML transform cannot create it; set table_schema in load.json"
             )
-        self._spark.sql(
-            sql.create_table(table, columns, partition_by=load.partition_by, properties=load.table_properties)
-        )
+        props = sql.table_properties(load.table_properties)  # the hygiene defaults too
+        self._spark.sql(sql.create_table(table, columns, partition_by=load.partition_by, properties=props))
 
     def _fit(self, table: str, frame: DataFrame, load: LoadConfig, batch: ManifestBatch) -> DataFrame:
         """Evolve the table if allowed, then shape the batch to the table's columns."""

@@ -37,6 +37,20 @@ def column_definitions(columns: Sequence[Column]) -> str:
     return ", ".join(f"{quote(name)} {kind}" for name, kind in columns)
 
 
+HYGIENE_PROPERTIES = {
+    # Each commit writes a new metadata.json (≈ 1 KB more per commit, the snapshot log grows);
+    # without these every version stays in the table's metadata folder forever.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "100",
+}
+"""Set on every table the job creates; `table_properties` in load.json overrides them."""
+
+
+def table_properties(configured: Mapping[str, str]) -> dict[str, str]:
+    """The properties of a new table: the hygiene defaults, then load.json's `table_properties`."""
+    return HYGIENE_PROPERTIES | dict(configured)
+
+
 def create_table(
     table: str,
     columns: str,

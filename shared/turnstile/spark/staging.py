@@ -36,16 +36,20 @@ def base_path(folder_uri: str, uris: Sequence[str], paths: Sequence[str]) -> str
 
 
 class Staging(Protocol):
-    def locate(self, uris: Sequence[str]) -> Located: ...
+    def locate(self, uris: Sequence[str], sizes: Sequence[int] | None = None) -> Located:
+        """Where Spark reads `uris` from; `sizes`, when the manifest carries them, are their bytes."""
 
 
 class DirectStaging:
-    """Spark reads the URIs as they are (Dataproc); sizes come from a listing-free stat per file."""
+    """Spark reads the URIs as they are (Dataproc); sizes come from the manifest, else from a
+    listing-free stat per file (a manifest written before it carried sizes)."""
 
     def __init__(self, stores: Callable[[str], ObjectStore]) -> None:
         self._stores = stores
 
-    def locate(self, uris: Sequence[str]) -> Located:
+    def locate(self, uris: Sequence[str], sizes: Sequence[int] | None = None) -> Located:
+        if sizes is not None and len(sizes) == len(uris):
+            return Located(list(uris), sum(sizes))
         size = 0
         for uri in uris:
             where = parse_bucket_uri(uri)
@@ -62,8 +66,8 @@ class LocalStaging:
         self._stores = stores
         self._root = root
 
-    def locate(self, uris: Sequence[str]) -> Located:
-        paths, size = [], 0
+    def locate(self, uris: Sequence[str], sizes: Sequence[int] | None = None) -> Located:
+        paths, size = [], 0  # the sizes of the bytes copied, whatever the manifest says
         for uri in uris:
             where = parse_bucket_uri(uri)
             bucket, name = where.bucket, where.path

@@ -21,7 +21,17 @@ from turnstile.jobs.local_spark import check_java, ensure_jars
 from turnstile.local import emulator
 from turnstile.local.stack import StackOptions
 from turnstile.store.gcs import GcsStore, make_client
-from turnstile_dev.bench import counting, floor, job_cost, machine, report, scale, streaming, verify
+from turnstile_dev.bench import (
+    costmodel,
+    counting,
+    floor,
+    job_cost,
+    machine,
+    report,
+    scale,
+    streaming,
+    verify,
+)
 from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup
 from turnstile_dev.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
 from turnstile_dev.bench.workload import Workload
@@ -78,6 +88,7 @@ class Bench:
         self.per_batch_batches = min(args.per_batch_batches or (1 if quick else 5), self.workload.batches)
         self.job_cost_batches = args.job_cost_batches or (2 if quick else 20)
         self.startup_repeats = 0 if quick else 2  # quick: (b)'s only job is that one-batch job
+        self.metadata_commits = 50 if quick else 1_000
         # depth, shallow, batches applied, repeats
         self.deep = (2_000, 10, 100, 3) if quick else (10_000, 10, 1_000, 5)
         self.many = (20, 2) if quick else (20, 10)  # tables, batches each
@@ -154,7 +165,10 @@ class Bench:
             startups = (
                 self.phase("local job start-up", lambda: stack.startup(self.workload, self.startup_repeats))
                 if self.startup_repeats
-                else [{"job_seconds": j.seconds} for j in per_batch.jobs]
+                else [
+                    {"job_seconds": j.seconds, "batch_seconds_inside_job": s}
+                    for j, s in zip(per_batch.jobs, per_batch.batch_seconds, strict=False)
+                ]
             )
         finally:
             stack.stop()
@@ -173,9 +187,11 @@ class Bench:
                 batches=self.job_cost_batches,
                 work=self.work,
                 verify=turnstile_tables,
+                metadata_commits=self.metadata_commits,
             ),
         )
         turnstile_found = cost.result["steps"][0]["tables"]
+        growth = next(s for s in cost.result["steps"] if "metadata_json_bytes" in s)
         cost_result = cost.result["steps"][-1]
         self.results = self.assemble(
             jars=jars,
@@ -190,6 +206,7 @@ class Bench:
             low=low,
             cost=cost_result,
         )
+        self.results["metadata_growth"] = growth
         self.phases["total"] = round(time.monotonic() - started, 1)
         self.results["phases_seconds"] = self.phases
         self.results["other_processes_cpu_seconds"] = self.other_cpu | {
@@ -288,8 +305,21 @@ class Bench:
         per = {k: v["seconds_per_batch"] for k, v in contenders.items()}
         job_total, bare_total = sum(cost["job_seconds"]), sum(cost["bare_seconds"])
         startup_runs = [s["job_seconds"] for s in startups]
-        startup = statistics.median(startup_runs) - cost["warm_first_batch_seconds"]
+        # What a job costs beyond its batch: submit to end minus the batch's own seconds in that job.
+        startup = statistics.median(s["job_seconds"] - s["batch_seconds_inside_job"] for s in startups)
         coalescing = counts["coalesced"]
+        per_job = counts["one_job_per_batch"]
+        k_coalesced = coalescing["batches"] / max(coalescing["jobs"], 1)
+        k_single = per_job["batches"] / max(per_job["jobs"], 1)
+        by_kind = [
+            {
+                f"{who} {op}": n
+                for who in ("function", "job")
+                for op, n in c[f"{who}_ops_by_operation_per_batch"].items()
+            }
+            for c in (coalescing, per_job)
+        ]
+        batch_seconds = statistics.median(coalesced.batch_seconds) if coalesced.batch_seconds else 0.0
         results: dict[str, Any] = {
             "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "quick": self.quick,
@@ -316,6 +346,17 @@ class Bench:
                 "invocations_per_batch_without_data_files"
             ],
             "function_seconds_per_batch": coalescing["function_seconds_per_batch"],
+            "ops_formula": costmodel.ops_formula(
+                [
+                    (k_single, per_job["storage_ops_per_batch"]),
+                    (k_coalesced, coalescing["storage_ops_per_batch"]),
+                ]
+            )
+            | {"k_measured": [round(k_single, 2), round(k_coalesced, 2)]},
+            "ops_formula_by_kind": costmodel.ops_formula_by_kind(
+                k_single, by_kind[1], k_coalesced, by_kind[0]
+            ),
+            "dataproc_cost_model": costmodel.dataproc(batch_seconds, [1, 10, 100]),
             "deep_backlog_ratio": deep["deep_backlog_ratio"],
             "violations": violations,
             "job_overhead_ratio": job_total / bare_total,

@@ -317,6 +317,7 @@ def summarize(host: FunctionHost, workload: Workload, dataset: str) -> dict[str,
             k: per_batch(n) for k, n in ledger.by("function", 3).most_common()
         },
         "job_ops_by_site_per_batch": {k: per_batch(n) for k, n in ledger.by("job", 3).most_common()},
+        "job_ops_by_operation_per_batch": {k: per_batch(n) for k, n in ledger.by("job", 2).most_common()},
         "function_ops_by_site_and_operation_per_batch": {
             key: per_batch(n) for key, n in _site_and_operation(ledger, "function").most_common()
         },

@@ -47,11 +47,21 @@ TIMED: tuple[tuple[Any, str, str], ...] = (
 
 
 def run(
-    setup: SparkSetup, catalog: str, workload: Workload, *, batches: int, work: Path, verify: list[str]
+    setup: SparkSetup,
+    catalog: str,
+    workload: Workload,
+    *,
+    batches: int,
+    work: Path,
+    verify: list[str],
+    metadata_commits: int = 0,
 ) -> SparkRun:
-    """Measure on the first `batches` batches of one table; read back the `verify` tables first."""
+    """Measure on the first `batches` batches of one table; read back the `verify` tables first,
+    then (with `metadata_commits`) grow a table's metadata; the job's cost is the last step."""
     paths = workload.with_tables(1).prefix(batches + 1).write_batches(work / "job-cost-source")
     steps: list[dict[str, Any]] = [{"task": "verify", "tables": verify}] if verify else []
+    if metadata_commits:
+        steps.append({"task": "metadata_growth", "catalog": catalog, "commits": metadata_commits})
     rows = workload.files * workload.rows
     steps.append({"task": "job_cost", "catalog": catalog, "batches": paths, "rows": rows})
     return submit(setup, "job-cost", steps, work / "spark")
@@ -63,7 +73,7 @@ class _LocalFiles:
     def __init__(self) -> None:
         self.mapping: dict[str, str] = {}
 
-    def locate(self, uris: Sequence[str]) -> Located:
+    def locate(self, uris: Sequence[str], sizes: Sequence[int] | None = None) -> Located:
         paths = [self.mapping[u] for u in uris]
         return Located(paths, sum(os.path.getsize(p) for p in paths))
 

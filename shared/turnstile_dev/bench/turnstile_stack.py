@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from turnstile.jobs.local import LocalRunner, read_json
+from turnstile.jobs.local import FINISHED, STATE, LocalRunner, read_json
 from turnstile.load_config import LoadConfig
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions, settings_for
@@ -232,13 +232,18 @@ class TurnstileStack:
         return [p.name for p in folder.iterdir()] if folder.is_dir() else []
 
     def _job(self, job_id: str) -> JobRecord:
-        state = read_json(self.home / "jobs" / job_id / "state.json") or {}
+        """From the job's folder: the runner's submit record and the warm driver's end record."""
+        state = read_json(self.home / "jobs" / job_id / STATE) or {}
+        finished = read_json(self.home / "jobs" / job_id / FINISHED) or {}
 
-        def epoch(key: str) -> float:
-            value = state.get(key)
+        def epoch(record: dict[str, Any], key: str) -> float:
+            value = record.get(key)
             return datetime.fromisoformat(value).timestamp() if isinstance(value, str) else 0.0
 
-        return JobRecord(job_id, epoch("submitted_at"), epoch("finished_at"), str(state.get("state")))
+        outcome = str(state.get("state"))
+        if "exit_code" in finished:
+            outcome = "SUCCEEDED" if finished["exit_code"] == 0 else "FAILED"
+        return JobRecord(job_id, epoch(state, "submitted_at"), epoch(finished, "finished_at"), outcome)
 
     def _lock(self, table: str) -> Lock:
         found = self.bucket.read(f"{table}/_bqlock")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import random
 import uuid
 from collections import Counter
@@ -24,6 +25,7 @@ from typing import Any
 
 from turnstile import entry, logs
 from turnstile.clock import Clock
+from turnstile.config_cache import ConfigCache
 from turnstile.errors import Transient
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.errors import Refused
@@ -57,6 +59,7 @@ class Plan:
     timeout: int
     fault_end: float
     unordered: set[str]  # tables without ORDERME: one job per batch, in any order
+    max_bytes: int  # max_bytes_per_job: with batches of 5 to 17 bytes, 1 and 12 cut jobs short
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -75,6 +78,7 @@ class Plan:
             timeout=rng.choice([60, 120, 540]),
             fault_end=rng.uniform(1800, 7200),
             unordered={t for t in tables if rng.random() < 0.3},
+            max_bytes=rng.choice([1, 12, 40, 1 << 30]),
         )
 
 
@@ -92,6 +96,8 @@ class World:
     failed_windows: dict[str, list[list[float]]] = field(default_factory=dict)  # [failed_at, unlocked_at]
     unexpected: list[str] = field(default_factory=list)
     stats: Counter[str] = field(default_factory=Counter)
+    # The function instances' `_config/` cache: one per world, so no seed sees another's configs.
+    config_cache: ConfigCache = field(default_factory=ConfigCache)
 
     @property
     def clock(self) -> Clock:
@@ -126,6 +132,7 @@ class World:
                 stores=lambda s, b: self.function_store(),
                 runners=lambda s, st: self.runner,
                 clock=self.clock,
+                config_cache=self.config_cache,
             )
 
         def ended(exc: BaseException | None) -> None:
@@ -165,9 +172,8 @@ class World:
         for prefix in self.plan.tables:
             if prefix not in self.plan.unordered:
                 self.memory.write(f"{prefix}/incremental/_config/ORDERME", b"")
-            self.memory.write(
-                f"{prefix}/_config/load.json", b'{"max_batches_per_job": %d}' % self.plan.max_batches
-            )
+            load = {"max_batches_per_job": self.plan.max_batches, "max_bytes_per_job": self.plan.max_bytes}
+            self.memory.write(f"{prefix}/_config/load.json", json.dumps(load).encode())
             self.published[prefix] = set()
         uploads = [(prefix, rel) for prefix, rels in self.plan.tables.items() for rel in rels]
         if self.plan.gated:
@@ -187,7 +193,8 @@ class World:
         self.bucket.write(f"{prefix}/{GATE}", b"")
 
     def _put(self, prefix: str, rel: str) -> None:
-        self.bucket.write(f"{prefix}/{rel}/part-0.csv", b"id\n1\n")
+        rows = 1 + int(rel[-2:]) % 7  # batches of different sizes, for the byte budget
+        self.bucket.write(f"{prefix}/{rel}/part-0.csv", b"id\n" + b"1\n" * rows)
         self.bucket.write(f"{prefix}/{rel}/_SUCCESS", b"")
         self.published[prefix].add(rel)
 
