@@ -13,6 +13,7 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all
+from turnstile.execution import read_manifest
 from turnstile.jobs.inline import InlineRunner
 from turnstile.records import LockState
 from turnstile.store.gcs import GcsStore
@@ -81,3 +82,9 @@ def test_manual_recovery_after_a_partly_committed_job_never_applies_a_committed_
     assert host.lock(TABLE).state is LockState.FREE
     assert isinstance(host.runner, InlineRunner)
     assert len(set(host.runner.submitted)) == len(host.runner.submitted) == 2
+    # The lock held the position; without it, the result records tell that `a` is applied: the
+    # recovery job neither queues nor covers it again.
+    recovery = read_manifest(
+        host.store, f"gs://{host.bucket}/{TABLE}/_turnstile/jobs/{host.runner.submitted[1]}.manifest.json"
+    )
+    assert [b.rel for b in recovery.batches] == ["b", "c"]
