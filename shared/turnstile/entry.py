@@ -63,7 +63,14 @@ def object_finalized(
         error = f"not a storage object event (needs bucket, name, generation): {data!r:.500}"
         log.error(f"rejected: {error}", extra={"event": "rejected", "error": error})
         return Handled.REJECTED
-    ref = ObjectRef.of(bucket, name, generation, settings.success_filename, settings.start_backfill_filename)
+    ref = ObjectRef.of(
+        bucket,
+        name,
+        generation,
+        settings.success_filename,
+        settings.start_backfill_filename,
+        destination_regex=settings.destination_regex,
+    )
     if not ref.kind.is_action:
         return Handled.IGNORED  # most events: data files, configs, claims, the lock, records
     store = (stores or wiring.object_store)(settings, bucket)
