@@ -69,7 +69,14 @@ def object_finalized(
         error = f"not a storage object event (needs bucket, name, generation): {data!r:.500}"
         log.error(f"rejected: {error}", extra={"event": "rejected", "error": error})
         return Handled.REJECTED
-    ref = ObjectRef.of(bucket, name, generation, settings.success_filename, settings.start_backfill_filename)
+    ref = ObjectRef.of(
+        bucket,
+        name,
+        generation,
+        settings.success_filename,
+        settings.start_backfill_filename,
+        destination_regex=settings.destination_regex,
+    )
     config_cache = CONFIG_CACHE if config_cache is None else config_cache
     if ref.kind is ObjectKind.CONFIG:
         config_cache.saw(bucket, name, generation)  # a changed config is read afresh, here at once

@@ -33,6 +33,8 @@ DEFAULT_DESTINATION_REGEX = (
 
 # Dataset and table names become SQL identifiers and warehouse folders: keep them boring.
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# A Google Cloud project id, as a `project.dataset` folder names it (domain-scoped `a.com:p` too).
+_PROJECT = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 # ASCII digits only: `\d` would also take e.g. Arabic-Indic digits for a date.
 _PARTITION = re.compile(r"[0-9]{4}([0-9]{2}){0,3}|__UNPARTITIONED__")
 
@@ -70,6 +72,7 @@ class ObjectRef:
     name: str
     generation: int
     kind: ObjectKind
+    destination_regex: str | None = None  # Settings.destination_regex: how `table` reads the name
 
     @property
     def uri(self) -> str:
@@ -84,13 +87,20 @@ class ObjectRef:
     @cached_property
     def table(self) -> Table:
         """The table a state object (pointer, lock, `_BACKFILL`, gate, job-done signal) belongs to."""
-        return table_of_state_object(self.bucket, self.name)
+        return table_of_state_object(self.bucket, self.name, self.destination_regex)
 
     @staticmethod
     def of(
-        bucket: str, name: str, generation: int, success_filename: str = "_SUCCESS", gate: str | None = None
+        bucket: str,
+        name: str,
+        generation: int,
+        success_filename: str = "_SUCCESS",
+        gate: str | None = None,
+        *,
+        destination_regex: str | None = None,
     ) -> ObjectRef:
-        return ObjectRef(bucket, name, generation, classify(name, success_filename, gate))
+        kind = classify(name, success_filename, gate)
+        return ObjectRef(bucket, name, generation, kind, destination_regex)
 
 
 def classify(name: str, success_filename: str = "_SUCCESS", gate_filename: str | None = None) -> ObjectKind:
@@ -252,15 +262,19 @@ class Batch:
         return None
 
 
-def table_of_state_object(bucket: str, name: str) -> Table:
-    """The table a state object (pointer, lock, `_BACKFILL`, gate, table-level claim) belongs to."""
+def table_of_state_object(bucket: str, name: str, destination_regex: str | None = None) -> Table:
+    """The table a state object (pointer, lock, `_BACKFILL`, gate, table-level claim) belongs to: its
+    table prefix is the part of the name before `/_backlog/` or `/_turnstile/`, else its folder.
+    With a destination regex the prefix must be one the regex matches as a whole table prefix (its
+    `table` group ending there), at any depth; without one, the prefix's last two folders are the
+    dataset (or `project.dataset`) and the table."""
+    prefix = name.rpartition("/")[0]
     for marker in (f"/{BACKLOG}/", f"/{INTERNAL}/"):
         if marker in name:
-            return _table_from_prefix(bucket, name.split(marker, 1)[0], name)
-    return _table_from_prefix(bucket, name.rpartition("/")[0], name)
-
-
-def _table_from_prefix(bucket: str, prefix: str, name: str) -> Table:
+            prefix = name.split(marker, 1)[0]
+            break
+    if destination_regex is not None:
+        return _table_from_regex(bucket, prefix, name, destination_regex)
     parts = prefix.split("/")
     if len(parts) < 2 or not all(parts):
         raise PathError(
@@ -270,8 +284,25 @@ def _table_from_prefix(bucket: str, prefix: str, name: str) -> Table:
     return Table(
         bucket,
         prefix,
-        _identifier(parts[-2], "dataset", bucket, name),
+        _dataset(parts[-2], bucket, name),
         _identifier(parts[-1], "table", bucket, name),
+    )
+
+
+def _table_from_regex(bucket: str, prefix: str, name: str, destination_regex: str) -> Table:
+    match = re.compile(destination_regex).search(f"{prefix}/")
+    if match is None or match.groupdict().get("table") is None or match.end("table") != len(prefix):
+        raise PathError(
+            f"gs://{bucket}/{name}: {prefix!r} is not a table prefix of the destination regex "
+            f"{destination_regex!r} (DESTINATION_REGEX); state objects must sit directly in the "
+            "folder its dataset and table groups name"
+        )
+    groups = match.groupdict()
+    return Table(
+        bucket,
+        prefix,
+        _dataset(groups.get("dataset"), bucket, name),
+        _identifier(groups.get("table"), "table", bucket, name),
     )
 
 
@@ -296,7 +327,7 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
             f"expected {_layout(base, destination_regex)}"
         )
     groups = match.groupdict()
-    dataset = _identifier(groups.get("dataset"), "dataset", bucket, name)
+    dataset = _dataset(groups.get("dataset"), bucket, name)
     table = _identifier(groups.get("table"), "table", bucket, name)
     prefix = folder[: match.end("table")]
     rel = folder[match.end("table") :].strip("/")
@@ -332,6 +363,21 @@ def _layout(base: str, destination_regex: str | None) -> str:
         f"a folder matching the destination regex {destination_regex!r} (DESTINATION_REGEX or "
         f"destinationRegex in _config/load.json) followed by {base}"
     )
+
+
+def _dataset(value: str | None, bucket: str, name: str) -> str:
+    """The dataset identifier of a dataset folder: `dataset`, or `project.dataset` (the original
+    loader's project-qualified layout), whose Iceberg namespace is the dataset part."""
+    if value is not None and "." in value:
+        project, _, dataset = value.rpartition(".")
+        if not _PROJECT.fullmatch(project):
+            raise PathError(
+                f"gs://{bucket}/{name}: the dataset folder {value!r} is not <dataset> or "
+                "<project>.<dataset>; a project id is 6-30 lowercase letters, digits or hyphens, "
+                "starting with a letter"
+            )
+        value = dataset
+    return _identifier(value, "dataset", bucket, name)
 
 
 def _identifier(value: str | None, what: str, bucket: str, name: str) -> str:

@@ -81,15 +81,17 @@ def test_a_batch_written_while_the_host_is_down_is_applied_when_it_comes_up(
     bridge.start()
     try:
         generation = host.put_batch(f"{TABLE}/while-down")
-        assert wait_until(lambda: f"{TABLE}/while-down/_SUCCESS" in pending(state), 10, 0.05)
+        assert wait_until(lambda: f"{TABLE}/while-down/_SUCCESS" in pending(state), 60, 0.05)
         # Refused many times over (two events), well past the 8 attempts after which the bridge used
         # to give up on each: nothing delivered, nothing given up.
-        assert wait_until(lambda: bridge.refused >= 30, 30, 0.1)
+        assert wait_until(lambda: bridge.refused >= 30, 120, 0.1)
         assert bridge.delivered == 0
         assert not bridge.idle() and not errors(host)
         with function_host_on(port):
-            assert wait_until(lambda: host.tables.commits.get(TABLE) == [("while-down", generation)], 30, 0.1)
-            assert wait_until(bridge.idle, 30, 0.1)
+            assert wait_until(
+                lambda: host.tables.commits.get(TABLE) == [("while-down", generation)], 120, 0.1
+            )
+            assert wait_until(bridge.idle, 120, 0.1)
     finally:
         bridge.stop()
     assert not errors(host)
@@ -104,7 +106,7 @@ def test_a_restarted_stack_delivers_what_was_not_delivered_before_it_stopped(
     first.start()
     try:
         generation = host.put_batch(f"{TABLE}/before-stop")
-        assert wait_until(lambda: f"{TABLE}/before-stop/_SUCCESS" in pending(state), 10, 0.05)
+        assert wait_until(lambda: f"{TABLE}/before-stop/_SUCCESS" in pending(state), 60, 0.05)
     finally:
         first.stop()
     assert f"{TABLE}/before-stop/_SUCCESS" in pending(state)  # kept for the next start
@@ -118,7 +120,7 @@ def test_a_restarted_stack_delivers_what_was_not_delivered_before_it_stopped(
             assert wait_until(
                 lambda: host.tables.commits.get(TABLE) == [("before-stop", generation)], 30, 0.1
             )
-            assert wait_until(second.idle, 30, 0.1)
+            assert wait_until(second.idle, 120, 0.1)
         finally:
             second.stop()
     assert not errors(host)
@@ -131,9 +133,9 @@ def test_only_an_event_past_its_retention_is_logged_as_undeliverable(host: Host,
     bridge.start()
     try:
         host.put_batch(f"{TABLE}/never")
-        assert wait_until(lambda: f"{TABLE}/never/_SUCCESS" in pending(state), 10, 0.05)
+        assert wait_until(lambda: f"{TABLE}/never/_SUCCESS" in pending(state), 60, 0.05)
         assert not errors(host)  # retrying within the retention: nothing to report yet
-        assert wait_until(bridge.idle, 30, 0.1)
+        assert wait_until(bridge.idle, 120, 0.1)
     finally:
         bridge.stop()
     failures = [r for r in errors(host) if r.get("event") == "event_undeliverable"]

@@ -162,3 +162,10 @@ def test_request_id_is_deterministic_short_and_distinct() -> None:
     assert request_id(a) != request_id(b)
     assert len(request_id(a)) <= 40
     assert re.fullmatch(r"[a-z0-9_-]+", request_id(a))
+
+
+def test_a_reused_ordered_state_names_a_new_valid_job_per_reuse() -> None:
+    ids = [ordered_job_id("turnstile", TBL, POINTER, 1, 0, reuse=reuse) for reuse in range(100)]
+    assert len(set(ids)) == 100
+    assert ids[0] == ordered_job_id("turnstile", TBL, POINTER, 1, 0)
+    assert all(DATAPROC_ID.match(job_id) for job_id in ids)

@@ -753,3 +753,28 @@ def test_bad_bucket_uris_say_what_is_wrong(uri: str, says: str) -> None:
         parse_bucket_uri(uri)
     assert says in str(caught.value)
     assert repr(uri) in str(caught.value)
+
+
+def test_a_project_qualified_dataset_folder_names_the_dataset_part() -> None:
+    batch = parse_success("b", "my-proj.sales/orders/2024/01/01/00/_SUCCESS")
+    assert (batch.table.prefix, batch.table.dataset, batch.table.table) == (
+        "my-proj.sales/orders",
+        "sales",
+        "orders",
+    )
+    lock = table_of_state_object("b", "my-proj.sales/orders/_backlog/2024/01/01/00/_SUCCESS")
+    assert lock == batch.table
+
+
+def test_a_dataset_folder_with_a_bad_project_names_the_folder_and_the_rule() -> None:
+    with pytest.raises(PathError, match=r"'Bad_Proj\.sales' is not <dataset> or <project>\.<dataset>"):
+        table_of_state_object("b", "Bad_Proj.sales/orders/_bqlock")
+
+
+def test_a_custom_regex_finds_the_table_of_a_state_object_at_any_depth_by_its_groups() -> None:
+    regex = r"^landing/(?P<dataset>[^/]+)/feeds/(?P<table>[^/]+)/(?:(?P<batch>[^/]+)/)?$"
+    table = table_of_state_object("b", "landing/sales/feeds/orders/_turnstile/jobs/j.done", regex)
+    assert (table.prefix, table.dataset, table.table) == ("landing/sales/feeds/orders", "sales", "orders")
+    assert parse_success("b", "landing/sales/feeds/orders/b1/_SUCCESS", regex).table == table
+    with pytest.raises(PathError, match="is not a table prefix of the destination regex"):
+        table_of_state_object("b", "landing/sales/_BACKFILL", regex)

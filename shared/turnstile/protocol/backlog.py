@@ -58,8 +58,12 @@ def already_applied(inv: Invocation, table: Table, ref: PointerRef) -> bool:
     found = inv.store.read(ref.name)
     if found is None:
         return False
-    generation = decode(inv, found).success_generation
-    result = inv.store.read(table.result(ref.rel, generation))
+    return _recorded_applied(inv, table, ref.rel, decode(inv, found).success_generation)
+
+
+def _recorded_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
+    """The result record of this `_SUCCESS` generation says it is committed."""
+    result = inv.store.read(table.result(rel, success_generation))
     if result is None:
         return False
     try:
@@ -141,6 +145,10 @@ def unannounced(
         if batch.table.prefix != table.prefix or not ordered or batch.rel in queued:
             continue
         if applied_up_to is not None and batch.pointer(settings.success_filename) <= applied_up_to:
+            continue
+        # No position: a new table, or a `_bqlock` deleted by hand (it held the position). Its
+        # result record tells whether this batch was applied; queued again, a job would skip it.
+        if applied_up_to is None and _recorded_applied(inv, table, batch.rel, info.generation):
             continue
         found.append(info.name)
     return found

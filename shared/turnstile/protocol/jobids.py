@@ -20,12 +20,21 @@ def _digest(*parts: object) -> str:
 
 
 def ordered_job_id(
-    prefix: str, table: Table, head_pointer: str, head_generation: int, lock_generation: int
+    prefix: str,
+    table: Table,
+    head_pointer: str,
+    head_generation: int,
+    lock_generation: int,
+    *,
+    reuse: int = 0,
 ) -> str:
     """One job per acquisition of the lock: the lock generation it was taken from makes retries of
-    the same batch after an unlock get a new id."""
+    the same batch after an unlock get a new id. A lock deleted by hand starts at generation 0
+    again, so the same state can recur: `reuse` 1, 2... names the next job when the runner already
+    knows the id (a `-n<reuse>` suffix, at most 62 characters)."""
     digest = _digest(table.prefix, head_pointer, head_generation, lock_generation)
-    return f"{prefix}-{_slug(table)}-{digest[:16]}"
+    job_id = f"{prefix}-{_slug(table)}-{digest[:16]}"
+    return f"{job_id}-n{reuse}" if reuse else job_id
 
 
 def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: int, attempt: int = 0) -> str:

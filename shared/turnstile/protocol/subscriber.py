@@ -149,9 +149,7 @@ def _acquire(
         budget = budget or resolved.load.max_bytes_per_job
         taken += size
     covered = tuple(backlog.covered(ref, pointer) for ref, pointer in pointers[: len(batches)])
-    job_id = ordered_job_id(
-        inv.settings.job_prefix, table, covers[0].name, covers[0].generation, lock_generation
-    )
+    job_id = _fresh_job_id(inv, table, covers[0], lock_generation)
     manifest = Manifest(
         job_id=job_id,
         bucket=inv.store.bucket,
@@ -186,6 +184,24 @@ def _acquire(
         },
     )
     _submit(inv, table, running, generation, job_id)
+
+
+MAX_REUSED_IDS = 100  # a lock deleted by hand this often under the same head is a bug, not recovery
+
+
+def _fresh_job_id(inv: Invocation, table: Table, head: PointerRef, lock_generation: int) -> str:
+    """The id of the job this acquisition starts. The lock generation makes it new after an unlock,
+    but a `_bqlock` deleted by hand (the original's recovery: delete it, upload `_BACKFILL`) starts
+    at generation 0 again and would name the failed job; submitting would attach to it. An id the
+    runner already knows belongs to an earlier acquisition (this one has not submitted yet), so
+    take the next one."""
+    for reuse in range(MAX_REUSED_IDS):
+        job_id = ordered_job_id(
+            inv.settings.job_prefix, table, head.name, head.generation, lock_generation, reuse=reuse
+        )
+        if inv.runner.status(job_id) is None:
+            return job_id
+    raise RuntimeError(f"{table.uri}: {MAX_REUSED_IDS} jobs already exist for the head batch {head.rel!r}")
 
 
 def _covered_pointers(

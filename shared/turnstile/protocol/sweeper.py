@@ -20,7 +20,7 @@ from typing import Any
 
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
-from turnstile.paths import CLAIM_PREFIX, IDENTIFIER, Table
+from turnstile.paths import CLAIM_PREFIX, LOCK, Table, table_of_state_object
 from turnstile.protocol import backlog
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
@@ -99,16 +99,37 @@ def sweep(inv: Invocation) -> list[dict[str, Any]]:
     return report
 
 
+MAX_TABLE_DEPTH = 4  # folders a custom DESTINATION_REGEX may put before a table's own folder
+
+
 def tables(inv: Invocation) -> list[Table]:
-    found = []
-    for dataset in inv.store.list_folders(""):
-        if not IDENTIFIER.fullmatch(dataset.rstrip("/")):
-            continue
-        for folder in inv.store.list_folders(dataset):
-            ds, tbl = folder.rstrip("/").split("/")
-            if IDENTIFIER.fullmatch(tbl):
-                found.append(Table(inv.store.bucket, f"{ds}/{tbl}", ds, tbl))
+    """Every table prefix of the bucket: `<dataset>/<table>/` (the dataset folder may be
+    `project.dataset`); with a DESTINATION_REGEX, any folder at most MAX_TABLE_DEPTH deep that the
+    regex matches as a whole table prefix. Reserved `_` folders are not walked."""
+    regex = inv.settings.destination_regex
+    found: list[Table] = []
+    level = [""]
+    for depth in range(1, MAX_TABLE_DEPTH + 1 if regex else 3):
+        deeper = []
+        for parent in level:
+            for folder in inv.store.list_folders(parent):
+                prefix = folder.rstrip("/")
+                if prefix.rpartition("/")[2].startswith("_"):
+                    continue
+                table = _table_at(inv.store.bucket, prefix, regex) if depth >= 2 else None
+                if table is not None:
+                    found.append(table)  # a table's own sub-folders are batches: not walked
+                else:
+                    deeper.append(folder)
+        level = deeper
     return found
+
+
+def _table_at(bucket: str, prefix: str, regex: str | None) -> Table | None:
+    try:
+        return table_of_state_object(bucket, f"{prefix}/{LOCK}", regex)
+    except PathError:
+        return None
 
 
 def facts(state: TableState) -> SweepFacts:

@@ -6,7 +6,8 @@ invariants every schedule must keep.
   delays, in any order; a failed invocation is redelivered with backoff, as Eventarc does.
 - Until `fault_end`, store operations crash the running invocation (before or after they land),
   the job service answers 503, jobs crash or fail on chosen batches, and invocations are killed at
-  their timeout. An operator fixes a failed batch and unlocks its table a while later.
+  their timeout. An operator fixes a failed batch and unlocks its table a while later, or
+  recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL`.
 - Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
   lock is FREE.
@@ -26,7 +27,7 @@ from typing import Any
 from turnstile import entry, logs
 from turnstile.clock import Clock
 from turnstile.config_cache import ConfigCache
-from turnstile.errors import Transient
+from turnstile.errors import PreconditionFailed, Transient
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.errors import Refused
 from turnstile.paths import Table
@@ -60,6 +61,7 @@ class Plan:
     fault_end: float
     unordered: set[str]  # tables without ORDERME: one job per batch, in any order
     max_bytes: int  # max_bytes_per_job: with batches of 5 to 17 bytes, 1 and 12 cut jobs short
+    recovers_by_hand: bool  # the operator deletes `_bqlock` and uploads `_BACKFILL`, never unlocks
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -79,6 +81,7 @@ class Plan:
             fault_end=rng.uniform(1800, 7200),
             unordered={t for t in tables if rng.random() < 0.3},
             max_bytes=rng.choice([1, 12, 40, 1 << 30]),
+            recovers_by_hand=rng.random() < 0.3,
         )
 
 
@@ -159,6 +162,12 @@ class World:
         elif state is not LockState.FAILED and windows and windows[-1][1] < 0:
             windows[-1][1] = self.loop.now
 
+    def _lock_gone(self, table: str) -> None:
+        """A deleted lock ends the table's FAILED window, as a FREE one would."""
+        windows = self.failed_windows.get(table, [])
+        if windows and windows[-1][1] < 0:
+            windows[-1][1] = self.loop.now
+
     def invocation(self) -> Invocation:
         settings = Settings.from_env(self.env)
         return Invocation(
@@ -229,11 +238,18 @@ class World:
                         self.tables.failing.discard((prefix, failure.rel))
                         retry_ops.retry(inv, failure.success)
                 continue
-            lock, _ = table_lock.read(inv, _table(prefix))
-            if lock.state is LockState.FAILED and fix:
-                self.tables.failing.discard((prefix, lock.failed_rel or ""))
-                operator.unlock(inv, _table(prefix), skip_head=False)
+            lock, generation = table_lock.read(inv, _table(prefix))
             self._pause_or_cancel(inv, prefix, lock.state)
+            if lock.state is not LockState.FAILED:
+                continue
+            if fix:
+                self.tables.failing.discard((prefix, lock.failed_rel or ""))
+            if self.plan.recovers_by_hand and (fix or self.loop.rng.random() < 0.5):
+                # Now and then before the fix, hoping the cause was passing: the table fails
+                # again, and the next recovery starts from a lock at generation 0 once more.
+                self._recover_by_hand(inv, _table(prefix), generation)
+            elif fix:
+                operator.unlock(inv, _table(prefix), skip_head=False)
 
     def _pause_or_cancel(self, inv: Invocation, prefix: str, state: LockState) -> None:
         """Now and then, while faults last, the operator pauses a table (and resumes it later) or
@@ -248,6 +264,17 @@ class World:
             choice = rng.choice(list(CancelChoice))
             operator.cancel(inv, table, choice)
             self.stats[f"jobs cancelled ({choice.value})"] += 1
+
+    def _recover_by_hand(self, inv: Invocation, table: Table, lock_generation: int) -> None:
+        """The original loader's recovery: delete `_bqlock` (the FAILED one just read) and upload
+        `_BACKFILL`, as `gcloud storage rm` and `cp` would."""
+        self.stats["recovered by hand"] += 1
+        try:
+            inv.store.delete(table.lock, if_generation=lock_generation)
+        except PreconditionFailed:
+            return  # changed since the operator looked: look again next time
+        self._lock_gone(table.prefix)
+        inv.store.write(table.backfill, b"")
 
     def validate(self) -> None:
         inv = self.invocation()

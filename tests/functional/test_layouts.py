@@ -1,0 +1,101 @@
+"""Table layouts end to end: every state object sits at the table prefix the layout names, at any
+depth, for the default layout, a project-qualified dataset folder and a custom DESTINATION_REGEX.
+
+Each case drives functions/main.py through real CloudEvents on fake-gcs-server (harness.py):
+ordered batches are queued, locked, applied in order, their pointers removed, the job's done signal
+handled, and `_BACKFILL` (the manual restart) and `_HISTORYDONE` (the gate) act on that table.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.functional.harness import Host, start_host
+from tests.functional.scenario import invocation
+from turnstile.paths import Table
+from turnstile.protocol import sweeper
+from turnstile.records import LockState
+from turnstile.store.gcs import GcsStore
+
+# The dataset is not the table's parent folder: only the regex's groups say which folder is which.
+CUSTOM_REGEX = r"^landing/(?P<dataset>[^/]+)/feeds/(?P<table>[^/]+)/(?:(?P<batch>[^/]+)/)?$"
+
+LAYOUTS = {
+    "default": ("ds/tbl", "ds", "tbl", {}),
+    "project-qualified": ("my-proj.sales/orders", "sales", "orders", {}),
+    "custom-regex": ("landing/sales/feeds/orders", "sales", "orders", {"DESTINATION_REGEX": CUSTOM_REGEX}),
+}
+
+
+def start(monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, env: dict[str, str]) -> Host:
+    return start_host(monkeypatch, gcs_store, {"ORDER_PER_TABLE": "true"} | env)
+
+
+def pointers(host: Host, prefix: str) -> list[str]:
+    return [o.name for o in host.store.inner.list_objects(f"{prefix}/_backlog/")]
+
+
+def rejected(host: Host) -> list[dict[str, object]]:
+    return [r for r in host.log_records() if r.get("event") == "rejected"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ordered_batches_of_each_layout_are_queued_locked_applied_and_released_at_its_prefix(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, layout: str
+) -> None:
+    prefix, dataset, table, env = LAYOUTS[layout]
+    host = start(monkeypatch, gcs_store, env)
+    generations = {rel: host.put_batch(f"{prefix}/{rel}") for rel in ("b1", "b2")}
+    host.drain()
+    assert host.tables.commits[prefix] == [("b1", generations["b1"]), ("b2", generations["b2"])]
+    assert pointers(host, prefix) == []
+    lock = host.lock(prefix)
+    assert lock.state is LockState.FREE and lock.position == "b2"
+    assert host.store.inner.stat(f"{prefix}/_BACKFILL") is None
+    done = [(n, status) for n, _, status in host.delivered if n.endswith(".done")]
+    assert done and all(n.startswith(f"{prefix}/_turnstile/jobs/") and status < 400 for n, status in done)
+    assert rejected(host) == []
+    # The manifest names the Iceberg identity: the dataset part of a `project.dataset` folder.
+    manifests = host.store.inner.list_objects(f"{prefix}/_turnstile/jobs/")
+    assert any(m.name.endswith(".manifest.json") for m in manifests)
+    found = Table(host.bucket, prefix, dataset, table)
+    assert found in sweeper.tables(invocation(host))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_backfill_uploaded_at_the_table_prefix_restarts_that_table(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, layout: str
+) -> None:
+    prefix, _, _, env = LAYOUTS[layout]
+    host = start(monkeypatch, gcs_store, env)
+    host.tables.failing.add("b1")
+    host.put_batch(f"{prefix}/b1")
+    host.drain()
+    assert host.lock(prefix).state is LockState.FAILED
+    host.tables.failing.clear()
+    found = host.store.inner.stat(f"{prefix}/_bqlock")
+    assert found is not None
+    host.store.inner.delete(f"{prefix}/_bqlock", if_generation=found.generation)
+    host.upload(f"{prefix}/_BACKFILL")
+    host.drain()
+    assert host.tables.applied_rels(prefix) == ["b1"]
+    assert host.lock(prefix).state is LockState.FREE
+    assert rejected(host) == []
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_history_gate_at_the_table_prefix_releases_that_table(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, layout: str
+) -> None:
+    prefix, _, _, env = LAYOUTS[layout]
+    host = start(monkeypatch, gcs_store, env | {"START_BACKFILL_FILENAME": "_HISTORYDONE"})
+    host.put_batch(f"{prefix}/b2")
+    host.put_batch(f"{prefix}/b1")
+    host.drain()
+    assert host.tables.commits.get(prefix, []) == []
+    assert len(pointers(host, prefix)) == 2
+    host.upload(f"{prefix}/_HISTORYDONE")
+    host.drain()
+    assert host.tables.applied_rels(prefix) == ["b1", "b2"]
+    assert pointers(host, prefix) == []
+    assert rejected(host) == []

@@ -1,0 +1,90 @@
+"""The original loader's recovery path, end to end: delete `_bqlock` by hand, upload `_BACKFILL`.
+
+A lock deleted by hand starts at generation 0 again, as the lock of the failed job did; the table
+must still resume under a fresh job id, apply the failed batch once the cause is fixed, never apply
+a committed batch again, and go on in order.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.functional.harness import Host, start_host
+from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all
+from turnstile.execution import read_manifest
+from turnstile.jobs.inline import InlineRunner
+from turnstile.records import LockState
+from turnstile.store.gcs import GcsStore
+
+
+def delete_lock_by_hand(host: Host) -> None:
+    found = host.store.inner.stat(f"{TABLE}/_bqlock")
+    assert found is not None
+    host.store.inner.delete(f"{TABLE}/_bqlock", if_generation=found.generation)
+
+
+def test_deleting_the_lock_and_uploading_backfill_resumes_with_a_fresh_job_applying_each_batch_once(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    host.tables.failing.add("a")
+    generations = put_all(host, ["a", "b"])
+    host.drain()
+    failed = host.lock(TABLE)
+    assert failed.state is LockState.FAILED and failed.failed_rel == "a"
+    assert host.tables.commits.get(TABLE, []) == []
+    assert isinstance(host.runner, InlineRunner)
+    failed_job = failed.job_id
+
+    # Not fixed yet: the manual recovery runs a new job (not the failed one again), which fails too.
+    delete_lock_by_hand(host)
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    second = host.lock(TABLE)
+    assert second.state is LockState.FAILED and second.failed_rel == "a"
+    assert second.job_id not in (None, failed_job)
+
+    # Fixed: the same recovery applies a, then b, each once, and a later batch follows in order.
+    host.tables.failing.clear()
+    delete_lock_by_hand(host)
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    generations |= put_all(host, ["c"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "b", "c"])
+    assert len(set(host.runner.submitted)) == len(host.runner.submitted)
+    assert host.backlog(TABLE) == []
+    assert host.lock(TABLE).state is LockState.FREE
+
+
+def test_manual_recovery_after_a_partly_committed_job_never_applies_a_committed_batch_again(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {"START_BACKFILL_FILENAME": "_HISTORYDONE"})
+    host.upload(f"{TABLE}/_config/ORDERME")
+    host.upload(f"{TABLE}/_config/load.json", json.dumps({"max_batches_per_job": 3}).encode())
+    generations = put_all(host, ["a", "b", "c"])
+    host.drain()
+    host.tables.failing.add("b")
+    host.upload(f"{TABLE}/_HISTORYDONE")
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a"])
+    assert host.lock(TABLE).failed_rel == "b"
+
+    host.tables.failing.clear()
+    delete_lock_by_hand(host)
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "b", "c"])
+    assert host.backlog(TABLE) == []
+    assert host.lock(TABLE).state is LockState.FREE
+    assert isinstance(host.runner, InlineRunner)
+    assert len(set(host.runner.submitted)) == len(host.runner.submitted) == 2
+    # The lock held the position; without it, the result records tell that `a` is applied: the
+    # recovery job neither queues nor covers it again.
+    recovery = read_manifest(
+        host.store, f"gs://{host.bucket}/{TABLE}/_turnstile/jobs/{host.runner.submitted[1]}.manifest.json"
+    )
+    assert [b.rel for b in recovery.batches] == ["b", "c"]
