@@ -13,9 +13,9 @@ from typing import Protocol
 
 from turnstile.clock import Clock
 from turnstile.errors import BatchFailed, TurnstileError
-from turnstile.paths import parse_bucket_uri
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.port import ObjectStore
+from turnstile.uris import parse_bucket_uri
 
 
 class BatchApplier(Protocol):

@@ -24,8 +24,9 @@ from turnstile import entry, logs, wiring_aws
 from turnstile.clock import Clock
 from turnstile.entry import RunnerFactory, StoreFactory
 from turnstile.errors import PathError, SettingsError
-from turnstile.paths import classify, parse_bucket_uri
+from turnstile.paths import classify
 from turnstile.settings import Settings
+from turnstile.uris import parse_bucket_uri
 
 log = logs.get("lambda")
 

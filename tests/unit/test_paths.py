@@ -11,18 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstile.errors import PathError, Terminal
-from turnstile.paths import (
-    BucketUri,
-    ObjectKind,
-    Table,
-    claim_name,
-    classify,
-    parse_bucket_uri,
-    parse_gs_uri,
-    parse_success,
-    table_of_state_object,
-)
+from turnstile.paths import ObjectKind, Table, claim_name, classify, parse_success, table_of_state_object
 from turnstile.store.memory import MemoryStore
+from turnstile.uris import BucketUri, parse_bucket_uri, parse_gs_uri
 
 BUCKET = "bkt"
 RAW_REGEX = r"^raw/(?P<dataset>[^/]+)/(?P<table>[^/]+)/(?P<batch>[^/]+)/$"

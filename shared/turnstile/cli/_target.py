@@ -13,9 +13,10 @@ from turnstile.jobs.port import JobRunner
 from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops.errors import Refused
-from turnstile.paths import LOCK, Table, parse_bucket_uri, table_of_state_object
+from turnstile.paths import LOCK, Table, table_of_state_object
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
+from turnstile.uris import parse_bucket_uri
 
 
 @dataclass(frozen=True)

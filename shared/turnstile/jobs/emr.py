@@ -32,8 +32,8 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.catalog import S3_FILE_IO, iceberg_catalog_properties
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.paths import parse_bucket_uri
 from turnstile.settings import Settings
+from turnstile.uris import parse_bucket_uri
 
 JOB_TAG = "turnstile-job-id"
 """Tag put on every job run turnstile starts; its value is the job id."""
@@ -112,20 +112,24 @@ class EmrJobSpec:
             )
             if not value
         ]
-        if missing:
+        application, role, main = (
+            settings.emr_application_id,
+            settings.emr_execution_role_arn,
+            settings.job_main_uri,
+        )
+        if missing or not application or not role or not main:
             raise SettingsError(
                 f"{', '.join(missing)} not set; JOB_RUNNER=emr needs them (docs/DEPLOY-AWS.md)"
             )
-        assert settings.emr_application_id and settings.emr_execution_role_arn and settings.job_main_uri
-        if not settings.job_main_uri.startswith("s3://"):
+        if not main.startswith("s3://"):
             raise SettingsError(
                 f"JOB_MAIN_URI={settings.job_main_uri!r}: EMR Serverless runs a main file staged in S3; "
                 "use an s3:// URI"
             )
         return cls(
-            application_id=settings.emr_application_id,
-            execution_role_arn=settings.emr_execution_role_arn,
-            entry_point=settings.job_main_uri,
+            application_id=application,
+            execution_role_arn=role,
+            entry_point=main,
             python_file_uris=tuple(settings.job_python_file_uris),
             jar_uris=tuple(settings.job_jar_uris) or (ICEBERG_RUNTIME_ON_EMR,),
             properties={**emr_catalog_properties(settings), **settings.emr_spark_properties},

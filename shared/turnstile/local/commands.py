@@ -81,7 +81,9 @@ def up(
             typer.echo(f"error: the stack did not start; see {folder / 'stack.log'}", err=True)
             raise typer.Exit(1)
         info = load(folder)
-        assert info is not None
+        if info is None:  # gone again between the wait and the read: it stopped at once
+            typer.echo(f"error: the stack stopped right after starting; see {folder / 'stack.log'}", err=True)
+            raise typer.Exit(1)
         typer.echo(describe(info))
         return
     stack = Stack(StackOptions(home=folder, bucket=bucket))

@@ -163,3 +163,10 @@ def queue_unannounced(inv: Invocation, successes: list[str]) -> None:
             continue
         batch, _ = inv.batch(name)
         publisher.queue(inv, batch, info.generation)
+
+
+def furthest(inv: Invocation, table: Table, *rels: str | None) -> str | None:
+    """The rel whose pointer sorts last: the position after applying `rels` in this order."""
+    known = [rel for rel in rels if rel is not None]
+    success = inv.settings.success_filename
+    return max(known, key=lambda rel: table.pointer(rel, success)) if known else None

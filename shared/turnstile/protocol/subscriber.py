@@ -12,9 +12,8 @@ from enum import StrEnum
 from turnstile import logs
 from turnstile.batchfiles import data_files
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
-from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
-from turnstile.protocol import backlog, lock, retries
+from turnstile.protocol import backlog, lock, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -48,7 +47,6 @@ from turnstile.records import (
 from turnstile.store.port import object_uri
 
 log = logs.get("subscriber")
-DEFAULT_CONFIG = LoadConfig.model_validate({})
 MAX_TURNS = 1000  # a turn always changes state or returns; this only guards against a bug looping
 
 
@@ -279,87 +277,23 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
         inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""))
     except JobError as exc:
         error = f"the job could not be submitted: {exc}"
-        if isinstance(exc, JobDeferred) and _retry(
+        if isinstance(exc, JobDeferred) and retrying.schedule(
             inv, table, held, lock_generation, applied=(), error=error
         ):
             return
         _fail(inv, table, held, lock_generation, held.covers[0], error=error, job_id=job_id)
 
 
-def _retry(
-    inv: Invocation,
-    table: Table,
-    held: Lock,
-    lock_generation: int,
-    *,
-    applied: tuple[CoveredBatch, ...],
-    error: str,
-) -> bool:
-    """After a transient failure: free the lock with a retry time for the head batch, unless its
-    retries are used up (False: the caller fails the lock)."""
-    attempt = held.attempt + 1
-    retries_left = held.covers[0].rel if held.covers else None
-    config = _head_config(inv, held)
-    when = retries.retry_at(
-        attempt, config.job_retries, config.job_retry_backoff_seconds, held.job_id or "", inv.clock.now()
-    )
-    if when is None:
-        return False
-    position = _furthest(inv, table, held.position, *(c.rel for c in applied))
-    waiting = Lock(
-        state=LockState.FREE,
-        history=lock.with_job(held.history, held.job_id),
-        backfill_generation=held.backfill_generation,
-        position=position,
-        allow_late=held.allow_late,
-        attempt=attempt,
-        retry_at=when,
-        last_error=error,
-    )
-    try:
-        lock.write(inv, table, waiting, lock_generation)
-    except PreconditionFailed:
-        return True  # another subscriber moved first; it decides from what it wrote
-    log.warning(
-        f"job {held.job_id} of {table.uri} failed for a transient reason ({error}); batch "
-        f"{retries_left!r} is retried at {when.isoformat()} (attempt {attempt} of {config.job_retries})",
-        extra={
-            "event": "job_retry_scheduled",
-            "table": table.prefix,
-            "job_id": held.job_id,
-            "rel": retries_left,
-            "attempt": attempt,
-            "retry_at": when.isoformat(),
-            "error": error,
-        },
-    )
-    return True
-
-
-def _head_config(inv: Invocation, held: Lock) -> LoadConfig:
-    """The retry settings of the head batch's config cascade (defaults when it cannot be read)."""
-    if not held.covers:
-        return DEFAULT_CONFIG
-    found = inv.store.read(held.covers[0].pointer)
-    if found is None:
-        return DEFAULT_CONFIG
-    try:
-        _, resolved = inv.batch(backlog.decode(inv, found).success)
-    except (ConfigError, PathError):
-        return DEFAULT_CONFIG
-    return resolved.load
-
-
 def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, finish: Finish) -> None:
     backlog.remove_applied(inv, finish.applied)
     history = lock.with_job(held.history, held.job_id)
     # A late batch an operator let through sorts before the position: it must not move it back.
-    position = _furthest(inv, table, held.position, *(c.rel for c in finish.applied))
+    position = backlog.furthest(inv, table, held.position, *(c.rel for c in finish.applied))
     error = finish.error or "job failed"
     if finish.failed is not None and finish.transient:
         attempt = 0 if finish.applied else held.attempt  # a new head counts its own failures
         retried = held.model_copy(update={"covers": (finish.failed,), "attempt": attempt})
-        if _retry(inv, table, retried, lock_generation, applied=finish.applied, error=error):
+        if retrying.schedule(inv, table, retried, lock_generation, applied=finish.applied, error=error):
             return
         error = f"{error} (after {retried.attempt + 1} attempts failing for transient reasons)"
     if finish.failed is not None and held.cancel is not CancelChoice.REQUEUE:
@@ -396,13 +330,6 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
         "job applied",
         extra={"table": table.prefix, "job_id": held.job_id, "rels": [c.rel for c in finish.applied]},
     )
-
-
-def _furthest(inv: Invocation, table: Table, *rels: str | None) -> str | None:
-    """The rel whose pointer sorts last: the position after applying `rels` in this order."""
-    known = [rel for rel in rels if rel is not None]
-    success = inv.settings.success_filename
-    return max(known, key=lambda rel: table.pointer(rel, success)) if known else None
 
 
 def _exit_if_empty(inv: Invocation, table: Table, state: TableState) -> None:

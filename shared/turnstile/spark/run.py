@@ -12,11 +12,11 @@ from pyspark.sql import SparkSession
 from turnstile.clock import SystemClock
 from turnstile.errors import BatchFailed
 from turnstile.execution import execute, read_manifest
-from turnstile.paths import parse_bucket_uri
 from turnstile.settings import Settings
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
 from turnstile.store.port import ObjectStore
+from turnstile.uris import parse_bucket_uri
 
 
 def run(

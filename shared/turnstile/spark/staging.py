@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Protocol
 
 from turnstile.errors import BatchFailed, StoreUnavailable
-from turnstile.paths import parse_bucket_uri
 from turnstile.store.port import ObjectStore
+from turnstile.uris import parse_bucket_uri
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from typing import TypeVar
 
 from turnstile.errors import PreconditionFailed
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
 
 Listener = Callable[[str, int], None]
+T = TypeVar("T")
 OperationHook = Callable[[str, bool], None]  # (operation, its precondition failed)
 
 
@@ -46,7 +48,7 @@ class RecordingStore:
         if self._on_operation is not None:
             self._on_operation(op, conflict)
 
-    def _conditional(self, op: str, action: Callable[[], int | None]) -> int | None:
+    def _conditional(self, op: str, action: Callable[[], T]) -> T:
         try:
             result = action()
         except PreconditionFailed:
@@ -57,7 +59,6 @@ class RecordingStore:
 
     def _landed(self, op: str, name: str, write: Callable[[], int]) -> int:
         generation = self._conditional(op, write)
-        assert generation is not None
         if self._on_finalized is not None:
             self._on_finalized(name, generation)
         return generation

@@ -1,0 +1,79 @@
+"""The lock after a transient failure: FREE with the head batch's next attempt and its retry time
+(the decision itself, transient or terminal and when, is `retries`, pure)."""
+
+from __future__ import annotations
+
+from turnstile import logs
+from turnstile.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.load_config import LoadConfig
+from turnstile.paths import Table
+from turnstile.protocol import backlog, lock, retries
+from turnstile.protocol.context import Invocation
+from turnstile.records import CoveredBatch, Lock, LockState
+
+log = logs.get("subscriber")
+DEFAULT_CONFIG = LoadConfig.model_validate({})
+
+
+def schedule(
+    inv: Invocation,
+    table: Table,
+    held: Lock,
+    lock_generation: int,
+    *,
+    applied: tuple[CoveredBatch, ...],
+    error: str,
+) -> bool:
+    """After a transient failure: free the lock with a retry time for the head batch, unless its
+    retries are used up (False: the caller fails the lock)."""
+    attempt = held.attempt + 1
+    retries_left = held.covers[0].rel if held.covers else None
+    config = head_config(inv, held)
+    when = retries.retry_at(
+        attempt, config.job_retries, config.job_retry_backoff_seconds, held.job_id or "", inv.clock.now()
+    )
+    if when is None:
+        return False
+    position = backlog.furthest(inv, table, held.position, *(c.rel for c in applied))
+    waiting = Lock(
+        state=LockState.FREE,
+        history=lock.with_job(held.history, held.job_id),
+        backfill_generation=held.backfill_generation,
+        position=position,
+        allow_late=held.allow_late,
+        attempt=attempt,
+        retry_at=when,
+        last_error=error,
+    )
+    try:
+        lock.write(inv, table, waiting, lock_generation)
+    except PreconditionFailed:
+        return True  # another subscriber moved first; it decides from what it wrote
+    log.warning(
+        f"job {held.job_id} of {table.uri} failed for a transient reason ({error}); batch "
+        f"{retries_left!r} is retried at {when.isoformat()} (attempt {attempt} of {config.job_retries})",
+        extra={
+            "event": "job_retry_scheduled",
+            "table": table.prefix,
+            "job_id": held.job_id,
+            "rel": retries_left,
+            "attempt": attempt,
+            "retry_at": when.isoformat(),
+            "error": error,
+        },
+    )
+    return True
+
+
+def head_config(inv: Invocation, held: Lock) -> LoadConfig:
+    """The retry settings of the head batch's config cascade (defaults when it cannot be read)."""
+    if not held.covers:
+        return DEFAULT_CONFIG
+    found = inv.store.read(held.covers[0].pointer)
+    if found is None:
+        return DEFAULT_CONFIG
+    try:
+        _, resolved = inv.batch(backlog.decode(inv, found).success)
+    except (ConfigError, PathError):
+        return DEFAULT_CONFIG
+    return resolved.load
