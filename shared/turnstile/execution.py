@@ -37,14 +37,14 @@ def read_manifest(store: ObjectStore, manifest_uri: str) -> Manifest:
 def _record(store: ObjectStore, name: str, result: BatchResult) -> None:
     """Write the batch's result record, unless it would replace the record of its commit: the
     history never loses a commit (a SKIPPED attempt after a COMMITTED one leaves it as it is)."""
-    if result.outcome is not BatchOutcome.COMMITTED:
+    if result.outcome not in (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED):
         found = store.read(name)
         if found is not None and _outcome(found.data, name) in _APPLIED:
             return
     store.write(name, result.encode())
 
 
-_APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+_APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED, BatchOutcome.REPROCESSED)
 
 
 def _outcome(data: bytes, name: str) -> BatchOutcome | None:
@@ -71,6 +71,8 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
         else:
             try:
                 result = applier.apply(batch, manifest.job_id)
+                if batch.reprocess is not None:  # committed once more, deliberately: history says so
+                    result = result.model_copy(update={"outcome": BatchOutcome.REPROCESSED})
             except BatchFailed as exc:
                 error = f"batch {batch.rel!r}: {exc}"
                 result = BatchResult(

@@ -37,7 +37,7 @@ def explain(
     }
     if kind not in _CONFIGURED:
         if kind not in (ObjectKind.CONFIG, ObjectKind.INTERNAL):
-            table = table_of_state_object(bucket, name)
+            table = table_of_state_object(bucket, name, settings.destination_regex)
             described |= {"table": f"{table.dataset}.{table.table}", "table_prefix": table.prefix}
         note = f"not read: a {kind.value} object has no load config (nothing was read from storage)"
         if kind is ObjectKind.CONFIG:

@@ -51,6 +51,9 @@ class CoveredBatch(BaseModel):
     pointer: str
     pointer_generation: int
     success_generation: int
+    # An operator's `turnstile reprocess`: `pointer` names the request object, not a backlog pointer;
+    # the batch was committed before, so it does not move the table's position.
+    reprocess: bool = False
 
 
 class CancelChoice(StrEnum):
@@ -125,6 +128,18 @@ class Pointer(Record):
     published_at: AwareDatetime
 
 
+class ReprocessRequest(Pointer):
+    """`<table>/_turnstile/reprocess/<id>.json`: an operator's `turnstile reprocess` of a committed
+    batch. The subscriber applies it once, after the pointers queued before it (`after`: the last
+    one when it was written), and removes it when that job committed it. A `Pointer` too, so the
+    lock's covered batch reads the same way whichever it is."""
+
+    rel: str
+    after: str | None = None  # the name of the last backlog pointer when the request was written
+    requested_at: AwareDatetime
+    reason: str | None = None
+
+
 class ManifestBatch(BaseModel):
     """One batch of a job, with everything the Spark job needs and nothing of the protocol."""
 
@@ -145,6 +160,9 @@ class ManifestBatch(BaseModel):
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record
     failed_prefix: str  # where bad rows go
+    # The id of an operator's reprocess request: the batch is committed once more, under a commit key
+    # of its own, instead of being skipped as already committed.
+    reprocess: str | None = None
 
     @property
     def folder(self) -> str:
@@ -170,6 +188,7 @@ class Manifest(Record):
 class BatchOutcome(StrEnum):
     COMMITTED = "COMMITTED"
     SKIPPED = "SKIPPED"  # already committed by an earlier run: not applied again
+    REPROCESSED = "REPROCESSED"  # committed once more on an operator's request (`turnstile reprocess`)
     FAILED = "FAILED"
 
 

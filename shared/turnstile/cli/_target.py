@@ -8,6 +8,7 @@ from pathlib import Path
 
 from turnstile import wiring, wiring_aws
 from turnstile.cli._errors import SCHEME, STORAGE
+from turnstile.config import ConfigReader
 from turnstile.errors import SettingsError
 from turnstile.jobs.port import JobRunner
 from turnstile.local import stackinfo
@@ -100,9 +101,18 @@ def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
     return target.stack.bucket, ""
 
 
-def table_of(uri: str) -> Table:
-    """The table a `gs://BUCKET/DATASET/TABLE` URI names."""
+def layout_settings(settings: Settings, store: ObjectStore, prefix: str) -> Settings:
+    """The settings with the destination regex that applies at `prefix`: a `destinationRegex` in the
+    `_config/load.json` cascade down to it wins over DESTINATION_REGEX, as for the function."""
+    folder = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    regex = ConfigReader(store).resolve(folder).load.destination_regex
+    return settings.model_copy(update={"destination_regex": regex}) if regex else settings
+
+
+def table_of(uri: str, destination_regex: str | None = None) -> Table:
+    """The table a `gs://BUCKET/DATASET/TABLE` URI names (with a DESTINATION_REGEX: the table
+    prefix the regex matches)."""
     bucket, prefix = parse(uri)
     if len([p for p in prefix.split("/") if p]) < 2:
         raise Refused(f"{uri} does not name a table; pass gs://BUCKET/DATASET/TABLE")
-    return table_of_state_object(bucket, f"{prefix}/{LOCK}")
+    return table_of_state_object(bucket, f"{prefix.strip('/')}/{LOCK}", destination_regex)

@@ -17,6 +17,7 @@ from turnstile.errors import PathError
 from turnstile.explain import explain, reads_config
 from turnstile.ops import backfill as backfill_ops
 from turnstile.ops import render, session
+from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import upload as upload_ops
 from turnstile.ops import validate as validate_ops
@@ -180,6 +181,33 @@ def retry_command(
     out.print(f"{done.batch}: attempt {done.attempt + 1} {verb} as job {done.job_id}")
     out.print(f"the attempt before failed with: {done.error}")
     out.print("follow it with: turnstile status")
+
+
+@guarded
+def reprocess_command(
+    uri: Annotated[str, typer.Argument(metavar="gs://BUCKET/DS/TABLE/REL", help="the batch folder")],
+    reason: Annotated[str | None, typer.Option("--reason", help="kept in the request")] = None,
+    output: OutputOption = Output.text,
+) -> None:
+    """Apply an already committed batch once more, deliberately: after the batches queued before
+    it, as a commit of its own, shown as REPROCESSED by `turnstile history`."""
+    target = _target.current()
+    bucket, name = _target.parse(uri)
+    if not name:
+        raise PathError(f"{uri} names a bucket; pass the batch's folder, gs://BUCKET/DS/TABLE/REL")
+    success = target.settings.success_filename
+    folder = name.rstrip("/").removesuffix(f"/{success}") if name.rstrip("/") != success else ""
+    store = target.store(bucket)
+    inv = session.invocation(store, target.settings)
+    done = reprocess_ops.request(inv, f"{folder}/{success}" if folder else success, reason)
+    if output is Output.json:
+        emit_json(done.__dict__)
+        return
+    out = render.console()
+    after = f" after {done.queued_after!r}, the last batch queued before it" if done.queued_after else ""
+    out.print(f"{done.batch} (generation {done.generation}) will be committed once more{after}")
+    out.print(f"request: {done.request}")
+    out.print(f"follow it with: turnstile history {done.table}")
 
 
 @guarded

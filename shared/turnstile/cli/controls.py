@@ -23,7 +23,7 @@ def pause_command(
     """Start no job for the table until `turnstile resume`: a running job finishes, new batches keep
     queuing in order, the sweeper leaves the table alone."""
     target = _target.current()
-    table = _target.table_of(uri)
+    table = _target.table_of(uri, target.settings.destination_regex)
     operator.pause(session.invocation(target.store(table.bucket), target.settings), table, reason)
     if output is Output.json:
         emit_json({"table": table.uri, "paused": True, "reason": reason})
@@ -48,7 +48,7 @@ def cancel_command(
     """Cancel the job that holds the table. What it committed stays (each batch is its own commit);
     the batch it had not committed blocks the table, or with --requeue is applied by the next job."""
     target = _target.current()
-    table = _target.table_of(uri)
+    table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK

@@ -49,7 +49,8 @@ def status_command(
     Exits 1 when a table is BLOCKED (FAILED lock) or its state cannot be read."""
     target = _target.current()
     bucket, prefix = _target.bucket_and_prefix(target, uri)
-    inv = session.invocation(target.store(bucket), target.settings)
+    store = target.store(bucket)
+    inv = session.invocation(store, _target.layout_settings(target.settings, store, prefix))
     cache: dict[str, bool] = {}
     found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
     problems = any(s.health.is_problem for s in found)
@@ -178,7 +179,7 @@ def unlock_command(
 
     Without --skip-head the failed batch is applied again; with it, its pointer is dropped."""
     target = _target.current()
-    table = _target.table_of(uri)
+    table = _target.table_of(uri, target.settings.destination_regex)
     inv = session.invocation(target.store(table.bucket), target.settings)
     lock, generation = read_lock(inv, table)
     if expect_generation is not None and generation != expect_generation:
@@ -256,7 +257,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     """Undo `turnstile pause` and start the table's subscriber now (a new `_BACKFILL` generation);
     also the go-ahead under WAIT_FOR_VALIDATION."""
     target = _target.current()
-    table = _target.table_of(uri)
+    table = _target.table_of(uri, target.settings.destination_regex)
     inv = session.invocation(target.store(table.bucket), target.settings)
     lock, lock_generation = read_lock(inv, table)
     generation = operator.resume(inv, table)
@@ -284,7 +285,7 @@ def history_command(
     """The table's result records in the order its batches apply: rel, generation, outcome, rows,
     bad rows, seconds, snapshot id, finished at."""
     target = _target.current()
-    table = _target.table_of(uri)
+    table = _target.table_of(uri, target.settings.destination_regex)
     found = history_ops.history(
         target.store(table.bucket),
         table,

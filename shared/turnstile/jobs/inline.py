@@ -24,6 +24,7 @@ class MemoryTables:
 
     commits: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     failing: set[str] = field(default_factory=set)  # rels whose application fails
+    reprocessed: set[tuple[str, str]] = field(default_factory=set)  # (table prefix, request id)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
@@ -31,6 +32,9 @@ class MemoryTables:
         with self.lock:
             log = self.commits.get(batch.table_prefix, [])
             key = (batch.rel, batch.success_generation)
+            if batch.reprocess is not None:  # committed under a key of its own, once per request
+                done = (batch.table_prefix, batch.reprocess) in self.reprocessed
+                return len(log) - log[::-1].index(key) if done else None
             return log.index(key) + 1 if key in log else None
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
@@ -38,6 +42,8 @@ class MemoryTables:
             raise BatchFailed(f"injected failure of {batch.rel!r}")
         with self.lock:
             self.commits.setdefault(batch.table_prefix, []).append((batch.rel, batch.success_generation))
+            if batch.reprocess is not None:
+                self.reprocessed.add((batch.table_prefix, batch.reprocess))
         return BatchResult(
             job_id=job_id,
             rel=batch.rel,

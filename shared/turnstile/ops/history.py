@@ -1,6 +1,7 @@
 """`turnstile history`: the result records of a table, in the order its batches are applied.
 
-The job writes one record per batch attempt at `<table>/_turnstile/results/<rel>/<generation>.json`.
+The job writes one record per batch attempt at `<table>/_turnstile/results/<rel>/<generation>.json`,
+and one per operator's reprocess of it at `<generation>.reprocess-<request id>.json`.
 One listing gives every name; records are sorted as the backlog sorts pointers (by the name
 `<rel>/_SUCCESS`, then by `_SUCCESS` generation), and only the last `last` of them are read.
 """
@@ -16,12 +17,14 @@ from turnstile.paths import Table
 from turnstile.records import BatchResult
 from turnstile.store.port import ObjectStore
 
+REPROCESS = ".reprocess-"  # `<generation>.reprocess-<request id>.json`: a `turnstile reprocess`
+
 
 @dataclass(frozen=True)
 class Entry:
     rel: str
     generation: int  # of the batch's `_SUCCESS`
-    outcome: str  # COMMITTED | SKIPPED | FAILED | UNREADABLE
+    outcome: str  # COMMITTED | SKIPPED | REPROCESSED | FAILED | UNREADABLE
     rows_read: int
     rows_written: int
     bad_rows: int
@@ -45,17 +48,18 @@ class History:
 
 def history(store: ObjectStore, table: Table, *, success_filename: str, last: int | None) -> History:
     root = f"{table.internal}results/"
-    named: list[tuple[str, str, int]] = []  # (object, rel, generation)
+    named: list[tuple[str, str, int, str]] = []  # (object, rel, generation, reprocess request id)
     for info in store.list_objects(root):
         tail = info.name[len(root) :]
         folder, _, base = tail.rpartition("/")
-        stem = base.removesuffix(".json")
+        stem, _, request = base.removesuffix(".json").partition(REPROCESS)
         if base.endswith(".json") and stem.isdigit():
-            named.append((info.name, folder, int(stem)))
-    named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2]))
+            named.append((info.name, folder, int(stem), request))
+    # A reprocess follows the commit it repeats (request ids sort by the time they were made).
+    named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2], item[3]))
     chosen = named[-last:] if last else named
     entries = []
-    for name, rel, generation in chosen:
+    for name, rel, generation, _ in chosen:
         found = store.read(name)
         if found is None:
             continue  # deleted since listed

@@ -150,7 +150,13 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
     """The tables a `gs://BUCKET[/PREFIX]` argument names: all of them, a dataset's, or one."""
     parts = [p for p in prefix.split("/") if p]
     bucket = inv.store.bucket
-    if not parts:
+    regex = inv.settings.destination_regex
+    if regex and parts:  # the table the prefix is, or those the regex finds below it
+        try:
+            found = [table_of_state_object(bucket, f"{'/'.join(parts)}/{LOCK}", regex)]
+        except PathError:
+            found = all_tables(inv, "/".join(parts))
+    elif not parts:
         found = all_tables(inv)
     elif len(parts) == 1:
         table_of_state_object(bucket, f"{parts[0]}/any/{LOCK}")  # the dataset name must be valid

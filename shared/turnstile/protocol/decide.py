@@ -36,6 +36,8 @@ class View:
     head_applied: bool = False  # the head's very `_SUCCESS` generation is already committed
     backing_off: bool = False  # a transient failure's retry is not due yet
     paused: bool = False  # an operator paused the table (`turnstile pause`)
+    reprocess: PointerRef | None = None  # an operator's reprocess request, due: queued before the head
+    reprocess_after: str | None = None  # a request waits behind this pointer: no job covers past it
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,14 @@ class Acquire:
 
 
 @dataclass(frozen=True)
+class Reprocess:
+    """Lock the table for a job that commits an already committed batch once more (`turnstile
+    reprocess`): everything queued before the request is applied."""
+
+    request: PointerRef
+
+
+@dataclass(frozen=True)
 class Finish:
     """The job ended: remove the pointers of `applied`; free the lock or fail it at `failed`."""
 
@@ -110,7 +120,9 @@ class Finish:
     transient: bool = False  # the job never recorded why `failed` failed: retrying may help
 
 
-Action = Blocked | Gated | Idle | Paused | Backoff | Wait | Submit | Drop | Late | Acquire | Finish
+Action = (
+    Blocked | Gated | Idle | Paused | Backoff | Wait | Submit | Drop | Late | Acquire | Reprocess | Finish
+)
 
 
 def decide(view: View) -> Action:
@@ -127,6 +139,10 @@ def decide(view: View) -> Action:
         return _finish(lock, view.job, view.outcomes or {})
     if not view.gate_open:
         return Gated()
+    if view.reprocess is not None:
+        if view.paused:
+            return Paused()
+        return Backoff() if view.backing_off else Reprocess(view.reprocess)
     if not view.head:
         return Idle()
     if view.head_applied:
@@ -137,7 +153,13 @@ def decide(view: View) -> Action:
         return Paused()
     if view.backing_off:
         return Backoff()
-    return Acquire(view.head)
+    barrier = view.reprocess_after
+    return Acquire(tuple(h for h in view.head if barrier is None or h.name <= barrier))
+
+
+_APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+# A reprocess's job commits it as REPROCESSED, or finds its own commit there (SKIPPED) when retried.
+_REPROCESSED = (BatchOutcome.REPROCESSED, BatchOutcome.SKIPPED)
 
 
 def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) -> Finish:
@@ -145,7 +167,7 @@ def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) ->
     applied: list[CoveredBatch] = []
     for covered in lock.covers:
         outcome = outcomes.get(covered.rel)
-        if outcome not in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
+        if outcome not in (_REPROCESSED if covered.reprocess else _APPLIED):
             error = job.detail or f"job {job.job_id} ended {job.state.value} before applying {covered.rel!r}"
             if lock.cancel is not None:
                 error = f"job {job.job_id} was cancelled by an operator before applying {covered.rel!r}"

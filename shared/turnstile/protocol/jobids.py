@@ -42,3 +42,13 @@ def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: in
     A retry after a failure is attempt 1, 2...: a new id (`-r<attempt>`, at most 62 characters)."""
     job_id = f"{prefix}-{_slug(table)}-u{_digest(table.prefix, rel, success_generation)[:15]}"
     return f"{job_id}-r{attempt}" if attempt else job_id
+
+
+def reprocess_job_id(
+    prefix: str, table: Table, request: str, request_generation: int, lock_generation: int, *, reuse: int = 0
+) -> str:
+    """One job per acquisition of the lock for an operator's reprocess request (`-p`): a duplicate
+    event attaches to it; a retry after an unlock gets a new id; `reuse` as for `ordered_job_id`."""
+    digest = _digest(table.prefix, request, request_generation, lock_generation)
+    job_id = f"{prefix}-{_slug(table)}-p{digest[:15]}"
+    return f"{job_id}-n{reuse}" if reuse else job_id

@@ -55,7 +55,8 @@ def unlock(
             pass  # already gone, or re-published with a new generation that must still apply
     position = lock.position
     success = inv.settings.success_filename
-    if dropped and head and (position is None or head.pointer > table.pointer(position, success)):
+    moves = head is not None and not head.reprocess  # a reprocess request does not move the position
+    if dropped and head and moves and (position is None or head.pointer > table.pointer(position, success)):
         position = head.rel  # skipped: the batches before it must not be pulled in again
     released = Lock(
         state=LockState.FREE,

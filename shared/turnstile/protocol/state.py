@@ -13,7 +13,7 @@ from functools import cached_property
 from turnstile.errors import ConfigError, CorruptState
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.paths import Table, claim_name
-from turnstile.protocol import backlog, lock
+from turnstile.protocol import backlog, lock, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef, View
 from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState, Pause
@@ -199,7 +199,8 @@ def subscriber_view(state: TableState) -> View:
     late = behind and position is not None and head[0].name < position
     applied = behind and backlog.already_applied(inv, table, head[0])
     backing_off = held.retry_at is not None and held.retry_at > state.now
-    paused = bool(head) and state.operator_pause is not None
+    request, barrier = reprocess.due(inv, table, head)
+    paused = (bool(head) or request is not None) and state.operator_pause is not None
     return View(
         lock=held,
         head=head,
@@ -208,6 +209,8 @@ def subscriber_view(state: TableState) -> View:
         head_applied=applied,
         backing_off=backing_off,
         paused=paused,
+        reprocess=request,
+        reprocess_after=barrier,
     )
 
 

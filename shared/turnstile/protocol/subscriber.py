@@ -13,7 +13,7 @@ from turnstile import logs
 from turnstile.batchfiles import data_files
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import backlog, lock, retrying
+from turnstile.protocol import backlog, lock, reprocess, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -26,6 +26,7 @@ from turnstile.protocol.decide import (
     Late,
     Paused,
     PointerRef,
+    Reprocess,
     Submit,
     Wait,
     decide,
@@ -100,6 +101,8 @@ def run(inv: Invocation, table: Table) -> Stopped:
                 _block_late(inv, table, held, generation, head)
             case Acquire(covers=covers):
                 _acquire(inv, table, held, generation, covers)
+            case Reprocess(request=request):
+                _reprocess(inv, table, held, generation, request)
             case Finish():
                 _finish(inv, table, held, generation, action)
                 if inv.settings.wait_for_validation and action.failed is None:
@@ -182,6 +185,16 @@ def _acquire(
         },
     )
     _submit(inv, table, running, generation, job_id)
+
+
+def _reprocess(inv: Invocation, table: Table, held: Lock, lock_generation: int, request: PointerRef) -> None:
+    def fail(at: CoveredBatch, error: str) -> None:
+        _fail(inv, table, held, lock_generation, at, error=error)
+
+    taken = reprocess.acquire(inv, table, held, lock_generation, request, fail=fail)
+    if taken is not None:
+        running, generation = taken
+        _submit(inv, table, running, generation, running.job_id or "")
 
 
 MAX_REUSED_IDS = 100  # a lock deleted by hand this often under the same head is a bug, not recovery
@@ -288,7 +301,9 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
     backlog.remove_applied(inv, finish.applied)
     history = lock.with_job(held.history, held.job_id)
     # A late batch an operator let through sorts before the position: it must not move it back.
-    position = backlog.furthest(inv, table, held.position, *(c.rel for c in finish.applied))
+    # A reprocessed batch was committed before: the position stays where it is.
+    moved = (c.rel for c in finish.applied if not c.reprocess)
+    position = backlog.furthest(inv, table, held.position, *moved)
     error = finish.error or "job failed"
     if finish.failed is not None and finish.transient:
         attempt = 0 if finish.applied else held.attempt  # a new head counts its own failures
@@ -341,5 +356,5 @@ def _exit_if_empty(inv: Invocation, table: Table, state: TableState) -> None:
             inv.store.delete(table.backfill, if_generation=current.generation)
         except PreconditionFailed:
             return  # a newer _BACKFILL arrived: its own run takes over
-    if backlog.head(inv, table, 1):
+    if backlog.head(inv, table, 1) or reprocess.pending(inv, table):
         ensure_subscriber(inv, table)

@@ -102,14 +102,16 @@ def sweep(inv: Invocation) -> list[dict[str, Any]]:
 MAX_TABLE_DEPTH = 4  # folders a custom DESTINATION_REGEX may put before a table's own folder
 
 
-def tables(inv: Invocation) -> list[Table]:
-    """Every table prefix of the bucket: `<dataset>/<table>/` (the dataset folder may be
-    `project.dataset`); with a DESTINATION_REGEX, any folder at most MAX_TABLE_DEPTH deep that the
-    regex matches as a whole table prefix. Reserved `_` folders are not walked."""
+def tables(inv: Invocation, under: str = "") -> list[Table]:
+    """Every table prefix of the bucket (or below the folder `under`): `<dataset>/<table>/` (the
+    dataset folder may be `project.dataset`); with a DESTINATION_REGEX, any folder at most
+    MAX_TABLE_DEPTH deep that the regex matches as a whole table prefix. Reserved `_` folders are
+    not walked."""
     regex = inv.settings.destination_regex
     found: list[Table] = []
-    level = [""]
-    for depth in range(1, MAX_TABLE_DEPTH + 1 if regex else 3):
+    under = under.strip("/")
+    level = [f"{under}/" if under else ""]
+    for depth in range(len(under.split("/")) + 1 if under else 1, MAX_TABLE_DEPTH + 1 if regex else 3):
         deeper = []
         for parent in level:
             for folder in inv.store.list_folders(parent):

@@ -48,7 +48,8 @@ class IcebergApplier:
         return self._ledger[table]
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
-        return self._committed(self.table(batch)).get(commits.batch_key(batch.rel, batch.success_generation))
+        key = commits.batch_key(batch.rel, batch.success_generation, batch.reprocess)
+        return self._committed(self.table(batch)).get(key)
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         started = time.monotonic()
@@ -106,7 +107,7 @@ class IcebergApplier:
         self._spark.sql(sql.create_namespace(self._catalog, batch.dataset))
         read.rows.createOrReplaceTempView("batch")
         properties = {
-            commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation),
+            commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation, batch.reprocess),
             "turnstile.table": batch.table_prefix,
             "turnstile.rel": batch.rel,
             "turnstile.success-generation": str(batch.success_generation),
@@ -114,6 +115,9 @@ class IcebergApplier:
             "turnstile.job-id": job_id,
             "turnstile.position": batch.rel,  # the last applied position, on every commit
         }
+        if batch.reprocess:  # a committed batch once more: the position stays where it was
+            del properties["turnstile.position"]
+            properties["turnstile.reprocess"] = batch.reprocess
         try:
             self._write(table, batch, load, properties)
         except BatchFailed:

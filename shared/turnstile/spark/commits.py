@@ -22,8 +22,11 @@ from turnstile.spark import sql
 BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
 
 
-def batch_key(rel: str, success_generation: int) -> str:
-    return f"{rel}#{success_generation}"
+def batch_key(rel: str, success_generation: int, reprocess: str | None = None) -> str:
+    """A reprocess (`turnstile reprocess`) commits under a key of its own: the batch's commit stays
+    what the skip rule finds, and the reprocess is applied once per request."""
+    key = f"{rel}#{success_generation}"
+    return f"{key}#reprocess-{reprocess}" if reprocess else key
 
 
 def _jvm(spark: SparkSession) -> Any:

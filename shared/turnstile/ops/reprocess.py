@@ -1,0 +1,84 @@
+"""`turnstile reprocess`: apply an already committed batch once more, deliberately.
+
+Writes a reprocess request (`protocol.reprocess`) and wakes the table's subscriber, which applies it
+after every batch queued before it, as a commit of its own recorded as REPROCESSED in the history
+next to the original commit. Refused, changing nothing, when the batch is not there, was never
+committed (it is queued, running or failed: wait, or retry it), or its table is blocked.
+Unordered tables are accepted too: the reprocess is one more apply, through the same request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnstile import logs
+from turnstile.ops.errors import Refused
+from turnstile.protocol import lock, reprocess
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.publisher import ensure_subscriber
+from turnstile.records import LockState, ReprocessRequest
+from turnstile.store.port import object_uri
+
+log = logs.get("reprocess")
+
+
+@dataclass(frozen=True)
+class Requested:
+    batch: str  # gs:// URI of the batch folder
+    table: str  # gs:// URI of the table
+    rel: str
+    generation: int  # of the batch's `_SUCCESS`: the commit applied once more
+    request: str  # gs:// URI of the request object
+    queued_after: str | None  # the last batch queued before it, applied first
+
+
+def request(inv: Invocation, success_name: str, reason: str | None = None) -> Requested:
+    """Ask for the batch whose `_SUCCESS` is `success_name` to be committed once more."""
+    batch, _ = inv.batch(success_name)  # a path or config that does not resolve says why
+    table = batch.table
+    success_uri = object_uri(inv.store, success_name)
+    live = inv.store.stat(success_name)
+    if live is None:
+        raise Refused(
+            f"{success_uri} does not exist: there is no batch to reprocess there; check the path "
+            f"(turnstile history {table.uri} lists the committed batches)"
+        )
+    if not reprocess.committed(inv, table, batch.rel, live.generation):
+        raise Refused(
+            f"{batch.uri} (its _SUCCESS generation {live.generation}) was never committed, so there is "
+            f"nothing to reprocess: it is queued, running or failed (turnstile status {table.uri}); "
+            "wait for it to be applied, or apply a failed one with turnstile retry (unordered table) "
+            "or turnstile unlock (ordered table)"
+        )
+    held, _ = lock.read(inv, table)
+    if held.state is LockState.FAILED:
+        raise Refused(
+            f"{table.uri} is blocked on {held.failed_rel!r} ({held.error}); a reprocess would wait "
+            f"behind it: unlock the table first (turnstile unlock {table.uri}), then reprocess"
+        )
+    success = inv.settings.success_filename
+    queued = [
+        info.name
+        for info in inv.store.list_objects(table.backlog)
+        if info.name.endswith(f"/{success}") or info.name == table.backlog + success
+    ]
+    after = queued[-1] if queued else None
+    now = inv.clock.now()
+    name = reprocess.request_name(table, reprocess.new_request_id(now))
+    record = ReprocessRequest(
+        success=success_name,
+        success_generation=live.generation,
+        published_at=now,
+        rel=batch.rel,
+        after=after,
+        requested_at=now,
+        reason=reason,
+    )
+    inv.store.create(name, record.encode())  # a new name: never replaces another request
+    ensure_subscriber(inv, table)  # after the request: an exiting subscriber looks for it last
+    log.warning(
+        f"reprocess of committed batch {batch.rel!r} of {table.uri} requested by an operator",
+        extra={"event": "reprocess_requested", "table": table.prefix, "rel": batch.rel, "request": name},
+    )
+    rel_after = table.rel_of_pointer(after, success) if after else None
+    return Requested(batch.uri, table.uri, batch.rel, live.generation, object_uri(inv.store, name), rel_after)

@@ -1,0 +1,201 @@
+"""An operator's reprocess of a committed batch (`turnstile reprocess`), on the subscriber's side.
+
+The request is an object `<table>/_turnstile/reprocess/<id>.json` (ids sort by the time they were
+made). The subscriber takes the oldest one once every pointer queued before it was applied, holds
+the lock for its job like for any batch (the request stands where a pointer would: it is removed,
+at the generation covered, when the job committed the batch once more), and derives the job id
+from the request's name and generation, so a duplicated event or a crash at any step attaches to
+the same job instead of applying the batch twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+
+from turnstile import logs
+from turnstile.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.paths import Table
+from turnstile.protocol import lock
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.decide import PointerRef
+from turnstile.protocol.jobids import reprocess_job_id
+from turnstile.protocol.manifests import manifest_batch, write_manifest
+from turnstile.records import (
+    BatchOutcome,
+    BatchResult,
+    CoveredBatch,
+    Lock,
+    LockState,
+    Manifest,
+    ReprocessRequest,
+)
+from turnstile.store.port import object_uri
+
+log = logs.get("reprocess")
+MAX_REUSED_IDS = 100
+
+
+def folder(table: Table) -> str:
+    """Folder of the table's reprocess requests, with trailing slash."""
+    return f"{table.internal}reprocess/"
+
+
+def request_name(table: Table, request_id: str) -> str:
+    return f"{folder(table)}{request_id}.json"
+
+
+def request_id_of(name: str) -> str:
+    return name.rpartition("/")[2].removesuffix(".json")
+
+
+def new_request_id(now: datetime) -> str:
+    """Sorts by creation time; the random tail keeps two requests in one microsecond apart."""
+    return f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:8]}"
+
+
+def result_name(table: Table, rel: str, success_generation: int, request_id: str) -> str:
+    """Result record of a reprocess: next to the batch's own record, which it never replaces."""
+    own = table.result(rel, success_generation)
+    return f"{own.removesuffix('.json')}.reprocess-{request_id}.json"
+
+
+def committed(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
+    """The result record of this `_SUCCESS` generation says it is committed."""
+    found = inv.store.read(table.result(rel, success_generation))
+    if found is None:
+        return False
+    try:
+        outcome = BatchResult.decode(found.data, found.name).outcome
+    except ConfigError:
+        return False
+    return outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+
+
+def pending(inv: Invocation, table: Table) -> bool:
+    return bool(inv.store.list_objects(folder(table), limit=1))
+
+
+def due(inv: Invocation, table: Table, head: tuple[PointerRef, ...]) -> tuple[PointerRef | None, str | None]:
+    """The oldest request when every pointer queued before it is applied (the backlog's head sorts
+    after the request's `after`); else None, and the last pointer a job may cover before it runs
+    (None: no limit)."""
+    listed = inv.store.list_objects(folder(table), limit=1)
+    if not listed:
+        return None, None
+    info = listed[0]
+    ref = PointerRef(info.name, info.generation, "")
+    if not head:
+        return ref, None
+    found = inv.store.read(info.name)
+    if found is None or found.generation != info.generation:
+        return None, None  # taken meanwhile: the next turn sees what changed
+    after = _decode(inv, found.data, found.name).after
+    if after is None or head[0].name > after:
+        return ref, None
+    return None, after
+
+
+def _decode(inv: Invocation, data: bytes, name: str) -> ReprocessRequest:
+    return ReprocessRequest.decode(data, object_uri(inv.store, name))
+
+
+def acquire(
+    inv: Invocation,
+    table: Table,
+    held: Lock,
+    lock_generation: int,
+    ref: PointerRef,
+    *,
+    fail: Callable[[CoveredBatch, str], None],
+) -> tuple[Lock, int] | None:
+    """Lock the table for the job that reprocesses the request `ref`; return the lock written and
+    its generation (the caller submits), or None when another writer moved first or the request
+    cannot be applied (then `fail` blocked the table on it)."""
+    found = inv.store.read(ref.name)
+    if found is None or found.generation != ref.generation:
+        return None
+    try:
+        request = _decode(inv, found.data, found.name)
+    except ConfigError as exc:
+        at = CoveredBatch(rel="", pointer=ref.name, pointer_generation=ref.generation, success_generation=0)
+        fail(at.model_copy(update={"reprocess": True}), f"{exc}; drop it with --skip-head")
+        return None
+    at = CoveredBatch(
+        rel=request.rel,
+        pointer=ref.name,
+        pointer_generation=ref.generation,
+        success_generation=request.success_generation,
+        reprocess=True,
+    )
+    live = inv.store.stat(request.success)
+    if live is None or live.generation != request.success_generation:
+        now = "is gone" if live is None else f"is generation {live.generation} now"
+        fail(
+            at,
+            f"reprocess of {request.rel!r}: its _SUCCESS {object_uri(inv.store, request.success)} {now}, "
+            f"not the committed generation {request.success_generation} the request names; drop the "
+            "request with --skip-head (the new generation is a batch of its own)",
+        )
+        return None
+    try:
+        batch, resolved = inv.batch(request.success)
+    except (ConfigError, PathError) as exc:
+        fail(at, f"reprocess of {request.rel!r}: {exc}")
+        return None
+    request_id = request_id_of(ref.name)
+    planned = manifest_batch(inv, batch, resolved, request.success_generation).model_copy(
+        update={
+            "reprocess": request_id,
+            "result": result_name(table, batch.rel, request.success_generation, request_id),
+        }
+    )
+    job_id = _fresh_job_id(inv, table, ref, lock_generation)
+    manifest = Manifest(
+        job_id=job_id,
+        bucket=inv.store.bucket,
+        batches=(planned,),
+        done_signal=table.done_signal(job_id),
+        ordered=True,  # its end wakes the subscriber, whatever the table
+    )
+    write_manifest(inv, table.manifest(job_id), manifest)
+    running = Lock(
+        state=LockState.RUNNING,
+        job_id=job_id,
+        covers=(at,),
+        manifest=table.manifest(job_id),
+        acquired_at=inv.clock.now(),
+        backfill_generation=held.backfill_generation,
+        history=held.history,
+        position=held.position,
+        attempt=held.attempt,
+        last_error=held.last_error,
+    )
+    try:
+        generation = lock.write(inv, table, running, lock_generation)
+    except PreconditionFailed:
+        return None  # another subscriber moved first; decide again from what it wrote
+    log.warning(
+        f"reprocessing committed batch {request.rel!r} of {table.uri} on an operator's request",
+        extra={
+            "event": "reprocess_started",
+            "table": table.prefix,
+            "rel": request.rel,
+            "job_id": job_id,
+            "request": ref.name,
+        },
+    )
+    return running, generation
+
+
+def _fresh_job_id(inv: Invocation, table: Table, ref: PointerRef, lock_generation: int) -> str:
+    """As the subscriber's: an id the runner knows belongs to an earlier acquisition (a lock
+    deleted by hand starts at generation 0 again), so take the next."""
+    for reuse in range(MAX_REUSED_IDS):
+        job_id = reprocess_job_id(
+            inv.settings.job_prefix, table, ref.name, ref.generation, lock_generation, reuse=reuse
+        )
+        if inv.runner.status(job_id) is None:
+            return job_id
+    raise RuntimeError(f"{table.uri}: {MAX_REUSED_IDS} jobs already exist for the request {ref.name!r}")

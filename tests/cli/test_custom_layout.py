@@ -1,0 +1,81 @@
+"""`status`, `explain`, `backfill` and the table commands find tables and batches where a custom
+destination regex puts them (DESTINATION_REGEX, or destinationRegex in `_config/load.json`), as the
+function does."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.conftest import Run, World
+from turnstile.ops import session
+from turnstile.paths import parse_success
+from turnstile.protocol import publisher
+from turnstile.settings import Settings
+from turnstile.store.gcs import GcsStore
+
+REGEX = r"^landing/(?P<dataset>[^/]+)/feeds/(?P<table>[^/]+)/(?:(?P<batch>[^/]+)/)?$"
+PREFIX = "landing/sales/feeds/orders"
+
+
+def queue(store: GcsStore, rel: str, regex: str | None) -> int:
+    """Upstream writes a batch; its event queues it with the custom layout, as the function would."""
+    store.write(f"{PREFIX}/{rel}/part-0.csv", b"id\n1\n")
+    generation = store.write(f"{PREFIX}/{rel}/_SUCCESS", b"")
+    batch = parse_success(store.bucket, f"{PREFIX}/{rel}/_SUCCESS", regex)
+    inv = session.invocation(store, Settings.from_env({"DESTINATION_REGEX": REGEX}))
+    publisher.publish(inv, batch, generation)
+    return generation
+
+
+def tables(run: Run, uri: str) -> dict[str, dict[str, object]]:
+    result = run("status", uri, "--output", "json")
+    assert result.exit_code in (0, 1), result.output
+    return {t["table"]: t for t in json.loads(result.stdout)["tables"]}
+
+
+@pytest.mark.parametrize("where", ["env", "load.json"])
+def test_status_explain_and_backfill_follow_a_custom_regex(
+    run: Run, world: World, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    store = world.store
+    if where == "env":
+        monkeypatch.setenv("DESTINATION_REGEX", REGEX)
+    else:
+        store.write("_config/load.json", json.dumps({"destinationRegex": REGEX}).encode())
+    store.write(f"{PREFIX}/_config/ORDERME", b"")
+    queue(store, "b1", REGEX)
+    bucket = f"gs://{store.bucket}"
+    for uri in (f"{bucket}/landing", f"{bucket}/landing/sales", f"{bucket}/{PREFIX}"):
+        found = tables(run, uri)
+        assert list(found) == ["sales.orders"], uri
+        assert found["sales.orders"]["backlog_depth"] == 1
+        assert found["sales.orders"]["backlog_head"] == "b1"
+
+    explained = run("explain", f"{bucket}/{PREFIX}/_backlog/b1/_SUCCESS", "--output", "json")
+    assert explained.exit_code == 0, explained.output
+    if where == "env":  # a state object is read by its name alone: the environment's regex
+        described = json.loads(explained.stdout)
+        assert (described["table"], described["table_prefix"]) == ("sales.orders", PREFIX)
+
+    store.write(f"{PREFIX}/b2/part-0.csv", b"id\n2\n")
+    store.write(f"{PREFIX}/b2/_SUCCESS", b"")  # its event never came
+    filled = run("backfill", f"{bucket}/landing", "--output", "json")
+    assert filled.exit_code == 0, filled.output
+    assert json.loads(filled.stdout)["counts"] == {"already handled": 1, "queued": 1}
+    assert store.stat(f"{PREFIX}/_backlog/b2/_SUCCESS") is not None
+    assert tables(run, f"{bucket}/{PREFIX}")["sales.orders"]["backlog_depth"] == 2
+
+
+def test_table_commands_take_a_custom_regex_table(
+    run: Run, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DESTINATION_REGEX", REGEX)
+    store = world.store
+    paused = run("pause", f"gs://{store.bucket}/{PREFIX}")
+    assert paused.exit_code == 0, paused.output
+    assert store.stat(f"{PREFIX}/_turnstile/paused.json") is not None
+    wrong = run("pause", f"gs://{store.bucket}/landing/sales")
+    assert wrong.exit_code == 2
+    assert "is not a table prefix of the destination regex" in wrong.stderr
