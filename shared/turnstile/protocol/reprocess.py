@@ -189,6 +189,26 @@ def acquire(
     return running, generation
 
 
+def release_unordered(inv: Invocation, table: Table, held: Lock, lock_generation: int) -> bool:
+    """After a reprocess on an unordered table, remove the lock it took (only a reprocess takes one
+    there: left in place, it would make the table look ordered). False when the lock covered
+    anything else, or the table is ordered."""
+    if not held.covers or not all(c.reprocess for c in held.covers):
+        return False
+    success = f"{table.batch_folder(held.covers[0].rel)}{inv.settings.success_filename}"
+    try:
+        _, resolved = inv.batch(success)
+    except (ConfigError, PathError):
+        return False
+    if resolved.ordered or inv.settings.order_per_table or held.position is not None:
+        return False
+    try:
+        inv.store.delete(table.lock, if_generation=lock_generation)
+    except PreconditionFailed:
+        pass  # another subscriber moved first; it decides from what it wrote
+    return True
+
+
 def _fresh_job_id(inv: Invocation, table: Table, ref: PointerRef, lock_generation: int) -> str:
     """As the subscriber's: an id the runner knows belongs to an earlier acquisition (a lock
     deleted by hand starts at generation 0 again), so take the next."""

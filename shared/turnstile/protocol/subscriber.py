@@ -329,6 +329,8 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
             f"job {held.job_id} was cancelled; batch {finish.failed.rel!r} stays first in the backlog",
             extra={"event": "job_cancelled", "table": table.prefix, "job_id": held.job_id},
         )
+    if finish.failed is None and reprocess.release_unordered(inv, table, held, lock_generation):
+        return
     released = Lock(
         state=LockState.FREE,
         history=history,
