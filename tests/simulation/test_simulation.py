@@ -9,9 +9,12 @@ import pytest
 
 from turnstile import execution
 from turnstile.jobs.port import JobStatus
-from turnstile.protocol import backlog
+from turnstile.paths import Table
+from turnstile.protocol import backlog, reprocess
 from turnstile.protocol import decide as decide_module
-from turnstile.records import BatchOutcome, BatchResult, Lock
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.decide import PointerRef
+from turnstile.records import BatchOutcome, BatchResult, Lock, ManifestBatch
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import SimTables
 from turnstile_dev.simulation.world import run_many, run_schedule
@@ -64,3 +67,27 @@ def test_it_catches_a_job_whose_history_loses_a_commit(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(execution, "_record", forgetful)
     assert any("missing from the history" in p for p in _violations(range(60)))
+
+
+def test_it_catches_reprocess_requests_left_unapplied(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reprocess, "due", lambda inv, table, head: (None, None))
+    assert any("applied 0 times" in p for p in _violations(range(10)))
+
+
+def test_it_catches_a_reprocess_that_jumps_the_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    def eager(inv: Invocation, table: Table, head: tuple[PointerRef, ...]) -> tuple[PointerRef | None, None]:
+        listed = inv.store.list_objects(reprocess.folder(table), limit=1)
+        return (PointerRef(listed[0].name, listed[0].generation, "") if listed else None), None
+
+    monkeypatch.setattr(reprocess, "due", eager)
+    assert any("applied before" in p for p in _violations(range(40)))
+
+
+def test_it_catches_a_reprocess_applied_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = SimTables.committed_snapshot
+
+    def forgets_reprocesses(self: SimTables, batch: ManifestBatch) -> int | None:
+        return None if batch.reprocess else original(self, batch)
+
+    monkeypatch.setattr(SimTables, "committed_snapshot", forgets_reprocesses)
+    assert any("applied 2 times" in p for p in _violations(range(80)))

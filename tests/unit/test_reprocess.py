@@ -87,9 +87,11 @@ def test_the_commit_key_of_a_reprocess_is_its_own() -> None:
 
 
 def test_request_ids_sort_by_time_and_results_sit_next_to_the_batch_record() -> None:
-    early = reprocess.new_request_id(datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
-    late = reprocess.new_request_id(datetime(2024, 5, 1, 12, 0, 1, tzinfo=UTC))
-    assert early < late and early != reprocess.new_request_id(datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    at = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    early = reprocess.new_request_id(at, "ds/tbl/b9/_SUCCESS")
+    late = reprocess.new_request_id(datetime(2024, 5, 1, 12, 0, 1, tzinfo=UTC), "ds/tbl/b1/_SUCCESS")
+    assert early < late and early == reprocess.new_request_id(at, "ds/tbl/b9/_SUCCESS")
+    assert early != reprocess.new_request_id(at, "ds/tbl/b9/_SUCCESS", attempt=1)
     name = reprocess.request_name(TABLE, early)
     assert name.startswith(reprocess.folder(TABLE)) and reprocess.request_id_of(name) == early
     assert (

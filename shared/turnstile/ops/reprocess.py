@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turnstile import logs
-from turnstile.ops.errors import Refused
+from turnstile.errors import PreconditionFailed
+from turnstile.ops.errors import Failed, Refused
+from turnstile.paths import Table
 from turnstile.protocol import lock, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.publisher import ensure_subscriber
@@ -64,7 +66,6 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
     ]
     after = queued[-1] if queued else None
     now = inv.clock.now()
-    name = reprocess.request_name(table, reprocess.new_request_id(now))
     record = ReprocessRequest(
         success=success_name,
         success_generation=live.generation,
@@ -74,7 +75,7 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
         requested_at=now,
         reason=reason,
     )
-    inv.store.create(name, record.encode())  # a new name: never replaces another request
+    name = _create(inv, table, record)
     ensure_subscriber(inv, table)  # after the request: an exiting subscriber looks for it last
     log.warning(
         f"reprocess of committed batch {batch.rel!r} of {table.uri} requested by an operator",
@@ -82,3 +83,20 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
     )
     rel_after = table.rel_of_pointer(after, success) if after else None
     return Requested(batch.uri, table.uri, batch.rel, live.generation, object_uri(inv.store, name), rel_after)
+
+
+MAX_ATTEMPTS = 100
+
+
+def _create(inv: Invocation, table: Table, record: ReprocessRequest) -> str:
+    """Write the request under a new name (never replacing another request); return the name."""
+    for attempt in range(MAX_ATTEMPTS):
+        name = reprocess.request_name(
+            table, reprocess.new_request_id(record.requested_at, record.success, attempt)
+        )
+        try:
+            inv.store.create(name, record.encode())
+        except PreconditionFailed:
+            continue  # the same batch asked for in the same microsecond: the next name
+        return name
+    raise Failed(f"{table.uri}: no free name for a reprocess request; try again")

@@ -10,7 +10,7 @@ the same job instead of applying the batch twice.
 
 from __future__ import annotations
 
-import uuid
+import hashlib
 from collections.abc import Callable
 from datetime import datetime
 
@@ -50,9 +50,11 @@ def request_id_of(name: str) -> str:
     return name.rpartition("/")[2].removesuffix(".json")
 
 
-def new_request_id(now: datetime) -> str:
-    """Sorts by creation time; the random tail keeps two requests in one microsecond apart."""
-    return f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{uuid.uuid4().hex[:8]}"
+def new_request_id(now: datetime, success_name: str, attempt: int = 0) -> str:
+    """Sorts by creation time; the tail (of the batch and the attempt) keeps two requests made in
+    one microsecond apart without randomness, so a simulated schedule replays identically."""
+    tail = hashlib.sha256(f"{success_name}\x1f{attempt}".encode()).hexdigest()[:8]
+    return f"{now.strftime('%Y%m%dT%H%M%S%fZ')}-{tail}"
 
 
 def result_name(table: Table, rel: str, success_generation: int, request_id: str) -> str:

@@ -219,7 +219,11 @@ def _results(inv: Invocation, table: Table, held: Lock) -> dict[str, BatchOutcom
     from the per-batch result records it wrote before."""
     outcomes = {}
     for covered in held.covers:
-        found = inv.store.read(table.result(covered.rel, covered.success_generation))
+        name = table.result(covered.rel, covered.success_generation)
+        if covered.reprocess:  # its own record, not the one of the commit it repeats
+            request_id = reprocess.request_id_of(covered.pointer)
+            name = reprocess.result_name(table, covered.rel, covered.success_generation, request_id)
+        found = inv.store.read(name)
         if found is not None:
             outcomes[covered.rel] = BatchResult.decode(found.data, found.name).outcome
     return outcomes

@@ -21,7 +21,7 @@ from typing import Any
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
 from turnstile.paths import CLAIM_PREFIX, LOCK, Table, table_of_state_object
-from turnstile.protocol import backlog
+from turnstile.protocol import backlog, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.reconcile import reconcile
@@ -144,7 +144,8 @@ def facts(state: TableState) -> SweepFacts:
         lock_state=held.state,
         lock_age=state.lock_age,
         job_finished=job_finished,
-        backlog=bool(state.backlog(1)),
+        # A reprocess request waits like a queued batch (looked for only when the backlog is empty).
+        backlog=bool(state.backlog(1)) or reprocess.pending(state.inv, state.table),
         backfill_age=state.backfill_age,
         backfill_claimed_live=state.subscriber is Subscriber.RUNNING,
         paused=state.paused or state.operator_pause is not None,

@@ -93,6 +93,7 @@ class Commit:
     rel: str
     generation: int
     at: float
+    reprocess: str | None = None  # the operator's reprocess request this commit applied
 
 
 @dataclass
@@ -108,9 +109,10 @@ class SimTables:
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
         for index, c in enumerate(self.commits, start=1):
-            if c.table == batch.table_prefix and (c.rel, c.generation) == (
+            if c.table == batch.table_prefix and (c.rel, c.generation, c.reprocess) == (
                 batch.rel,
                 batch.success_generation,
+                batch.reprocess,
             ):
                 return index
         return None
@@ -119,7 +121,9 @@ class SimTables:
         self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
         if (batch.table_prefix, batch.rel) in self.failing:
             raise BatchFailed(f"injected failure of {batch.rel!r}")
-        self.commits.append(Commit(batch.table_prefix, batch.rel, batch.success_generation, self.loop.now))
+        self.commits.append(
+            Commit(batch.table_prefix, batch.rel, batch.success_generation, self.loop.now, batch.reprocess)
+        )
         return BatchResult(
             job_id=job_id,
             rel=batch.rel,

@@ -7,10 +7,11 @@ invariants every schedule must keep.
 - Until `fault_end`, store operations crash the running invocation (before or after they land),
   the job service answers 503, jobs crash or fail on chosen batches, and invocations are killed at
   their timeout. An operator fixes a failed batch and unlocks its table a while later, or
-  recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL`.
+  recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL`. Now
+  and then the operator asks for a committed batch to be reprocessed (`reprocessing`).
 - Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
-  lock is FREE.
+  lock is FREE; each reprocess request is applied exactly once, after what was queued before it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
 from turnstile_dev.simulation.adapters import Commit, FaultyStore, SimRunner, SimTables
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
+from turnstile_dev.simulation.reprocessing import Reprocesses
 
 BUCKET = "sim-bucket"
 GATE = "_HISTORYDONE"
@@ -101,6 +103,7 @@ class World:
     stats: Counter[str] = field(default_factory=Counter)
     # The function instances' `_config/` cache: one per world, so no seed sees another's configs.
     config_cache: ConfigCache = field(default_factory=ConfigCache)
+    reprocesses: Reprocesses = field(default_factory=Reprocesses)
 
     @property
     def clock(self) -> Clock:
@@ -113,6 +116,7 @@ class World:
     def finalized(self, name: str, generation: int) -> None:
         if name.endswith("/_bqlock"):
             self._watch_lock(name)
+        self.reprocesses.finalized(self.memory, name)
         copies = self.loop.rng.randint(1, 3)
         self.stats["events"] += 1
         self.stats["duplicate deliveries"] += copies - 1
@@ -232,11 +236,19 @@ class World:
         inv = self.invocation()
         for prefix in self.plan.tables:
             fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
+            if self.loop.faults_on and self.reprocesses.maybe_request(
+                inv, prefix, self.tables.commits, self.loop.rng.random()
+            ):
+                self.stats["reprocess requests"] += 1
             if prefix in self.plan.unordered:
                 for failure in retry_ops.failures(inv, _table(prefix)):
                     if failure.retry_at is None and fix:  # waits for a human: fixed, then retried
                         self.tables.failing.discard((prefix, failure.rel))
                         retry_ops.retry(inv, failure.success)
+                held, _ = table_lock.read(inv, _table(prefix))
+                if held.state is LockState.FAILED and fix:  # only a failed reprocess locks it
+                    self.tables.failing.discard((prefix, held.failed_rel or ""))
+                    operator.unlock(inv, _table(prefix), skip_head=False)
                 continue
             lock, generation = table_lock.read(inv, _table(prefix))
             self._pause_or_cancel(inv, prefix, lock.state)
@@ -295,13 +307,15 @@ class World:
                 return False
             if self.memory.stat(_table(prefix).pause) is not None:
                 return False
+            if self.reprocesses.pending(self.memory, prefix):
+                return False
             table = _table(prefix)
             if self.memory.list_objects(table.open_jobs, limit=1) or self.memory.list_objects(
                 table.failures, limit=1
             ):
                 return False
         return (
-            sorted(c.rel for c in self.tables.commits)
+            sorted(c.rel for c in self.tables.commits if c.reprocess is None)
             == sorted(r for rels in self.plan.tables.values() for r in rels)
             or self.loop.now > self.plan.fault_end + 4 * 3600
         )
@@ -310,13 +324,14 @@ class World:
         found = list(self.unexpected)
         for prefix, rels in self.plan.tables.items():
             committed = [c for c in self.tables.commits if c.table == prefix]
-            order = [c.rel for c in committed]
+            order = [c.rel for c in committed if c.reprocess is None]  # the rest, reprocesses apart
             if prefix in self.plan.unordered:
                 if sorted(order) != sorted(rels):
                     found.append(f"{prefix}: committed {sorted(order)}, expected {sorted(rels)} each once")
             elif order != sorted(rels):
                 found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
             found.extend(self._history_disagrees(prefix, committed))
+            found.extend(self.reprocesses.violations(self.memory, prefix, committed))
             for start, end in self.failed_windows.get(prefix, []):
                 during = [c.rel for c in committed if start < c.at < (end if end >= 0 else float("inf"))]
                 if during:
