@@ -14,6 +14,7 @@ from turnstile.clock import SystemClock
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions
+from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops.history import history
 from turnstile.paths import Table
 from turnstile.protocol import operator
@@ -151,3 +152,49 @@ def test_history_agrees_with_the_tables_commits_after_a_late_batch_is_let_throug
 def store_host(stack: Stack) -> str:
     assert stack.info is not None
     return stack.info.storage_url
+
+
+def test_a_committed_batch_is_reprocessed_once_as_a_commit_of_its_own(stack: Stack, spark: Any) -> None:
+    """Hours 10 and 11 applied; the operator asks for hour 10 once more: the table gets a third
+    commit with hour 10's rows again, and the history shows the original and the reprocess."""
+    store = _store(stack)
+    table = Table(store.bucket, "demo/again", "demo", "again")
+    store.write("demo/again/_config/ORDERME", b"")
+    for hour, rows in (("10", "1,a\n2,b\n"), ("11", "3,c\n")):
+        store.write(f"demo/again/2024/05/01/{hour}/part-0.csv", f"id,s\n{rows}".encode())
+        store.write(f"demo/again/2024/05/01/{hour}/_SUCCESS", b"")
+    assert wait_until(lambda: _drained(store, "demo/again", 2), 300, 1), f"see {stack.home / 'logs'}"
+    clock = SystemClock()
+    settings = Settings.from_env({"STORAGE_EMULATOR_HOST": store_host(stack)})
+    inv = Invocation(store, InlineRunner(store, MemoryTables()), settings, clock, "operator", clock.now())
+    requested = reprocess_ops.request(inv, "demo/again/2024/05/01/10/_SUCCESS", reason="e2e")
+    request_id = requested.request.rpartition("/")[2].removesuffix(".json")
+    assert wait_until(
+        lambda: (
+            _drained(store, "demo/again", 3) and not store.list_objects("demo/again/_turnstile/reprocess/")
+        ),
+        300,
+        1,
+    ), f"lock {_lock(store, 'demo/again')}; see {stack.home / 'logs'}"
+    rows = sorted(tuple(r) for r in spark.sql("SELECT id, s FROM local.demo.again").collect())
+    assert rows == [(1, "a"), (1, "a"), (2, "b"), (2, "b"), (3, "c")]
+    commits = [
+        (r[0], r[1], r[2])
+        for r in spark.sql(
+            "SELECT summary['turnstile.batch'], summary['turnstile.reprocess'], snapshot_id "
+            "FROM local.demo.again.snapshots ORDER BY committed_at"
+        ).collect()
+    ]
+    generation = requested.generation
+    assert [(key, again) for key, again, _ in commits] == [
+        (f"2024/05/01/10#{generation}", None),
+        (f"2024/05/01/11#{commits[1][0].rpartition('#')[2]}", None),
+        (f"2024/05/01/10#{generation}#reprocess-{request_id}", request_id),
+    ]
+    entries = history(store, table, success_filename="_SUCCESS", last=None).entries
+    assert [(e.rel, e.outcome, e.snapshot_id) for e in entries] == [
+        ("2024/05/01/10", "COMMITTED", commits[0][2]),
+        ("2024/05/01/10", "REPROCESSED", commits[2][2]),
+        ("2024/05/01/11", "COMMITTED", commits[1][2]),
+    ]
+    assert _lock(store, "demo/again").position == "2024/05/01/11"  # the position stays
