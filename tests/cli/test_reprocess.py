@@ -44,6 +44,10 @@ def test_a_committed_batch_is_requested_after_what_is_queued(run: Run, world: Wo
     assert "will be committed once more after 'incremental/2024/05/01/14'" in text.stdout
     assert f"turnstile history {world.uri}" in text.stdout
     assert len(requests(world)) == 2  # two requests: two more commits
+    status = run("status", world.uri, "--output", "json")
+    assert json.loads(status.stdout)["tables"][0]["reprocess_pending"] == 2
+    shown = run("status", world.uri)
+    assert "sales.orders: 2 reprocess request(s) pending" in " ".join(shown.stdout.split())
 
 
 def test_refusals_name_the_cause_and_what_to_do_and_write_nothing(run: Run, world: World) -> None:

@@ -139,6 +139,12 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
         elif s.health == status_ops.Health.GATED:
             out.print()
             out.print(f"{s.table} holds its backlog until {s.gate} exists")
+        if s.reprocess_pending:
+            out.print()
+            out.print(
+                f"{s.table}: {s.reprocess_pending} reprocess request(s) pending, each applied after the "
+                f"batches queued before it; turnstile history {s.uri} shows them as REPROCESSED"
+            )
         for failed in s.failed_batches:
             out.print()
             when = (

@@ -19,6 +19,7 @@ from turnstile.config import ORDERME, levels
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import retry as retry_ops
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
+from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
@@ -141,6 +142,7 @@ class TableStatus:
     errors: tuple[str, ...] = field(default=())
     failed_batches: tuple[FailedView, ...] = field(default=())  # unordered batches whose job failed
     retrying: int = 0  # of those, how many the sweeper retries by itself
+    reprocess_pending: int = 0  # operators' `turnstile reprocess` requests not applied yet
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -251,6 +253,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         errors=tuple(errors),
         failed_batches=failed_batches,
         retrying=len(failed_batches) - len(waiting),
+        reprocess_pending=len(inv.store.list_objects(reprocess.folder(table), limit=BACKLOG_CAP)),
     )
 
 
