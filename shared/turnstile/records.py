@@ -145,6 +145,9 @@ class ManifestBatch(BaseModel):
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record
     failed_prefix: str  # where bad rows go
+    # The hour (or day...) the batch's path names, as the protocol parsed it with the table's
+    # destination regex: what a `from_path: time` mapping entry writes.
+    natural_time: AwareDatetime | None = None
 
     @property
     def folder(self) -> str:
