@@ -166,3 +166,30 @@ def test_transform_sql_reads_the_mapped_batch(spark: Any, tmp_path: Path) -> Non
     done = kit.run(kit.batch("1", csv("id,v", "1,5", "2,6")))
     assert done.succeeded, done.error
     assert kit.rows() == [(1, 10), (2, 12)]
+
+
+def test_defaults_constants_with_types_and_the_rel(spark: Any, tmp_path: Path) -> None:
+    mapping = [
+        {"default": "score", "value": 0, "type": "int"},  # not in the batch: added
+        {"constant": "note", "value": None, "type": "string"},
+        {"from_path": "rel", "to": "batch"},
+    ]
+    kit = Kit(spark, tmp_path, mapping=mapping)
+    done = kit.run(kit.batch("incremental/b1", csv("id", "1")))
+    assert done.succeeded, done.error
+    assert kit.rows() == [(1, 0, None, "incremental/b1")]
+    assert [x.dataType.simpleString() for x in spark.table(kit.table).schema.fields] == [
+        "int",
+        "int",
+        "string",
+        "string",
+    ]
+
+
+def test_a_mapping_spark_cannot_apply_fails_the_batch_naming_the_mapping(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path, format="json", mapping=[{"default": "payload", "value": "none"}])
+    batch = kit.batch("1", jsonl(row(1, "1", "FR")))
+    with pytest.raises(
+        BatchFailed, match=r"^the mapping in load.json fails on batch '1': .*; fix the mapping$"
+    ):
+        kit.applier().apply(batch, "job-1")

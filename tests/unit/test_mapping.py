@@ -7,8 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from turnstile.config import _parse_load_json
+from turnstile.clock import SystemClock
+from turnstile.config import ConfigReader, _parse_load_json
 from turnstile.errors import ConfigError
+from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.load_config import LoadConfig
 from turnstile.mapping import Cast, Constant, Default, FromPath, Remove, Rename, known_type
 from turnstile.mapping_fields import (
@@ -20,7 +22,13 @@ from turnstile.mapping_fields import (
     removal,
     sample_fields,
 )
+from turnstile.paths import parse_success
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.manifests import manifest_batch
+from turnstile.records import ManifestBatch
+from turnstile.settings import Settings
 from turnstile.spark.mapping import field_sql, try_cast_sql
+from turnstile.store.memory import MemoryStore
 
 EVERY_KIND = [
     {"rename": "payload.user.id", "to": "user_id"},
@@ -186,3 +194,31 @@ def test_a_json_sample_is_read_into_fields() -> None:
 def test_field_and_cast_sql_quote_every_name() -> None:
     assert field_sql(("payload", "odd`name")) == "`payload`.`odd``name`"
     assert try_cast_sql(("amount",), "decimal(10,2)") == "try_cast(`amount` AS decimal(10,2))"
+
+
+@pytest.mark.parametrize(
+    ("regex", "name", "expected"),
+    [
+        (None, "ds/tbl/2024/05/01/13/_SUCCESS", datetime(2024, 5, 1, 13, tzinfo=UTC)),
+        (None, "ds/tbl/b1/_SUCCESS", None),
+        # A custom layout's yyyy/mm/dd groups: the job could not tell them from the rel alone.
+        (
+            r"^(?P<dataset>[^/]+)/(?P<table>[^/]+)/d=(?P<yyyy>\d{4})-(?P<mm>\d\d)-(?P<dd>\d\d)/$",
+            "ds/tbl/d=2024-05-02/_SUCCESS",
+            datetime(2024, 5, 2, tzinfo=UTC),
+        ),
+    ],
+)
+def test_the_manifest_carries_the_time_the_path_names_as_the_protocol_parsed_it(
+    regex: str | None, name: str, expected: datetime | None
+) -> None:
+    store = MemoryStore("bkt")
+    store.write(name.replace("_SUCCESS", "part-0.csv"), b"id\n1\n")
+    clock = SystemClock()
+    settings = Settings.from_env({"DESTINATION_REGEX": regex} if regex else {})
+    inv = Invocation(store, InlineRunner(store, MemoryTables()), settings, clock, "i", clock.now())
+    batch = parse_success(store.bucket, name, settings.destination_regex)
+    resolved = ConfigReader(store).resolve(batch.folder)
+    made = manifest_batch(inv, batch, resolved, 7)
+    assert made.natural_time == expected
+    assert ManifestBatch.model_validate_json(made.model_dump_json()).natural_time == expected

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
@@ -64,6 +65,16 @@ def apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Map
     """The rows after the mapping; BatchFailed naming the entry when one does not fit the batch."""
     if not entries:
         return Mapped(frame, None, 0)
+    try:
+        return _apply(frame, entries, where)
+    except AnalysisException as exc:  # e.g. a default whose value the column's type cannot take
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise BatchFailed(
+            f"the mapping in load.json fails on batch {where.rel!r}: {first}; fix the mapping"
+        ) from exc
+
+
+def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Mapped:
     problems = check(fields_of(frame.schema), entries)
     if problems:
         raise BatchFailed(
