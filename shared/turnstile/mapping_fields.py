@@ -44,9 +44,7 @@ def removal(fields: Fields, path: tuple[str, ...]) -> tuple[str, ...]:
 def _level(fields: Fields, path: tuple[str, ...]) -> Fields:
     level = fields
     for name in path:
-        below = level[name]
-        assert below is not None, "a path through a non-struct"  # lookup() found it
-        level = below
+        level = level.get(name) or {}  # a path lookup() found goes through structs only
     return level
 
 
@@ -90,8 +88,10 @@ def missing(fields: Fields, dotted: str) -> str:
         parent = lookup(fields, ".".join(parts[: depth - 1])) if depth > 1 else ()
         if parent is None:
             continue
-        level = _level(fields, parent) if parent else fields
         where = f"field {'.'.join(parent)!r}" if parent else "the batch"
+        if parent and not _level(fields, parent):
+            return f"{where} is no struct, so it has no field {parts[depth - 1]!r}; fix the entry or the data"
+        level = _level(fields, parent) if parent else fields
         return (
             f"{where} has no field {parts[depth - 1]!r} (it has: {', '.join(level) or 'none'}); "
             "fix the entry or an entry before it, or the data"
@@ -111,7 +111,8 @@ def path_value(index: int, entry: FromPath, rel: str, natural_time: datetime | N
     if entry.from_path == "rel":
         return rel
     if entry.from_path == "regex":
-        assert entry.regex is not None and entry.group is not None  # the model requires both
+        if entry.regex is None or entry.group is None:  # the model requires both
+            raise ValueError(f'{describe(index, entry)}: from_path "regex" needs "regex" and "group"')
         match = re.search(entry.regex, rel)
         if match is None or match.group(entry.group) is None:
             raise ValueError(

@@ -222,3 +222,11 @@ def test_the_manifest_carries_the_time_the_path_names_as_the_protocol_parsed_it(
     made = manifest_batch(inv, batch, resolved, 7)
     assert made.natural_time == expected
     assert ManifestBatch.model_validate_json(made.model_dump_json()).natural_time == expected
+
+
+def test_a_path_through_a_field_that_is_no_struct_says_so() -> None:
+    entries = LoadConfig.model_validate({"mapping": [{"remove": "id.x"}]}).mapping
+    assert check(FIELDS, entries) == [
+        "mapping[0] (remove 'id.x'): field 'id' is no struct, so it has no field 'x'; "
+        "fix the entry or the data"
+    ]

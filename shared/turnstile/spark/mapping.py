@@ -18,7 +18,7 @@ from pyspark.sql.types import StructType
 
 from turnstile.errors import BatchFailed
 from turnstile.mapping import Cast, Constant, Default, Entry, FromPath, Remove, Rename, describe
-from turnstile.mapping_fields import Fields, check, lookup, path_value, removal
+from turnstile.mapping_fields import Fields, check, lookup, missing, path_value, removal
 from turnstile.spark.sql import quote
 
 RAW = "_turnstile_raw_row"  # the row as it was read, as JSON: what a bad row's line holds
@@ -134,7 +134,8 @@ def _typed(value: Column, entry: FromPath) -> Column:
 
 def _found(fields: Fields, dotted: str) -> tuple[str, ...]:
     path = lookup(fields, dotted)
-    assert path is not None, "check() found every field before the first step"
+    if path is None:  # check() found every field before the first step: a mapping bug if so
+        raise BatchFailed(f"the mapping in load.json: {missing(fields, dotted)}")
     return path
 
 
