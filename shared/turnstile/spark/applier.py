@@ -261,28 +261,17 @@ class IcebergApplier:
         lines = [_bad_row_line(row, why, load) for row, why in zip(sample, found, strict=True)]
         diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
         if mapped.bad is not None:
-            for bad in mapped.bad.limit(BAD_ROW_SAMPLE).collect():
-                why = mapping.bad_row_line(
-                    bad["entry"], bad["field"], bad["type"], bad["value"], load.mapping
-                )
-                lines.append(
-                    {"row": bad["row"], "reason": why, "column": bad["field"], "value": bad["value"]}
-                )
-                diagnosed.append((bad["row"], why, bad["field"]))
+            cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, BAD_ROW_SAMPLE)
+            lines += cast_failures
+            diagnosed += [(line["row"], line["reason"], line["column"]) for line in cast_failures]
         name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
         self._stores(self._bucket).write(name, "".join(json.dumps(line) + "\n" for line in lines).encode())
         count = read.bad_rows + mapped.bad_rows
         if count > load.max_bad_records:
             row, first, column = diagnosed[0] if diagnosed else (None, None, None)
             where = f"; the first: {first} (row {row!r})" if first else ""
-            failed, fix = (
-                ("could not be parsed or cast", "schema or mapping")
-                if mapped.bad_rows
-                else (
-                    "could not be parsed",
-                    "schema",
-                )
-            )
+            failed = "could not be parsed or cast" if mapped.bad_rows else "could not be parsed"
+            fix = "schema or mapping" if mapped.bad_rows else "schema"
             raise CorruptRecord(
                 f"{count} row(s) {failed} (max_bad_records is {load.max_bad_records}){where}; "
                 f"they are in gs://{self._bucket}/{name}. Fix the data (or the {fix} in load.json) and "

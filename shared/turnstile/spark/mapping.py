@@ -181,6 +181,17 @@ def _default(frame: DataFrame, entry: Default) -> DataFrame:
     return _put(frame, existing.name, f.coalesce(f.col(quote(existing.name)).cast(kind), fallback.cast(kind)))
 
 
-def bad_row_line(entry: int, field: str, kind: str, value: str, entries: tuple[Entry, ...]) -> str:
-    """Why a row was set aside by a cast: `mapping[2] (cast 'amount'): 'amount' (int) cannot hold 'x'`."""
-    return f"{describe(entry, entries[entry])}: field {field!r} ({kind}) cannot hold {value!r}"
+def bad_row_lines(bad: DataFrame, entries: tuple[Entry, ...], limit: int) -> list[dict[str, str]]:
+    """The bad-rows file's lines for (at most `limit` of) the rows a cast failed on: the row as
+    JSON, why (`mapping[2] (cast 'amount'): field 'amount' (int) cannot hold 'x'`), the field and
+    the value."""
+    return [
+        {
+            "row": row["row"],
+            "reason": f"{describe(row['entry'], entries[row['entry']])}: field {row['field']!r} "
+            f"({row['type']}) cannot hold {row['value']!r}",
+            "column": row["field"],
+            "value": row["value"],
+        }
+        for row in bad.limit(limit).collect()
+    ]
