@@ -320,3 +320,14 @@ def test_bad_mapping_entries_are_named_in_their_load_json(run: Run, world: World
     assert (
         "mapping[1] (rename 'y') writes column 'x', which mapping[0] (constant 'x') already writes" in refunds
     )
+
+
+def test_a_nested_sample_has_its_partition_folders_as_fields(run: Run, world: World) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        b'{"format": "json", "nested": true, "mapping": [{"cast": "dt", "type": "date"}, {"remove": "x"}]}',
+    )
+    world.store.write("sales/orders/b1/dt=2024-05-01/part-0.json", b'{"id": 1}\n')
+    world.store.write("sales/orders/b1/_SUCCESS", b"")
+    [problem] = mapping_problems(run, world)["sales/orders/b1/_SUCCESS"]
+    assert problem.startswith("mapping[1] (remove 'x'): the batch has no field 'x' (it has: id, dt)")

@@ -79,7 +79,15 @@ def _batch_fields(
     if text is None:
         return None, ""
     fields = _csv_fields(text, load) if load.format == "csv" else _json_fields(text)
+    if fields is not None and load.nested_folders:
+        fields |= _partition_columns(files[0].removeprefix(batch.folder))
     return fields, f"a sample of gs://{store.bucket}/{files[0]}"
+
+
+def _partition_columns(below: str) -> Fields:
+    """The `key=value` folders between the batch folder and a file: columns Spark adds to its rows."""
+    folders = below.split("/")[:-1]
+    return {folder.partition("=")[0]: None for folder in folders if "=" in folder}
 
 
 def _text(data: bytes, *, gzipped: bool) -> str | None:
