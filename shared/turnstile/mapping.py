@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 KINDS = ("rename", "remove", "cast", "constant", "default", "from_path")
 
@@ -57,8 +57,8 @@ def known_type(name: str) -> bool:
     return text in _PRIMITIVES or _SIZED.fullmatch(text) is not None
 
 
-def _type(value: str | None) -> str | None:
-    if value is not None and not known_type(value):
+def _type(value: str) -> str:
+    if not known_type(value):
         raise ValueError(
             f"unknown type {value!r}; use a Spark type: boolean, int, bigint, double, "
             "decimal(p,s), string, date, timestamp, ... (complex types: use transform.sql)"
@@ -80,70 +80,40 @@ def _field(value: str) -> str:
     return value
 
 
+SparkType = Annotated[str, AfterValidator(_type)]
+Target = Annotated[str, AfterValidator(_target)]
+FieldPath = Annotated[str, AfterValidator(_field)]
+
+
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Rename(_Entry):
-    rename: str
+    rename: FieldPath
     """The field to move: a column, or a nested field as a dotted path (`payload.user.id`)."""
-    to: str
+    to: Target
     """The top-level column it becomes."""
-
-    @field_validator("rename")
-    @classmethod
-    def _source_ok(cls, value: str) -> str:
-        return _field(value)
-
-    @field_validator("to")
-    @classmethod
-    def _target_ok(cls, value: str) -> str:
-        return _target(value)
 
 
 class Remove(_Entry):
-    remove: str
+    remove: FieldPath
     """The column or nested field (dotted path) to drop."""
-
-    @field_validator("remove")
-    @classmethod
-    def _source_ok(cls, value: str) -> str:
-        return _field(value)
 
 
 class Cast(_Entry):
-    cast: str
+    cast: FieldPath
     """The column or nested field (dotted path) to convert in place."""
-    type: str
+    type: SparkType
     """The Spark type to convert to (`int`, `decimal(10,2)`, `timestamp`...)."""
-
-    @field_validator("cast")
-    @classmethod
-    def _source_ok(cls, value: str) -> str:
-        return _field(value)
-
-    @field_validator("type")
-    @classmethod
-    def _type_ok(cls, value: str) -> str:
-        return _type(value) or value
 
 
 class Constant(_Entry):
-    constant: str
+    constant: Target
     """The column set to `value` on every row (replaced when the batch has it)."""
     value: str | int | float | bool | None
-    type: str | None = None
-    """The column's Spark type; default: the value's own (string, bigint, double, boolean)."""
-
-    @field_validator("constant")
-    @classmethod
-    def _target_ok(cls, value: str) -> str:
-        return _target(value)
-
-    @field_validator("type")
-    @classmethod
-    def _type_ok(cls, value: str | None) -> str | None:
-        return _type(value)
+    type: SparkType | None = None
+    """The column's Spark type; default: the value's own (string, int or bigint, double, boolean)."""
 
     @model_validator(mode="after")
     def _null_needs_type(self) -> Constant:
@@ -153,41 +123,21 @@ class Constant(_Entry):
 
 
 class Default(_Entry):
-    default: str
+    default: Target
     """The column whose nulls become `value` (a column the batch lacks is added with it)."""
     value: str | int | float | bool
-    type: str | None = None
-
-    @field_validator("default")
-    @classmethod
-    def _target_ok(cls, value: str) -> str:
-        return _target(value)
-
-    @field_validator("type")
-    @classmethod
-    def _type_ok(cls, value: str | None) -> str | None:
-        return _type(value)
+    type: SparkType | None = None
 
 
 class FromPath(_Entry):
     from_path: Literal["time", "rel", "regex"]
     """`time`: the hour (or day, month, year) the batch's layout folders name, as a timestamp;
     `rel`: the batch's path below its table; `regex`: the named `group` of `regex` over the rel."""
-    to: str
+    to: Target
     regex: str | None = None
     group: str | None = None
-    type: str | None = None
+    type: SparkType | None = None
     """Type of the column; default timestamp for `time`, string otherwise."""
-
-    @field_validator("to")
-    @classmethod
-    def _target_ok(cls, value: str) -> str:
-        return _target(value)
-
-    @field_validator("type")
-    @classmethod
-    def _type_ok(cls, value: str | None) -> str | None:
-        return _type(value)
 
     @model_validator(mode="after")
     def _regex_and_group(self) -> FromPath:
