@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+from turnstile import mapping as field_mapping
+
 NESTED_BY_DEFAULT = frozenset({"parquet", "orc", "avro"})
 """Formats whose batches are nested folders unless `nested` says otherwise."""
 
@@ -89,6 +91,11 @@ class LoadConfig(BaseModel):
     """A job still running after this long is cancelled by the sweeper's watchdog and counts as a
     transient failure."""
 
+    mapping: field_mapping.Mapping = ()
+    """Field mapping applied to each batch before transform.sql and the write, entry by entry in
+    list order: rename/move, remove, cast, constant, default, a column from the path (see
+    `turnstile.mapping`)."""
+
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""
 
@@ -100,6 +107,9 @@ class LoadConfig(BaseModel):
 
     @model_validator(mode="after")
     def _merge_needs_keys(self, info: ValidationInfo) -> LoadConfig:
+        duplicates = field_mapping.duplicate_targets(self.mapping)
+        if duplicates:
+            raise ValueError("; ".join(duplicates))
         if info.context and info.context.get("partial"):
             return self  # one file of the cascade: cross-key rules apply to the merged result
         if self.mode == "merge" and not self.merge_keys:

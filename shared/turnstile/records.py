@@ -163,6 +163,9 @@ class ManifestBatch(BaseModel):
     # The id of an operator's reprocess request: the batch is committed once more, under a commit key
     # of its own, instead of being skipped as already committed.
     reprocess: str | None = None
+    # The hour (or day...) the batch's path names, as the protocol parsed it with the table's
+    # destination regex: what a `from_path: time` mapping entry writes.
+    natural_time: AwareDatetime | None = None
 
     @property
     def folder(self) -> str:

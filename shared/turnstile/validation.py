@@ -9,7 +9,8 @@ def explain(error: ValidationError) -> list[str]:
     """One sentence per failed field: `key 'mode': got 'upsert'; Input should be 'append' or ...`."""
     lines = []
     for problem in error.errors(include_url=False):
-        key = ".".join(str(part) for part in problem["loc"])
+        key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in problem["loc"])
+        key = key.removeprefix(".")  # `mapping[2].cast.type`: list positions as indexes
         if not key:
             lines.append(problem["msg"].removeprefix("Value error, "))
         elif problem["type"] == "extra_forbidden":
@@ -17,5 +18,6 @@ def explain(error: ValidationError) -> list[str]:
         elif problem["type"] == "missing":
             lines.append(f"key '{key}' is required")
         else:
-            lines.append(f"key '{key}': got {problem['input']!r}; {problem['msg']}")
+            message = problem["msg"].removeprefix("Value error, ")
+            lines.append(f"key '{key}': got {problem['input']!r}; {message}")
     return lines

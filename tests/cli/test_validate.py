@@ -183,3 +183,151 @@ def test_bq_transform_sql_is_accepted_and_both_names_in_one_folder_are_a_problem
     assert result.exit_code == 1
     [problem] = json.loads(result.stdout)["problems"]
     assert "holds both transform.sql and bq_transform.sql" in problem["message"]
+
+
+# -- mapping -----------------------------------------------------------------------------------------
+def mapping_problems(run: Run, world: World) -> dict[str, list[str]]:
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    found: dict[str, list[str]] = {}
+    for p in json.loads(result.stdout)["problems"]:
+        found.setdefault(p["object"].rsplit(world.store.bucket + "/", 1)[1], []).append(p["message"])
+    assert (result.exit_code == 1) == bool(found), result.output
+    return found
+
+
+def test_a_mapping_is_checked_against_a_sample_of_each_batch(run: Run, world: World) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        json.dumps(
+            {
+                "format": "json",
+                "mapping": [
+                    {"rename": "payload.user.id", "to": "user_id"},
+                    {"cast": "payload.user.id", "type": "int"},  # moved away by the entry before
+                    {"remove": "payload.debug"},
+                    {"from_path": "time", "to": "hour"},
+                ],
+            }
+        ).encode(),
+    )
+    good = "sales/orders/2024/05/01/13/"
+    world.store.write(f"{good}part-0.json", b'{"payload": {"user": {"id": 1}, "debug": 1}}\n')
+    world.store.write(f"{good}_SUCCESS", b"")
+    # A later line has a field the first lines lack: the sample is the union of its lines.
+    odd = "sales/orders/b7/"
+    world.store.write(
+        f"{odd}part-0.json", b'{"payload": {"user": {"id": 1}}}\nnot json\n{"payload": {"debug": 2}}\n'
+    )
+    world.store.write(f"{odd}_SUCCESS", b"")
+    found = mapping_problems(run, world)
+    fix = "fix the entry or an entry before it, or the data"
+    sample = f"(the batch's fields from a sample of gs://{world.store.bucket}/"
+    assert found == {
+        f"{good}_SUCCESS": [
+            "mapping[1] (cast 'payload.user.id'): field 'payload' has no field 'user' (it has: debug); "
+            f"{fix} {sample}{good}part-0.json)"
+        ],
+        f"{odd}_SUCCESS": [
+            "mapping[1] (cast 'payload.user.id'): field 'payload' has no field 'user' (it has: debug); "
+            f"{fix} {sample}{odd}part-0.json)",
+            "mapping[3] (from_path 'time'): the batch's path 'b7' names no time (YYYY/MM/DD/HH folders, a "
+            "$YYYYMMDDHH partition, or yyyy/mm/dd/hh groups of the destination regex); use "
+            '{"from_path": "regex"} for another layout',
+        ],
+    }
+    # Fixed: the cast names the field where the rename put it.
+    world.store.write(
+        "sales/orders/_config/load.json",
+        json.dumps(
+            {
+                "format": "json",
+                "mapping": [
+                    {"rename": "payload.user.id", "to": "user_id"},
+                    {"cast": "user_id", "type": "int"},
+                    {"remove": "payload.debug"},
+                    {"from_path": "regex", "regex": "(?P<b>[^/]+)$", "group": "b", "to": "part"},
+                ],
+            }
+        ).encode(),
+    )
+    assert mapping_problems(run, world) == {}
+
+
+def test_a_mapping_is_checked_against_the_schema_and_table_schema_given(run: Run, world: World) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        json.dumps(
+            {
+                "schema": "id INT, v STRING, extra STRING",
+                "table_schema": "id INT, value STRING",
+                "mapping": [
+                    {"rename": "V", "to": "value"},
+                    {"cast": "ID", "type": "bigint"},
+                    {"remove": "w"},
+                ],
+            }
+        ).encode(),
+    )
+    world.upload("2024/05/01/13")  # its sample (a header `id`) is not read: `schema` says the fields
+    name = "sales/orders/2024/05/01/13/_SUCCESS"
+    assert mapping_problems(run, world) == {
+        name: [
+            "mapping[2] (remove 'w'): the batch has no field 'w' (it has: id, extra, value); fix the entry "
+            "or an entry before it, or the data (the batch's fields from `schema` in load.json)",
+            "the mapped batch has column(s) 'extra' that table_schema does not; add them to table_schema, "
+            'remove them in the mapping, or set "schema_evolution": "add_columns"',
+        ]
+    }
+
+
+def test_a_csv_sample_gives_the_header_as_fields(run: Run, world: World) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        b'{"reader_options": {"delimiter": ";"}, "mapping": [{"cast": "amount", "type": "int"}]}',
+    )
+    world.store.write("sales/orders/b1/part-0.csv", b"id;amount\n1;2\n")
+    world.store.write("sales/orders/b1/_SUCCESS", b"")
+    assert mapping_problems(run, world) == {}
+    world.store.write("sales/orders/b2/part-0.csv", b"id;total\n1;2\n")
+    world.store.write("sales/orders/b2/_SUCCESS", b"")
+    [problem] = mapping_problems(run, world)["sales/orders/b2/_SUCCESS"]
+    assert problem.startswith(
+        "mapping[0] (cast 'amount'): the batch has no field 'amount' (it has: id, total)"
+    )
+
+
+def test_bad_mapping_entries_are_named_in_their_load_json(run: Run, world: World) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        json.dumps(
+            {
+                "mapping": [
+                    {"cast": "a", "type": "money"},
+                    {"from_path": "regex", "regex": "([0-9]+", "group": "n", "to": "n"},
+                ]
+            }
+        ).encode(),
+    )
+    world.store.write(
+        "sales/refunds/_config/load.json",
+        b'{"mapping": [{"constant": "x", "value": 1}, {"rename": "y", "to": "x"}]}',
+    )
+    found = mapping_problems(run, world)
+    [orders] = found["sales/orders/_config/load.json"]
+    assert "key 'mapping[0].cast.type': got 'money'; unknown type 'money'" in orders
+    assert "key 'mapping[1].from_path': got " in orders and "does not compile" in orders
+    [refunds] = found["sales/refunds/_config/load.json"]
+    assert (
+        "mapping[1] (rename 'y') writes column 'x', which mapping[0] (constant 'x') already writes" in refunds
+    )
+
+
+def test_a_nested_sample_has_its_partition_folders_as_fields(run: Run, world: World) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        b'{"format": "json", "nested": true, "mapping": [{"cast": "dt", "type": "date"}, {"remove": "x"}]}',
+    )
+    world.store.write("sales/orders/b1/dt=2024-05-01/part-0.json", b'{"id": 1}\n')
+    world.store.write("sales/orders/b1/_SUCCESS", b"")
+    [problem] = mapping_problems(run, world)["sales/orders/b1/_SUCCESS"]
+    assert problem.startswith("mapping[1] (remove 'x'): the batch has no field 'x' (it has: id, dt)")

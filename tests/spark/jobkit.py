@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from turnstile.clock import SystemClock
+from turnstile.errors import PathError
 from turnstile.execution import execute
 from turnstile.load_config import LoadConfig
+from turnstile.paths import parse_success
 from turnstile.records import JobDone, Manifest, ManifestBatch
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import LocalStaging
@@ -57,6 +60,7 @@ class Kit:
             config_digest="test",
             result=f"{self.prefix}/_turnstile/results/{rel}/{gen}.json",
             failed_prefix=f"{self.prefix}/_failed/{rel}/",
+            natural_time=natural_time(f"{self.prefix}/{rel}/_SUCCESS"),
         )
 
     def applier(self) -> IcebergApplier:
@@ -82,6 +86,14 @@ class Kit:
                 f"SELECT summary FROM {self.table}.snapshots ORDER BY committed_at"
             ).collect()
         ]
+
+
+def natural_time(success: str) -> datetime | None:
+    """What the protocol puts in the manifest: the time the default layout's folders name."""
+    try:
+        return parse_success(BUCKET, success).natural_time
+    except PathError:
+        return None
 
 
 def csv(*lines: str) -> tuple[str, bytes]:

@@ -8,7 +8,8 @@ rules the functions apply, with nothing applied or written.
   before any batch arrives;
 - each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
   files), its path (`parse_success` with the destination regex the cascade selects), and whether
-  its data sits only in sub-folders its `nested` option does not read;
+  its data sits only in sub-folders its `nested` option does not read, and its `mapping`
+  (`ops.validate_mapping`: over `schema` or a sample of the batch, its path and `table_schema`);
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
 """
 
@@ -21,6 +22,7 @@ from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
 from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
+from turnstile.ops import validate_mapping
 from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore
@@ -88,11 +90,13 @@ def validate(
         report.problems.append(Problem(f"gs://{bucket}/{name}", message))
         bad_load_json[name] = message
     names = sorted(info.name for info in objects)
+    sizes = {info.name: info.size for info in objects}
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
-        batch_problem = _check_batch(store, settings, configs, name, bad_load_json=bad_load_json, names=names)
-        if batch_problem is not None:
-            report.problems.append(Problem(f"gs://{bucket}/{name}", batch_problem))
+        found = _check_batch(
+            store, settings, configs, name, bad_load_json=bad_load_json, names=names, sizes=sizes
+        )
+        report.problems += [Problem(f"gs://{bucket}/{name}", message) for message in found]
         advance()
     return report
 
@@ -159,7 +163,8 @@ def _check_batch(
     *,
     bad_load_json: dict[str, str],
     names: list[str],
-) -> str | None:
+    sizes: dict[str, int],
+) -> list[str]:
     folder = name.rpartition("/")[0] + "/"
     inherited = [
         f"{level}{CONFIG}/{LOAD_JSON}"
@@ -168,14 +173,26 @@ def _check_batch(
     ]
     if inherited:
         files = ", ".join(f"gs://{store.bucket}/{n}" for n in inherited)
-        return f"cannot be applied: its config cascade includes the invalid {files} (see above)"
+        return [f"cannot be applied: its config cascade includes the invalid {files} (see above)"]
     try:
         resolved = configs.resolve(folder)
-        parse_success(store.bucket, name, resolved.load.destination_regex or settings.destination_regex)
+        regex = resolved.load.destination_regex or settings.destination_regex
+        batch = parse_success(store.bucket, name, regex)
     except (ConfigError, PathError) as exc:
-        return _without_uri(str(exc), f"gs://{store.bucket}/{name}")
-    return _check_sub_folders(
+        return [_without_uri(str(exc), f"gs://{store.bucket}/{name}")]
+    sub_folders = _check_sub_folders(
         store.bucket, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
+    )
+    if sub_folders is not None:
+        return [sub_folders]
+    return validate_mapping.problems(
+        store,
+        batch,
+        resolved.load,
+        names,
+        sizes,
+        transform_sql=resolved.transform_sql,
+        success_filename=settings.success_filename,
     )
 
 

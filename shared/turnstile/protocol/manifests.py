@@ -47,6 +47,7 @@ def manifest_batch(
         max_batches_per_job=resolved.load.max_batches_per_job,
         result=table.result(batch.rel, success_generation),
         failed_prefix=table.failed_rows(batch.rel),
+        natural_time=batch.natural_time,
     )
 
 

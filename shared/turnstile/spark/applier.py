@@ -14,7 +14,7 @@ from turnstile import batchfiles
 from turnstile.errors import BatchFailed, CorruptRecord
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import badrows, commits, reading, schema, sql
+from turnstile.spark import badrows, commits, mapping, reading, schema, sql
 from turnstile.spark.staging import Staging, base_path
 from turnstile.store.port import ObjectStore
 
@@ -67,7 +67,7 @@ class IcebergApplier:
         except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
             raise BatchFailed(f"reading {batch.rel!r} failed: {_first_line(exc)}") from exc
         try:
-            written, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
+            written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
         finally:
             read.release()
         return BatchResult(
@@ -77,7 +77,7 @@ class IcebergApplier:
             outcome=BatchOutcome.COMMITTED,
             rows_read=read.rows_read,
             rows_written=written,
-            bad_rows=read.bad_rows,
+            bad_rows=bad_rows,
             bytes_read=located.bytes,
             seconds=round(time.monotonic() - started, 3),
             snapshot_id=snapshot,
@@ -94,18 +94,22 @@ class IcebergApplier:
 
     def _apply(
         self, batch: ManifestBatch, job_id: str, load: LoadConfig, table: str, read: reading.ReadBatch
-    ) -> tuple[int, int, tuple[str | None, str | None]]:
-        """Set bad rows aside, write, and find the tagged commit: (rows written, snapshot, time range)."""
-        if read.bad is not None:
-            self._set_aside(batch, read.bad, read.bad_rows, load)
-        if load.time_column and load.time_column.lower() not in {c.lower() for c in read.rows.columns}:
+    ) -> tuple[int, int, int, tuple[str | None, str | None]]:
+        """Map, set bad rows aside, write, and find the tagged commit: (rows written, bad rows,
+        snapshot, time range)."""
+        where = mapping.BatchPath(batch.rel, batch.natural_time)
+        mapped = mapping.apply(read.rows, load.mapping, where)  # the view `batch` is the mapped rows
+        if read.bad is not None or mapped.bad is not None:
+            self._set_aside(batch, read, mapped, load)
+        rows = mapped.rows
+        if load.time_column and load.time_column.lower() not in {c.lower() for c in rows.columns}:
             # Checked before the commit: failing after it would end the job without a done signal.
             raise BatchFailed(
                 f"time_column {load.time_column!r} is not a column of batch {batch.rel!r} "
-                f"(its columns: {', '.join(read.rows.columns)})"
+                f"(its columns: {', '.join(rows.columns)})"
             )
         self._spark.sql(sql.create_namespace(self._catalog, batch.dataset))
-        read.rows.createOrReplaceTempView("batch")
+        rows.createOrReplaceTempView("batch")
         properties = {
             commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation, batch.reprocess),
             "turnstile.table": batch.table_prefix,
@@ -133,7 +137,8 @@ class IcebergApplier:
             )
         snapshot, written = found
         self._committed(table)[key] = snapshot
-        return written, snapshot, self._time_range(table, load, snapshot)
+        bad_rows = read.bad_rows + mapped.bad_rows
+        return written, bad_rows, snapshot, self._time_range(table, load, snapshot)
 
     # --- writing ------------------------------------------------------------------------
     def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> None:
@@ -250,24 +255,33 @@ class IcebergApplier:
         )
 
     # --- reporting ----------------------------------------------------------------------
-    def _set_aside(self, batch: ManifestBatch, bad: DataFrame, count: int, load: LoadConfig) -> None:
-        sample = [row[0] for row in bad.limit(BAD_ROW_SAMPLE).collect()]
+    def _set_aside(
+        self, batch: ManifestBatch, read: reading.ReadBatch, mapped: mapping.Mapped, load: LoadConfig
+    ) -> None:
+        """Write the rows that did not parse, then those a mapping cast failed on, to `_failed/`;
+        CorruptRecord when together they are more than max_bad_records."""
+        sample = [row[0] for row in read.bad.limit(BAD_ROW_SAMPLE).collect()] if read.bad is not None else []
         found = badrows.culprits(self._spark, sample, load)
+        lines = [_bad_row_line(row, why, load) for row, why in zip(sample, found, strict=True)]
+        diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
+        if mapped.bad is not None:
+            cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, BAD_ROW_SAMPLE)
+            lines += cast_failures
+            diagnosed += [(line["row"], line["reason"], line["column"]) for line in cast_failures]
         name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
-        lines = "".join(
-            json.dumps(_bad_row_line(row, why, load)) + "\n" for row, why in zip(sample, found, strict=True)
-        )
-        self._stores(self._bucket).write(name, lines.encode())
+        self._stores(self._bucket).write(name, "".join(json.dumps(line) + "\n" for line in lines).encode())
+        count = read.bad_rows + mapped.bad_rows
         if count > load.max_bad_records:
-            diagnosed = [(row, why) for row, why in zip(sample, found, strict=True) if why is not None]
-            row, first = diagnosed[0] if diagnosed else (None, None)
-            where = f"; the first: {first.describe()} (row {row!r})" if first else ""
+            row, first, column = diagnosed[0] if diagnosed else (None, None, None)
+            where = f"; the first: {first} (row {row!r})" if first else ""
+            failed = "could not be parsed or cast" if mapped.bad_rows else "could not be parsed"
+            fix = "schema or mapping" if mapped.bad_rows else "schema"
             raise CorruptRecord(
-                f"{count} row(s) could not be parsed (max_bad_records is {load.max_bad_records}){where}; "
-                f"they are in gs://{self._bucket}/{name}. Fix the data (or the schema in load.json) and "
+                f"{count} row(s) {failed} (max_bad_records is {load.max_bad_records}){where}; "
+                f"they are in gs://{self._bucket}/{name}. Fix the data (or the {fix} in load.json) and "
                 "re-upload, or raise max_bad_records.",
-                column=first.column if first else None,
-                value=sample[0] if sample else None,
+                column=column,
+                value=sample[0] if sample else row,
             )
 
     def _time_range(self, table: str, load: LoadConfig, snapshot: int) -> tuple[str | None, str | None]:
