@@ -258,9 +258,10 @@ def _method(r: dict[str, Any]) -> str:
   Spark application of its own (`LOCAL_DRIVER=cold`: a spark-submit of the job's main file, its
   own JVM, session and Iceberg catalog, started for the job and stopped after it), which is what a
   user without coalescing gets and what every Dataproc Serverless job is. Same jars, Spark
-  properties and warehouse as (a). **(b')** the same one job per batch on (a)'s stack, in its warm
-  driver (started by (a)): it shows what the protocol costs per job when starting one costs
-  nothing. (b) and (b') run the first {b} batch(es) of each table: their cost per batch is one job
+  properties and warehouse as (a); its tables' jobs run side by side, one application each, where
+  the warm driver of (a) and (b') runs one job at a time. **(b')** the same one job per batch on
+  (a)'s stack, in its warm driver (started by (a)): what the protocol costs per job when starting
+  one costs nothing. (b) and (b') run the first {b} batch(es) of each table: their cost per batch is one job
   each, flat, so their figures per batch compare{over}.
   (a), (b) and (b') upload out of order behind `START_BACKFILL_FILENAME` and start the clock when
   the gate files are written, every batch queued: the same start as (c) and (d), every file in
@@ -275,7 +276,7 @@ def _method(r: dict[str, Any]) -> str:
   and appended in rel order.
 - **Same Spark**: every application gets `turnstile.jobs.local_spark.spark_conf` (local[2], the same
   jars, catalog and tuning); all of them are started with spark-submit, JVM start-up included.
-- **Wall time**: from the gate files (a, b) or spark-submit's start (c, d) to the last Iceberg
+- **Wall time**: from the gate files (a, b, b') or spark-submit's start (c, d) to the last Iceberg
   commit among the contender's tables (`committed_at` of the last snapshot). Per-batch figures are
   that wall time over the batches committed.
 - **Correctness**: read back from the Iceberg tables: each row carries its batch, the `_file`
