@@ -133,6 +133,7 @@ class LocalRunner:
         for key, value in self.conf.items():
             command += ["--conf", f"{key}={value}"]
         command += [str(job_main_file()), "--manifest", manifest_uri, "--stage-to", str(folder / "staged")]
+        submitted = _now()
         with (folder / LOG).open("ab") as log:
             job = subprocess.Popen(
                 command,
@@ -142,7 +143,9 @@ class LocalRunner:
                 env=child_environment(self.environment),
                 start_new_session=True,
             )
-        write_json(folder / STATE, {"state": JobState.PENDING.value, "submitted_at": _now(), "pid": job.pid})
+        write_json(
+            folder / STATE, {"state": JobState.PENDING.value, "submitted_at": submitted, "pid": job.pid}
+        )
         threading.Thread(target=job.wait, daemon=True).start()  # reap it, or it lingers as a zombie
 
     def _driver(self, spool: Path) -> int:

@@ -97,7 +97,7 @@ class Bench:
         self.per_batch_batches = min(args.per_batch_batches or (1 if quick else 5), self.workload.batches)
         self.job_cost_batches = args.job_cost_batches or (2 if quick else 20)
         self.latency_runs = args.latency_runs or (3 if quick else 15)
-        self.startup_repeats = 0 if quick else 2  # quick: (b)'s only job is that one-batch job
+        self.startup_repeats = 0 if quick else 2  # quick: the start-up of (b')'s one-batch jobs
         self.metadata_commits = 50 if quick else 1_000
         # depth, shallow, batches applied, repeats
         self.deep = (2_000, 10, 100, 3) if quick else (10_000, 10, 1_000, 5)
@@ -164,9 +164,9 @@ class Bench:
                 ),
             )
             per_batch_warm = self.phase(
-                "(b) turnstile, one job per batch, warm driver",
+                "(b') turnstile, one job per batch, warm driver",
                 lambda: stack.run(
-                    label="(b) warm",
+                    label="(b')",
                     dataset="perbatch",
                     workload=self.workload.prefix(self.per_batch_batches),
                     max_batches_per_job=1,
@@ -188,7 +188,9 @@ class Bench:
             )
         finally:
             stack.stop()
-        per_batch = self.phase("(b) turnstile, one job per batch, one Spark application each", self.cold)
+        per_batch = self.phase(
+            "(b) turnstile, one job per batch, one Spark application each", lambda: self.cold(stack.warehouse)
+        )
         setup = SparkSetup(jars, {BENCH_CATALOG: self.work / "warehouse", CATALOG: stack.warehouse})
         sss = self.phase(
             "(c) Structured Streaming", lambda: streaming.run(setup, BENCH_CATALOG, self.workload, self.work)
@@ -235,16 +237,16 @@ class Bench:
         self.results["other_processes_top"] = {command: round(seconds, 1) for command, seconds in top}
         return self.results
 
-    def cold(self) -> StackRun:
+    def cold(self, warehouse: Path) -> StackRun:
         """(b) again on a stack whose local runner gives every job its own spark-submit
         (`LOCAL_DRIVER=cold`), writing into the first stack's warehouse."""
         home = self.work / "stack-cold"
-        stack = TurnstileStack(home, self.sweep_every, cold=True, warehouse=self.work / "stack" / "warehouse")
+        stack = TurnstileStack(home, self.sweep_every, cold=True, warehouse=warehouse)
         self._seed_jars(self.jars_built, home / "jars")
         stack.start()
         try:
             return stack.run(
-                label="(b) cold",
+                label="(b)",
                 dataset="perbatchcold",
                 workload=self.workload.prefix(self.per_batch_batches),
                 max_batches_per_job=1,
