@@ -283,7 +283,8 @@ def _method(r: dict[str, Any]) -> str:
   metadata column joined to `entries` says which commit added it, the snapshot chain gives the
   commit order. Out of order = committed after a batch that sorts after it; twice = rows there
   more than once; missing = not (completely) there; split = spread over several commits. For (a)
-  and (b) the same is also checked from the commits' `turnstile.rel` tags.
+  and (b) the same is also checked from the commits' `turnstile.rel` tags (also for (b') and the
+  latency table).
 - **Exact counts**: the stack's function host is another process, so invocations, storage
   operations and function-seconds come from the same workload run in process through
   functions/main.py (functions-framework's test client, a CloudEvent per finalized object) over
@@ -471,11 +472,11 @@ def _counting(r: dict[str, Any]) -> str:
         ],
         ["applied in order, each once", str(a["applied_in_order_once"]), str(b["applied_in_order_once"])],
     ]
-    text = _table(["per batch", "(a) coalescing", "(b) one job per batch"], rows) + "\n\n"
+    text = _table(["per batch", "(a) coalescing", "(b), (b') one job per batch"], rows) + "\n\n"
     kinds = sorted(set(a["invocations_by_kind_per_batch"]) | set(b["invocations_by_kind_per_batch"]))
     text += "Invocations per batch by the kind of object whose event it is:\n\n"
     text += _table(
-        ["object", "(a)", "(b)", "(a) function-seconds"],
+        ["object", "(a)", "(b), (b')", "(a) function-seconds"],
         [
             [
                 k,
