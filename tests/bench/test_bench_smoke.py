@@ -23,6 +23,9 @@ KEYS = (
     "violations",
     "job_overhead_ratio",
     "local_job_startup_seconds",
+    "speedup_vs_one_job_per_batch_warm_driver",
+    "single_batch_latency",
+    "cold_job_startup_seconds",
 )
 
 
@@ -42,10 +45,29 @@ def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path
     for key in ("speedup_vs_one_job_per_batch", "ratio_vs_structured_streaming", "ratio_vs_floor"):
         assert 0.05 < results[key] < 50, (key, results[key])
     # Turnstile commits every batch once, in order, whatever order they arrived in.
-    for contender in ("coalesced", "one_job_per_batch"):
+    for contender in ("coalesced", "one_job_per_batch", "one_job_per_batch_warm_driver"):
         assert results["violations"][contender]["total"] == 0, results["violations"][contender]
         assert results["violations"][contender]["from_turnstile_rel"]["total"] == 0
+    for contender in ("coalesced", "one_job_per_batch"):
         assert results["counting"][contender]["applied_in_order_once"]
+    # (b): every job its own Spark application, which pays a start-up a warm driver does not.
+    b, b_warm = (
+        results["contenders"]["one_job_per_batch"],
+        results["contenders"]["one_job_per_batch_warm_driver"],
+    )
+    assert b["spark_applications"] == b["turnstile_jobs"] == b["batches"]
+    assert b_warm["spark_applications"] == 1
+    assert 1 < results["cold_job_startup_seconds"] < 120
+    assert results["cold_job_startup_seconds"] > results["local_job_startup_seconds"]
+    assert 0.05 < results["speedup_vs_one_job_per_batch_warm_driver"] < 50
+    # Single-batch latency: each timed batch committed once, in order, seconds after its _SUCCESS.
+    latency = results["single_batch_latency"]
+    assert latency["runs"] == 3 and len(latency["seconds"]) == 3
+    assert 0 < latency["min_seconds"] <= latency["median_seconds"] <= latency["p95_seconds"] <= 60
+    assert latency["p95_seconds"] == latency["max_seconds"]  # nearest rank of 3 runs
+    assert latency["violations"]["total"] == 0
+    assert latency["violations"]["from_turnstile_rel"]["total"] == 0
+    assert "## Single-batch latency on the warm local stack" in (out / "results.md").read_text()
     # Structured Streaming and the floor committed every batch exactly once, in some order.
     for contender in ("structured_streaming", "floor"):
         assert results["violations"][contender]["twice"] == 0
@@ -60,4 +82,10 @@ def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path
     wall = {k: v["wall_seconds"] for k, v in results["contenders"].items()}
     assert all(0 < seconds < 300 for seconds in wall.values()), wall
     assert results["machine"]["cores"] and results["machine"]["spark"]
-    assert set(results["targets"]) >= set(KEYS) - {"local_job_startup_seconds"}
+    untargeted = {
+        "local_job_startup_seconds",
+        "cold_job_startup_seconds",
+        "speedup_vs_one_job_per_batch_warm_driver",
+        "single_batch_latency",
+    }
+    assert set(results["targets"]) >= set(KEYS) - untargeted

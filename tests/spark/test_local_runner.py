@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -179,3 +180,28 @@ def test_a_dead_driver_fails_its_jobs_and_the_next_submit_starts_a_new_one(
     assert _driver_pid(runner, "dies-3") != pid
     rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.warm_b").collect())
     assert rows == [(i, "x") for i in range(1, 4)]  # the queued job never ran in the new driver
+
+
+def test_cold_mode_runs_each_job_in_a_spark_application_of_its_own(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    cold = dataclasses.replace(runner, cold=True)
+    first = _manifest(gcs_store, "cold-1", [_batch(gcs_store, "cold_a", "h01", 31, "1,a\n")])
+    second = _manifest(gcs_store, "cold-2", [_batch(gcs_store, "cold_a", "h02", 32, "2,b\n")])
+    cold.submit("cold-1", first)
+    assert _wait(cold, "cold-1").state is JobState.SUCCEEDED, (
+        cold.job_dir("cold-1") / "job.log"
+    ).read_text()[-3000:]
+    cold.submit("cold-2", second)
+    assert _wait(cold, "cold-2").state is JobState.SUCCEEDED, (
+        cold.job_dir("cold-2") / "job.log"
+    ).read_text()[-3000:]
+    pids = [read_json(cold.job_dir(j) / STATE)["pid"] for j in ("cold-1", "cold-2")]  # type: ignore[index]
+    assert pids[0] != pids[1]
+    for job_id in ("cold-1", "cold-2"):
+        log = (cold.job_dir(job_id) / "job.log").read_text()
+        assert "turnstile local driver" not in log  # not a warm driver's job
+        assert read_json(cold.job_dir(job_id) / "finished.json")["exit_code"] == 0  # type: ignore[index]
+    assert not (cold.home / "workers").exists()  # no warm driver was started
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.cold_a").collect())
+    assert rows == [(1, "a"), (2, "b")]

@@ -8,6 +8,8 @@ started detached on first use, in `<home>/workers/<digest>/`) through its spool
 (`turnstile.spool`), so a job pays its batches, not ≈ 9 s of JVM, session and catalog start-up.
 Jobs outlive the invocation that submitted them and any process reads their state from the folder;
 a job is bound to the driver it was queued to, so when that driver dies, its jobs are FAILED.
+With `LOCAL_DRIVER=cold` each job is instead its own spark-submit of the job's main file
+(`turnstile.jobs.local_cold`): what one job per batch costs without a warm driver, as on Dataproc.
 """
 
 from __future__ import annotations
@@ -17,25 +19,27 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from turnstile.jobs.local_cold import FINISHED, LOG, STARTED
 from turnstile.jobs.local_spark import ensure_jars, spark_conf
-from turnstile.jobs.local_worker import failure_detail, spark_submit, warm_driver_file
+from turnstile.jobs.local_worker import failure_detail, job_main_file, spark_submit, warm_driver_file
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.settings import Settings, child_environment
 from turnstile.spool import WORKER, enqueue, entry_name, locked, prepare, read_json, withdraw, write_json
 
-__all__ = ["LOG", "REQUEST", "STATE", "LocalRunner", "read_json", "write_json"]
+__all__ = ["FINISHED", "LOG", "REQUEST", "STARTED", "STATE", "LocalRunner", "read_json", "write_json"]
 
 REQUEST = "request.json"
-STATE = "state.json"  # written by the submitter: PENDING (with the driver's pid) or CANCELLED
-STARTED = "started.json"  # written by the driver when it starts the job
-FINISHED = "finished.json"  # written by the driver when the job ends: its exit code
-LOG = "job.log"
+# written by the submitter: PENDING (with the pid of the driver, or of a cold job) or CANCELLED
+STATE = "state.json"
+# STARTED and FINISHED are written by the driver (or a cold job's `local_cold`) when the job starts
+# and when it ends, with its exit code; LOG is the job's output.
 DRIVER_LOG = "driver.log"
 
 
@@ -68,6 +72,7 @@ class LocalRunner:
     # What the driver and its spark-submit get on top of the environment they inherit.
     environment: Mapping[str, str]
     idle_seconds: float = 300.0  # a driver with nothing to do this long exits
+    cold: bool = False  # each job its own spark-submit instead of the warm driver (LOCAL_DRIVER=cold)
 
     @staticmethod
     def from_settings(settings: Settings) -> LocalRunner:
@@ -75,7 +80,13 @@ class LocalRunner:
         jars = ensure_jars(home / "jars")
         warehouse = Path(settings.iceberg_warehouse or home / "warehouse")
         conf = spark_conf(jars, warehouse, settings.iceberg_catalog)
-        return LocalRunner(home, conf, job_environment(settings), settings.local_driver_idle_seconds)
+        return LocalRunner(
+            home,
+            conf,
+            job_environment(settings),
+            settings.local_driver_idle_seconds,
+            cold=settings.local_driver == "cold",
+        )
 
     def job_dir(self, job_id: str) -> Path:
         return self.home / "jobs" / job_id
@@ -94,6 +105,9 @@ class LocalRunner:
         except FileExistsError:
             return  # submitted before: attach
         write_json(folder / REQUEST, {"job_id": job_id, "manifest": manifest_uri, "conf": self.conf})
+        if self.cold:
+            self._start_cold(job_id, manifest_uri)
+            return
         spool = self.spool()
         with locked(spool):
             pid = self._driver(spool)
@@ -110,6 +124,29 @@ class LocalRunner:
                 "worker": pid,
             }
             enqueue(spool, name, request)
+
+    def _start_cold(self, job_id: str, manifest_uri: str) -> None:
+        """The job in a Spark application of its own (`turnstile.jobs.local_cold` records its
+        start and end), in a process group of its own so that `cancel` ends all of it."""
+        folder = self.job_dir(job_id)
+        command = [sys.executable, "-m", "turnstile.jobs.local_cold", str(folder), "--", str(spark_submit())]
+        for key, value in self.conf.items():
+            command += ["--conf", f"{key}={value}"]
+        command += [str(job_main_file()), "--manifest", manifest_uri, "--stage-to", str(folder / "staged")]
+        submitted = _now()
+        with (folder / LOG).open("ab") as log:
+            job = subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=child_environment(self.environment),
+                start_new_session=True,
+            )
+        write_json(
+            folder / STATE, {"state": JobState.PENDING.value, "submitted_at": submitted, "pid": job.pid}
+        )
+        threading.Thread(target=job.wait, daemon=True).start()  # reap it, or it lingers as a zombie
 
     def _driver(self, spool: Path) -> int:
         """The pid (and process group) of the spool's live driver, started now if there is none.
@@ -147,11 +184,8 @@ class LocalRunner:
         if finished is None and isinstance(pid, int) and not alive(pid):
             finished = read_json(folder / FINISHED)  # it may have just finished
             if finished is None:
-                return JobStatus(
-                    job_id,
-                    JobState.FAILED,
-                    f"the local Spark driver {pid} died; see {folder / LOG} and {self.spool() / DRIVER_LOG}",
-                )
+                where = folder / LOG if self.cold else f"{folder / LOG} and {self.spool() / DRIVER_LOG}"
+                return JobStatus(job_id, JobState.FAILED, f"the local Spark driver {pid} died; see {where}")
         if finished is not None:
             code = int(finished["exit_code"])
             if code == 0:

@@ -9,6 +9,7 @@ from pathlib import Path
 from turnstile.errors import SettingsError
 
 WARM_DRIVER_MODULE = "turnstile.spark.warm"
+JOB_MAIN_MODULE = "turnstile.spark.main"
 
 
 def _module_file(module: str) -> Path:
@@ -25,6 +26,11 @@ def spark_submit() -> Path:
 
 def warm_driver_file() -> Path:
     return _module_file(WARM_DRIVER_MODULE)
+
+
+def job_main_file() -> Path:
+    """The job's main file, as Dataproc Serverless runs it: one Spark application per job."""
+    return _module_file(JOB_MAIN_MODULE)
 
 
 def failure_detail(log: Path, code: int) -> str:

@@ -1,6 +1,9 @@
 """`python -m turnstile_dev.bench [--tables T --batches N --files F --rows R --quick]` (`make bench`).
 
-Runs every contender one after another on this machine, alone, on the same workload, then writes
+Runs every contender one after another on this machine, alone, on the same workload: (a) turnstile
+coalescing and (b') one job per batch on a local stack with a warm driver, the single-batch latency
+on that stack, (b) one job per batch on a second stack whose every job is its own Spark
+application, (c) Structured Streaming, (d) the floor; then writes
 `<out>/results.json`, `<out>/results.md` and `<out>/chart.png`. Scratch data goes to `<work>`,
 emptied first.
 """
@@ -26,6 +29,7 @@ from turnstile_dev.bench import (
     counting,
     floor,
     job_cost,
+    latency,
     machine,
     report,
     scale,
@@ -60,6 +64,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--job-cost-batches", type=int, help="batches of the job-overhead figure (default 20)"
     )
     parser.add_argument(
+        "--latency-runs",
+        type=int,
+        help="single batches timed from `_SUCCESS` to commit on the warm stack (default 15; --quick: 3)",
+    )
+    parser.add_argument(
         "--sweep-every",
         type=float,
         default=StackOptions.sweep_every,
@@ -87,7 +96,8 @@ class Bench:
         )
         self.per_batch_batches = min(args.per_batch_batches or (1 if quick else 5), self.workload.batches)
         self.job_cost_batches = args.job_cost_batches or (2 if quick else 20)
-        self.startup_repeats = 0 if quick else 2  # quick: (b)'s only job is that one-batch job
+        self.latency_runs = args.latency_runs or (3 if quick else 15)
+        self.startup_repeats = 0 if quick else 2  # quick: the start-up of (b')'s one-batch jobs
         self.metadata_commits = 50 if quick else 1_000
         # depth, shallow, batches applied, repeats
         self.deep = (2_000, 10, 100, 3) if quick else (10_000, 10, 1_000, 5)
@@ -100,6 +110,7 @@ class Bench:
         self.other_cpu: dict[str, float] = {}  # CPU-seconds other processes used, per phase
         self.other = machine.OtherLoad()
         self.results: dict[str, Any] = {}
+        self.jars_built: list[Path] = []
 
     def phase(self, name: str, fn: Callable[[], T]) -> T:
         say(f"{name}...")
@@ -128,6 +139,7 @@ class Bench:
         self.work.mkdir(parents=True)
         check_java()
         jars = ensure_jars(self.jars)
+        self.jars_built = jars
         say(f"workload: {self.workload.describe()}")
         counts = self.phase("in-process counts (functions/main.py, exact)", self.count)
         depth, shallow, applied, repeats = self.deep
@@ -151,10 +163,10 @@ class Bench:
                     progress=say,
                 ),
             )
-            per_batch = self.phase(
-                "(b) turnstile, one job per batch",
+            per_batch_warm = self.phase(
+                "(b') turnstile, one job per batch, warm driver",
                 lambda: stack.run(
-                    label="(b)",
+                    label="(b')",
                     dataset="perbatch",
                     workload=self.workload.prefix(self.per_batch_batches),
                     max_batches_per_job=1,
@@ -162,24 +174,31 @@ class Bench:
                     progress=say,
                 ),
             )
+            single = self.phase(
+                "single-batch latency",
+                lambda: latency.run(stack, self.workload, self.latency_runs, 600, say),
+            )
             startups = (
                 self.phase("local job start-up", lambda: stack.startup(self.workload, self.startup_repeats))
                 if self.startup_repeats
                 else [
                     {"job_seconds": j.seconds, "batch_seconds_inside_job": s}
-                    for j, s in zip(per_batch.jobs, per_batch.batch_seconds, strict=False)
+                    for j, s in zip(per_batch_warm.jobs, per_batch_warm.batch_seconds, strict=False)
                 ]
             )
         finally:
             stack.stop()
+        per_batch = self.phase(
+            "(b) turnstile, one job per batch, one Spark application each", lambda: self.cold(stack.warehouse)
+        )
         setup = SparkSetup(jars, {BENCH_CATALOG: self.work / "warehouse", CATALOG: stack.warehouse})
         sss = self.phase(
             "(c) Structured Streaming", lambda: streaming.run(setup, BENCH_CATALOG, self.workload, self.work)
         )
         low = self.phase("(d) floor", lambda: floor.run(setup, BENCH_CATALOG, self.workload, self.work))
-        turnstile_tables = coalesced.tables + per_batch.tables
+        turnstile_tables = coalesced.tables + per_batch.tables + per_batch_warm.tables + [single.table]
         cost = self.phase(
-            "job overhead (and reading back (a) and (b))",
+            "job overhead (and reading back the turnstile tables)",
             lambda: job_cost.run(
                 setup,
                 BENCH_CATALOG,
@@ -200,7 +219,9 @@ class Bench:
             many=many,
             coalesced=coalesced,
             per_batch=per_batch,
+            per_batch_warm=per_batch_warm,
             turnstile_found={t: turnstile_found[t] for t in turnstile_tables},
+            single_latency=latency.summary(single, turnstile_found[single.table]),
             startups=startups,
             sss=sss,
             low=low,
@@ -215,6 +236,25 @@ class Bench:
         top = sorted(self.other.by_command.items(), key=lambda kv: -kv[1])[:5]
         self.results["other_processes_top"] = {command: round(seconds, 1) for command, seconds in top}
         return self.results
+
+    def cold(self, warehouse: Path) -> StackRun:
+        """(b) again on a stack whose local runner gives every job its own spark-submit
+        (`LOCAL_DRIVER=cold`), writing into the first stack's warehouse."""
+        home = self.work / "stack-cold"
+        stack = TurnstileStack(home, self.sweep_every, cold=True, warehouse=warehouse)
+        self._seed_jars(self.jars_built, home / "jars")
+        stack.start()
+        try:
+            return stack.run(
+                label="(b)",
+                dataset="perbatchcold",
+                workload=self.workload.prefix(self.per_batch_batches),
+                max_batches_per_job=1,
+                timeout=3600,
+                progress=say,
+            )
+        finally:
+            stack.stop()
 
     def _seed_jars(self, jars: list[Path], target: Path) -> None:
         """The stack builds its jars in its home: give it the ones already built (same mtimes)."""
@@ -259,7 +299,9 @@ class Bench:
         many: dict[str, Any],
         coalesced: StackRun,
         per_batch: StackRun,
+        per_batch_warm: StackRun,
         turnstile_found: dict[str, Any],
+        single_latency: dict[str, Any],
         startups: list[dict[str, float]],
         sss: SparkRun,
         low: SparkRun,
@@ -269,7 +311,11 @@ class Bench:
         rows_per_batch = w.files * w.rows
         contenders: dict[str, Any] = {}
         violations: dict[str, Any] = {}
-        for key, run in (("coalesced", coalesced), ("one_job_per_batch", per_batch)):
+        for key, run in (
+            ("coalesced", coalesced),
+            ("one_job_per_batch", per_batch),
+            ("one_job_per_batch_warm_driver", per_batch_warm),
+        ):
             found = {t: turnstile_found[t] for t in run.tables}
             last = max((verify.last_commit_ms(f) or 0) for f in found.values()) / 1000
             data, tags = verify.Violations(), verify.Violations()
@@ -279,9 +325,10 @@ class Bench:
             contenders[key] = self._contender(
                 run.workload,
                 last - run.gate_opened,
-                len(run.jobs),
+                len(run.jobs) if key == "one_job_per_batch" else 1,  # else the one warm driver
                 sum(len(f["commits"]) for f in found.values()),
             ) | {
+                "turnstile_jobs": len(run.jobs),
                 "cpu_seconds_per_batch": round(run.cpu_seconds / run.workload.total_batches, 3),
                 "run": run.as_dict(),
             }
@@ -337,6 +384,8 @@ class Bench:
             },
             "settings": {"sweep_every_seconds": self.sweep_every, "spark_master": "local[2]"},
             "speedup_vs_one_job_per_batch": per["one_job_per_batch"] / per["coalesced"],
+            "speedup_vs_one_job_per_batch_warm_driver": per["one_job_per_batch_warm_driver"]
+            / per["coalesced"],
             "ratio_vs_structured_streaming": per["coalesced"] / per["structured_streaming"],
             "ratio_vs_floor": per["coalesced"] / per["floor"],
             "storage_ops_per_batch": coalescing["storage_ops_per_batch"],
@@ -361,6 +410,11 @@ class Bench:
             "violations": violations,
             "job_overhead_ratio": job_total / bare_total,
             "local_job_startup_seconds": startup,
+            # Each cold job applies one batch: what it costs beyond that batch, on average.
+            "cold_job_startup_seconds": (
+                sum(j.seconds for j in per_batch.jobs) - sum(per_batch.batch_seconds)
+            )
+            / max(len(per_batch.jobs), 1),
             "contenders": contenders,
             "counting": counts,
             "scale": {"deep_backlog": deep, "many_tables": many},
@@ -372,9 +426,12 @@ class Bench:
             "startup": {
                 "runs_seconds": startup_runs,
                 "warm_first_batch_seconds": cost["warm_first_batch_seconds"],
-                "source": "dedicated one-batch jobs" if self.startup_repeats else "the one-batch jobs of (b)",
+                "source": "dedicated one-batch jobs"
+                if self.startup_repeats
+                else "the one-batch jobs of (b')",
             },
         }
+        results["single_batch_latency"] = single_latency
         results["targets"] = report.targets(results)
         return results
 

@@ -12,18 +12,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-SHORT = {
-    "coalesced": "(a) turnstile\ncoalescing",
-    "one_job_per_batch": "(b) turnstile\none job per batch",
-    "structured_streaming": "(c) Structured\nStreaming",
-    "floor": "(d) floor:\none session",
-}
-LABELS = {
-    "coalesced": "(a) turnstile, coalescing",
-    "one_job_per_batch": "(b) turnstile, one job per batch",
-    "structured_streaming": "(c) Structured Streaming, AvailableNow",
-    "floor": "(d) floor: one session, in order",
-}
+from turnstile_dev.bench import latency, missed
+from turnstile_dev.bench.labels import LABELS, SHORT, TURNSTILE
 
 
 def _target(value: float, bound: float, at_least: bool = False) -> dict[str, Any]:
@@ -32,11 +22,9 @@ def _target(value: float, bound: float, at_least: bool = False) -> dict[str, Any
 
 
 def targets(r: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    ordered = r["violations"]["coalesced"]["total"] + r["violations"]["one_job_per_batch"]["total"]
-    tags = (
-        r["violations"]["coalesced"]["from_turnstile_rel"]["total"]
-        + r["violations"]["one_job_per_batch"]["from_turnstile_rel"]["total"]
-    )
+    checked = [r["violations"][k] for k in TURNSTILE] + [r["single_batch_latency"]["violations"]]
+    ordered = sum(v["total"] for v in checked)
+    tags = sum(v["from_turnstile_rel"]["total"] for v in checked)
     return {
         "speedup_vs_one_job_per_batch": _target(r["speedup_vs_one_job_per_batch"], 20, at_least=True),
         "ratio_vs_structured_streaming": _target(r["ratio_vs_structured_streaming"], 1.5),
@@ -63,7 +51,15 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
         lines.append(
             f"  {name:<32} {t['value']:>10g}   target {t['target']:<7} {'met' if t['met'] else 'MISSED'}"
         )
+    latency_seconds = r["single_batch_latency"]
+    warm = "speedup, (b') warm driver"
+    lines.append(f"  {warm:<32} {r['speedup_vs_one_job_per_batch_warm_driver']:>10.3f}")
+    lines.append(
+        f"  {'latency median / p95 s':<32} {latency_seconds['median_seconds']:>10.2f} / "
+        f"{latency_seconds['p95_seconds']:.2f}"
+    )
     lines.append(f"  {'local_job_startup_seconds':<32} {r['local_job_startup_seconds']:>10.2f}")
+    lines.append(f"  {'cold_job_startup_seconds':<32} {r['cold_job_startup_seconds']:>10.2f}")
     return lines
 
 
@@ -73,10 +69,10 @@ def summary_lines(r: dict[str, Any]) -> list[str]:
 def chart(r: dict[str, Any], path: Path) -> None:
     contenders = r["contenders"]
     keys = [k for k in LABELS if k in contenders]
-    fig = Figure(figsize=(13, 5.2))
-    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.25]})
+    fig = Figure(figsize=(14, 5.4))
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.3, 1.2]})
     values = [contenders[k]["seconds_per_batch"] for k in keys]
-    colors = ["#1f6fb4", "#8fb8de", "#e07b39", "#6a9f58"][: len(keys)]
+    colors = ["#1f6fb4", "#8fb8de", "#c9dcef", "#e07b39", "#6a9f58"][: len(keys)]
     bars = left.bar(range(len(keys)), values, color=colors)
     left.set_xticks(range(len(keys)), [f"{SHORT[k]}\n{_correctness(r, k)}" for k in keys], fontsize=7)
     if max(values) / min(values) > 20:
@@ -105,10 +101,10 @@ def chart(r: dict[str, Any], path: Path) -> None:
     right.barh(range(len(names)), counts, color="#1f6fb4")
     right.set_yticks(range(len(names)), names, fontsize=7)
     right.axvline(0, color="black", linewidth=0.5)
-    right.axvline(8, color="#c0392b", linewidth=1, linestyle="--")
+    right.axvline(6, color="#c0392b", linewidth=1, linestyle="--")
     right.annotate(
-        "target for all: 8",
-        (8, len(names) - 0.5),
+        "target for all: 6",
+        (6, len(names) - 0.5),
         color="#c0392b",
         fontsize=7,
         xytext=(3, 0),
@@ -197,6 +193,8 @@ def markdown(r: dict[str, Any]) -> str:
     add(_scale(r))
     add("## The job against a bare read-and-append, and a local job's start-up (issue 4)\n")
     add(_job_cost(r))
+    add("## Single-batch latency on the warm local stack\n")
+    add(latency.markdown(r))
     add("## Storage operations per batch as a function of batches per job\n")
     add(_formula(r))
     add("## Dataproc Serverless cost model\n")
@@ -204,7 +202,7 @@ def markdown(r: dict[str, Any]) -> str:
     add("## metadata.json after many commits\n")
     add(_metadata(r))
     add("## What missed its target, and why\n")
-    add(_missed(r))
+    add(missed.section(r))
     add("## Phases of this run\n")
     other = r["other_processes_cpu_seconds"]
     add(
@@ -253,14 +251,22 @@ def _method(r: dict[str, Any]) -> str:
 - **(a)** the real local stack (fake-gcs-server, functions/main.py under functions-framework, the
   listing event bridge, local jobs in the local runner's warm driver: one spark-submit for the
   whole stack that runs the jobs one after another, its JVM, session and catalog started by the
-  first job of (a) and reused by every later one of (a) and (b); Hadoop Iceberg catalog), ordered
-  tables, default `max_batches_per_job` (10) and `max_bytes_per_job` (1 GiB). **(b)** the same
-  with `max_batches_per_job: 1` in `load.json`, on the
-  first {b} batch(es) of each table: its cost per batch is one job each, flat, so its figures per
-  batch compare{over}.
-  Both upload out of order behind `START_BACKFILL_FILENAME` and start the clock when the gate files
-  are written, every batch queued: the same start as (c) and (d), every file in place. (Without the
-  gate, a batch whose upload lags behind a later batch's commit stops an ordered table by design.)
+  first job of (a) and reused by every later job on that stack; Hadoop Iceberg catalog), ordered
+  tables, default `max_batches_per_job` (10) and `max_bytes_per_job` (1 GiB).
+- **(b)**, the contender of `speedup_vs_one_job_per_batch`: the same protocol with
+  `max_batches_per_job: 1` in `load.json`, on a second local stack whose runner gives every job a
+  Spark application of its own (`LOCAL_DRIVER=cold`: a spark-submit of the job's main file, its
+  own JVM, session and Iceberg catalog, started for the job and stopped after it), which is what a
+  user without coalescing gets and what every Dataproc Serverless job is. Same jars, Spark
+  properties and warehouse as (a); its tables' jobs run side by side, one application each, where
+  the warm driver of (a) and (b') runs one job at a time. **(b')** the same one job per batch on
+  (a)'s stack, in its warm driver (started by (a)): what the protocol costs per job when starting
+  one costs nothing. (b) and (b') run the first {b} batch(es) of each table: their cost per batch is one job
+  each, flat, so their figures per batch compare{over}.
+  (a), (b) and (b') upload out of order behind `START_BACKFILL_FILENAME` and start the clock when
+  the gate files are written, every batch queued: the same start as (c) and (d), every file in
+  place. (Without the gate, a batch whose upload lags behind a later batch's commit stops an
+  ordered table by design.)
   The stack's sweeper runs every {sweep:g} s (the section on the time between jobs says whether it
   mattered).
 - **(c)** Spark Structured Streaming, CSV file source, `Trigger.AvailableNow`,
@@ -270,14 +276,15 @@ def _method(r: dict[str, Any]) -> str:
   and appended in rel order.
 - **Same Spark**: every application gets `turnstile.jobs.local_spark.spark_conf` (local[2], the same
   jars, catalog and tuning); all of them are started with spark-submit, JVM start-up included.
-- **Wall time**: from the gate files (a, b) or spark-submit's start (c, d) to the last Iceberg
+- **Wall time**: from the gate files (a, b, b') or spark-submit's start (c, d) to the last Iceberg
   commit among the contender's tables (`committed_at` of the last snapshot). Per-batch figures are
   that wall time over the batches committed.
 - **Correctness**: read back from the Iceberg tables: each row carries its batch, the `_file`
   metadata column joined to `entries` says which commit added it, the snapshot chain gives the
   commit order. Out of order = committed after a batch that sorts after it; twice = rows there
   more than once; missing = not (completely) there; split = spread over several commits. For (a)
-  and (b) the same is also checked from the commits' `turnstile.rel` tags.
+  and (b) the same is also checked from the commits' `turnstile.rel` tags (also for (b') and the
+  latency table).
 - **Exact counts**: the stack's function host is another process, so invocations, storage
   operations and function-seconds come from the same workload run in process through
   functions/main.py (functions-framework's test client, a CloudEvent per finalized object) over
@@ -291,7 +298,8 @@ def _method(r: dict[str, Any]) -> str:
 def _headline(r: dict[str, Any]) -> str:
     rows = []
     notes = {
-        "speedup_vs_one_job_per_batch": "(b) seconds per batch / (a) seconds per batch",
+        "speedup_vs_one_job_per_batch": "(b) seconds per batch / (a) seconds per batch; (b): one Spark "
+        "application per batch",
         "ratio_vs_structured_streaming": "(a) seconds per batch / (c) seconds per batch",
         "ratio_vs_floor": "(a) seconds per batch / (d) seconds per batch",
         "storage_ops_per_batch": "(a), function + job, at the store port",
@@ -303,22 +311,46 @@ def _headline(r: dict[str, Any]) -> str:
         "deep_backlog_ratio": "subscriber seconds per batch, "
         f"{r['scale']['deep_backlog']['deep']['backlog']:,}-pointer backlog / "
         f"{r['scale']['deep_backlog']['shallow']['backlog']}-pointer",
-        "violations": "(a) + (b): out of order, twice or not at all",
+        "violations": "(a) + (b) + (b') + the latency table: out of order, twice or not at all",
         "job_overhead_ratio": "job seconds / bare read-and-append seconds, same files, same session",
     }
     for name, t in r["targets"].items():
         rows.append(
             [f"`{name}`", f"{t['value']:g}", t["target"], "met" if t["met"] else "**missed**", notes[name]]
         )
-    rows.append(
+    lat = r["single_batch_latency"]
+    rows += [
+        [
+            "`speedup_vs_one_job_per_batch_warm_driver`",
+            f"{r['speedup_vs_one_job_per_batch_warm_driver']:.3f}",
+            "-",
+            "-",
+            "(b') seconds per batch / (a) seconds per batch; (b'): one job per batch in the warm driver",
+        ],
+        [
+            "`single_batch_latency` median / p95",
+            f"{lat['median_seconds']:.2f} s / {lat['p95_seconds']:.2f} s",
+            "-",
+            "-",
+            f"`_SUCCESS` upload to its Iceberg commit, {lat['runs']} batches one after another on the warm "
+            "local stack",
+        ],
         [
             "`local_job_startup_seconds`",
             _f(r["local_job_startup_seconds"]),
             "-",
             "-",
-            "one local one-batch job, submit to end, minus that batch's own seconds in the job",
-        ]
-    )
+            "one local one-batch job in the warm driver, submit to end, minus that batch's own seconds",
+        ],
+        [
+            "`cold_job_startup_seconds`",
+            _f(r["cold_job_startup_seconds"]),
+            "-",
+            "-",
+            "(b)'s jobs, submit to end, minus their batch's own seconds: starting and stopping a Spark "
+            "application",
+        ],
+    ]
     rows.append(
         [
             "`function_seconds_per_batch`",
@@ -342,6 +374,7 @@ def _contenders(r: dict[str, Any]) -> str:
                 _f(c["wall_seconds"], 1),
                 _f(c["seconds_per_batch"], 3),
                 _f(c["rows_per_second"], 0),
+                str(c.get("turnstile_jobs", "-")),
                 str(c["spark_applications"]),
                 str(c["commits"]),
                 f"{v['out_of_order']} / {v['twice']} / {v['missing']} / {v['split']}",
@@ -354,28 +387,35 @@ def _contenders(r: dict[str, Any]) -> str:
             "wall s",
             "s per batch",
             "rows/s",
+            "turnstile jobs",
             "Spark applications",
             "commits",
             "out of order / twice / missing / split",
         ],
         rows,
     )
-    a, b = r["contenders"]["coalesced"]["run"], r["contenders"]["one_job_per_batch"]["run"]
-    sss = r["contenders"]["structured_streaming"]
-    a_events = a["events_delivered"] / r["contenders"]["coalesced"]["batches"]
-    b_events = b["events_delivered"] / r["contenders"]["one_job_per_batch"]["batches"]
+    c = r["contenders"]
+    a, b = c["coalesced"]["run"], c["one_job_per_batch"]["run"]
+    sss = c["structured_streaming"]
+    events = {k: c[k]["run"]["events_delivered"] / c[k]["batches"] for k in TURNSTILE}
+    tags = {k: r["violations"][k]["from_turnstile_rel"]["total"] for k in TURNSTILE}
+    b_mean = sum(b["job_seconds"]) / max(len(b["job_seconds"]), 1)
     text += f"""
 
-- From `turnstile.rel` tags: (a) {r["violations"]["coalesced"]["from_turnstile_rel"]["total"]}, (b)
-  {r["violations"]["one_job_per_batch"]["from_turnstile_rel"]["total"]} violations.
+- Spark applications: (a) and (b') ran in one warm driver (started by (a)'s first job; (b') started
+  none); each of (b)'s jobs was a Spark application of its own.
+- From `turnstile.rel` tags: (a) {tags["coalesced"]}, (b) {tags["one_job_per_batch"]},
+  (b') {tags["one_job_per_batch_warm_driver"]} violations.
 - (c) commit order of its first table's first micro-batches (batch numbers):
   {sss["applied_order_sample"]}: the file source takes files by modification time, so batches
   land in arrival order, and nothing waits for a `_SUCCESS`.
 - (a) jobs: {a["jobs"]}, seconds each (submit to end) {a["job_seconds"]}; the batches inside them took
-  {a["batch_seconds_in_jobs"]:g} s in all. Machine CPU-seconds per batch: (a)
-  {r["contenders"]["coalesced"]["cpu_seconds_per_batch"]:g}, (b)
-  {r["contenders"]["one_job_per_batch"]["cpu_seconds_per_batch"]:g}.
-- Events the stack's bridge delivered per batch: (a) {a_events:.2f}, (b) {b_events:.2f} (the bridge sees
+  {a["batch_seconds_in_jobs"]:g} s in all. (b) jobs: {b["jobs"]}, {b_mean:.1f} s each on average (submit to
+  end), their batches {b["batch_seconds_in_jobs"]:g} s in all. Machine CPU-seconds per batch: (a)
+  {c["coalesced"]["cpu_seconds_per_batch"]:g}, (b) {c["one_job_per_batch"]["cpu_seconds_per_batch"]:g},
+  (b') {c["one_job_per_batch_warm_driver"]["cpu_seconds_per_batch"]:g}.
+- Events the stack's bridge delivered per batch: (a) {events["coalesced"]:.2f}, (b)
+  {events["one_job_per_batch"]:.2f}, (b') {events["one_job_per_batch_warm_driver"]:.2f} (the bridge sees
   listings, so it misses generations rewritten within a poll; the exact counts are below).
 """
     return text
@@ -432,11 +472,11 @@ def _counting(r: dict[str, Any]) -> str:
         ],
         ["applied in order, each once", str(a["applied_in_order_once"]), str(b["applied_in_order_once"])],
     ]
-    text = _table(["per batch", "(a) coalescing", "(b) one job per batch"], rows) + "\n\n"
+    text = _table(["per batch", "(a) coalescing", "(b), (b') one job per batch"], rows) + "\n\n"
     kinds = sorted(set(a["invocations_by_kind_per_batch"]) | set(b["invocations_by_kind_per_batch"]))
     text += "Invocations per batch by the kind of object whose event it is:\n\n"
     text += _table(
-        ["object", "(a)", "(b)", "(a) function-seconds"],
+        ["object", "(a)", "(b), (b')", "(a) function-seconds"],
         [
             [
                 k,
@@ -524,82 +564,6 @@ does not fit here.
 """
 
 
-def _storage_ops(r: dict[str, Any]) -> str:
-    count = r["counting"]["coalesced"]
-    sites = count["function_ops_by_site_and_operation_per_batch"]
-    top = ", ".join(f"`{k}` {v:g}" for k, v in list(sites.items())[:5])
-    cascade = sum(v for k, v in sites.items() if k.startswith("config:"))
-    text = (
-        f"- **storage_ops_per_batch {count['storage_ops_per_batch']:g} (target 6).** Largest call sites: "
-        f"{top}. The config cascade (`config:_read_level`: {cascade:g} per batch) lists the `_config/` "
-        "folder of every level from the bucket root to the batch folder (7 levels in the hourly layout: "
-        "the root, the dataset, the table, year, month, day, hour) and reads each `load.json` it finds, "
-        "afresh in every invocation that describes a batch: the `_SUCCESS` handler for every batch, the "
-        "subscriber once per job. Without it this run would count "
-        f"{count['storage_ops_per_batch'] - cascade:g} per batch; a cache of the levels above the table "
-        "(they rarely change), or one listing of the `_config/` objects on the path, would take most of it."
-    )
-    ensure = sum(v for k, v in sites.items() if k.startswith("protocol.publisher:ensure_subscriber"))
-    if ensure >= 1.5:
-        text += (
-            f" `publisher.ensure_subscriber` runs {ensure:g} times per batch: `publish()` calls it, and so "
-            "does `queue()` inside it, so every `_SUCCESS` checks the gate (or tries to create "
-            "`_BACKFILL`, a failed precondition plus a read on GCS) twice."
-        )
-    return text + " Reported, not changed here."
-
-
-def _overhead(r: dict[str, Any]) -> str:
-    j = r["job_cost"]
-    detail = ", ".join(f"{k} {v / j['batches']:.3f} s" for k, v in j["job_steps_seconds"].items())
-    jobs = j.get("spark_jobs_per_batch", {})
-    return (
-        f"- **job_overhead_ratio {r['job_overhead_ratio']:.2f} (target 1.3).** The job runs "
-        f"{jobs.get('job', 0):g} Spark jobs per batch against {jobs.get('bare', 0):g} for the bare append "
-        f"({sum(j['bare_seconds']) / j['batches']:.3f} s per batch); its time by step: {detail}. On batches "
-        f"this small ({j['rows_per_batch']:,} rows) each Spark job is mostly fixed planning and scheduling "
-        "cost, so every extra pass shows: the read with a corrupt-record column, cached and counted to set "
-        "bad rows aside; the table lookup and the schema fit; the commit; finding the tagged commit. With "
-        "larger batches the fixed part weighs less."
-    )
-
-
-def _job_ends(r: dict[str, Any]) -> str:
-    """How each job's end reached the subscriber: its done signal, or only the sweeper."""
-    a_run, b_run = r["contenders"]["coalesced"]["run"], r["contenders"]["one_job_per_batch"]["run"]
-    restarts = a_run["sweeper_restarts"] + b_run["sweeper_restarts"]
-    jobs = a_run["jobs"] + b_run["jobs"]
-    gaps = a_run["notice_gaps_seconds"] + b_run["notice_gaps_seconds"]
-    sweep = r["settings"]["sweep_every_seconds"]
-    gap_text = (
-        f"the next job of a table was submitted {sum(gaps) / len(gaps):.2f} s after the previous job's "
-        f"process ended, on average (longest {max(gaps):.2f} s; a negative gap: submitted on the done "
-        "signal, before the process had exited)"
-        if gaps
-        else "no table ran two jobs in a row, so no gap between jobs was measured"
-    )
-    text = f"""
-### Between jobs: how a job's end reaches the subscriber
-
-In (a) and (b), the sweeper (every {sweep:g} s) had to restart {restarts} subscriber run(s) for {jobs}
-jobs; {gap_text}.
-"""
-    if restarts * 2 >= jobs:
-        text += """
-**Finding:** a job's done signal does not wake the subscriber. The job writes it before its process
-ends (`spark.stop()`, then the local runner records the state; on Dataproc a batch stays RUNNING well
-after the driver is done), so the subscriber it wakes finds the job still RUNNING, waits, and
-nothing wakes it again but the sweeper: every ordered job waits up to a sweep period (Cloud
-Scheduler's, a minute at best, in the cloud). Trusting an existing done signal as the job's end
-would close it. Reported, not changed here.
-"""
-    else:
-        text += """
-Each job's end was noticed through its done signal, so no job waits for the sweeper.
-"""
-    return text
-
-
 def _runs(found: dict[str, Any]) -> str:
     return ", ".join(f"{x * 1000:.3f}" for x in found["seconds_per_batch_runs"])
 
@@ -627,82 +591,12 @@ the same batch applied in the warm session, creating its table: {s["warm_first_b
 minus the batch's own seconds inside that job, from its result record): the
 local runner hands the job to its warm driver (one spark-submit per stack that runs jobs one after
 another, `turnstile.spark.warm`), so a job no longer pays a JVM, the Spark session and the Iceberg
-catalog; the first job of (a) paid them once. Dataproc Serverless takes 40-60 s for the same.
+catalog; the first job of (a) paid them once. A job in a Spark application of its own
+(`LOCAL_DRIVER=cold`, the jobs of (b)) pays them every time:
+`cold_job_startup_seconds` = **{r["cold_job_startup_seconds"]:.2f}** (their submit-to-end seconds minus
+their batches' own seconds, averaged over {r["contenders"]["one_job_per_batch"]["turnstile_jobs"]} jobs
+of one batch each). Dataproc Serverless takes 40-60 s for the same.
 """
-
-
-def _missed(r: dict[str, Any]) -> str:
-    t, c = r["targets"], r["contenders"]
-    out: list[str] = []
-    a_run = c["coalesced"]["run"]
-    b_run = c["one_job_per_batch"]["run"]
-    a_jobs = a_run["jobs"]
-    per_job_batches = c["coalesced"]["batches"] / max(a_jobs, 1)
-    a_job_mean = sum(a_run["job_seconds"]) / max(len(a_run["job_seconds"]), 1)
-    b_job_mean = sum(b_run["job_seconds"]) / max(len(b_run["job_seconds"]), 1)
-    a_inside = a_run["batch_seconds_in_jobs"] / max(c["coalesced"]["batches"], 1)
-    tables = r["workload"]["tables"]
-    sharing = f", {tables} jobs sharing {r['machine']['cores']} cores" if tables > 1 else ""
-    if not t["speedup_vs_one_job_per_batch"]["met"]:
-        out.append(
-            f"- **speedup_vs_one_job_per_batch {t['speedup_vs_one_job_per_batch']['value']:g} (target 20).** "
-            f"(a) covers {per_job_batches:.1f} batches per job (`max_batches_per_job` defaults to 10), so it "
-            f"launches one tenth of (b)'s jobs: while every batch also costs work inside the job, the "
-            f"speedup is below 10 by construction, and 20 needs `max_batches_per_job` >= 20. Here a (b) job "
-            f"takes {b_job_mean:.1f} s for one batch, an (a) job {a_job_mean:.1f} s for "
-            f"~{per_job_batches:.0f} "
-            f"({a_inside:.2f} s per batch inside the job: a cold JVM{sharing}). The ratio "
-            "grows with the job start-up: with Dataproc's ~50 s and this work per batch it would be about "
-            f"{(50 + a_inside) / (50 / per_job_batches + a_inside):.1f}x."
-        )
-    for key, other in (
-        ("ratio_vs_structured_streaming", "structured_streaming"),
-        ("ratio_vs_floor", "floor"),
-    ):
-        if not t[key]["met"]:
-            out.append(
-                f"- **{key} {t[key]['value']:g} (target {t[key]['target']}).** (a) spends "
-                f"{c['coalesced']['seconds_per_batch']:.2f} s per batch against "
-                f"{c[other]['seconds_per_batch']:.2f} s for {LABELS[other]}, which starts one JVM for all "
-                f"batches and appends each with one read and one commit. (a) starts a JVM per "
-                f"{per_job_batches:.0f} batches (`local_job_startup_seconds` "
-                f"{r['local_job_startup_seconds']:.1f} s each), and each batch in the job costs "
-                f"{r['job_overhead_ratio']:.1f}x a bare append (below); both are the price of per-batch "
-                "exactly-once commits and of jobs that end; the table also waits between jobs (next "
-                "section)."
-            )
-    if not t["storage_ops_per_batch"]["met"]:
-        out.append(_storage_ops(r))
-    if not t["invocations_per_batch"]["met"]:
-        kinds = r["counting"]["coalesced"]["invocations_by_kind_per_batch"]
-        own = {k: v for k, v in kinds.items() if k not in ("data", "success", "config", "gate")}
-        setup = kinds.get("config", 0) + kinds.get("gate", 0)
-        out.append(
-            f"- **invocations_per_batch {t['invocations_per_batch']['value']:g} (target 4).** "
-            "Every finalized object is an invocation (Eventarc cannot filter a bucket's events by name): "
-            f"{kinds.get('data', 0):g} per batch are upstream's data files ({r['workload']['files']} per "
-            f"batch), {kinds.get('success', 0):g} its `_SUCCESS`, and "
-            + ", ".join(f"{v:g} {k}" for k, v in own.items())
-            + f" are turnstile's own objects; {setup:g} are the configuration and gate files. "
-            "Without the data files: "
-            f"{r['invocations_per_batch_without_data_files']:g} per batch; "
-            f"{r['acting_invocations_per_batch']:g} per batch make any storage call, the rest return at "
-            "once (a few milliseconds each, see the function-seconds above)."
-        )
-    if not t["deep_backlog_ratio"]["met"]:
-        out.append(
-            f"- **deep_backlog_ratio {t['deep_backlog_ratio']['value']:g} (target 1.2).** See the runs in "
-            "the Scale section: the storage operations per batch are the same at both depths, so the "
-            "difference is in the in-process timing of sub-millisecond invocations."
-        )
-    if not t["violations"]["met"]:
-        out.append(f"- **violations {t['violations']['value']:g} (target 0).** See the contenders' table.")
-    if not t["job_overhead_ratio"]["met"]:
-        out.append(_overhead(r))
-    out.append(_job_ends(r))
-    if all(v["met"] for v in t.values()):
-        out.insert(0, "Every target was met.")
-    return "\n".join(out) + "\n"
 
 
 def _formula(r: dict[str, Any]) -> str:

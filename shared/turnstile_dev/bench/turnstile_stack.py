@@ -1,8 +1,9 @@
-"""Contenders (a) and (b): turnstile on the real local stack (fake-gcs-server, the function hosts,
-the event bridge, local spark-submit jobs), and the start-up cost of one local job.
+"""Contenders (a), (b) and (b'): turnstile on the real local stack (fake-gcs-server, the function
+hosts, the event bridge, local jobs: in the warm driver, or with `cold` each its own spark-submit),
+and the start-up cost of one local job.
 
-Both tables of a run are ordered (`_config/ORDERME`) and read with the workload's schema; (a) keeps
-the default `max_batches_per_job`, (b) sets it to 1 in `load.json` (one job per batch). Upstream
+The tables of a run are ordered (`_config/ORDERME`) and read with the workload's schema; (a) keeps
+the default `max_batches_per_job`, (b) and (b') set it to 1 in `load.json` (one job per batch). Upstream
 uploads the batches out of order while `START_BACKFILL_FILENAME` holds the tables, as a backfill
 uploaded in parallel is meant to be; once every batch is queued the gate files are written and the
 clock runs until the last batch is committed (read back from the Iceberg snapshots). The gate keeps
@@ -115,12 +116,21 @@ class StackRun:
 class TurnstileStack:
     """One local stack for both runs; `stop()` when done."""
 
-    def __init__(self, home: Path, sweep_every: float) -> None:
+    def __init__(
+        self, home: Path, sweep_every: float, *, cold: bool = False, warehouse: Path | None = None
+    ) -> None:
+        """`cold`: every job its own spark-submit (`LOCAL_DRIVER=cold`), not the warm driver's;
+        `warehouse`: another stack's, so one Spark session reads both stacks' tables."""
         self.home = home
         self.sweep_every = sweep_every
-        self.stack = Stack(
-            StackOptions(home=home, sweep_every=sweep_every, environment={"START_BACKFILL_FILENAME": GATE})
-        )
+        self.cold = cold
+        environment = {"START_BACKFILL_FILENAME": GATE}
+        if cold:
+            environment["LOCAL_DRIVER"] = "cold"
+        if warehouse is not None:
+            environment["ICEBERG_WAREHOUSE"] = str(warehouse)
+        self._warehouse = warehouse
+        self.stack = Stack(StackOptions(home=home, sweep_every=sweep_every, environment=environment))
         self.info: StackInfo | None = None
         self.store: GcsStore | None = None
 
@@ -140,7 +150,7 @@ class TurnstileStack:
     @property
     def warehouse(self) -> Path:
         assert self.info is not None
-        return Path(self.info.warehouse)
+        return self._warehouse or Path(self.info.warehouse)
 
     def run(
         self,
@@ -184,11 +194,11 @@ class TurnstileStack:
         for table in tables:
             store.write(f"{table}/{GATE}", b"")
         deadline = time.monotonic() + timeout
-        while not all(self._drained(t, workload.batches) for t in tables):
+        while not all(self.drained(t, workload.batches) for t in tables):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{label}: not settled after {timeout:.0f} s; see {self.home}/logs")
             for table in tables:
-                lock = self._lock(table)
+                lock = self.lock(table)
                 if lock.state is LockState.FAILED:
                     raise RuntimeError(f"{label}: {table} is blocked at {lock.failed_rel}: {lock.error}")
             time.sleep(0.5)
@@ -245,13 +255,13 @@ class TurnstileStack:
             outcome = "SUCCEEDED" if finished["exit_code"] == 0 else "FAILED"
         return JobRecord(job_id, epoch(state, "submitted_at"), epoch(finished, "finished_at"), outcome)
 
-    def _lock(self, table: str) -> Lock:
+    def lock(self, table: str) -> Lock:
         found = self.bucket.read(f"{table}/_bqlock")
         return Lock() if found is None else Lock.decode(found.data, table)
 
-    def _drained(self, table: str, batches: int) -> bool:
+    def drained(self, table: str, batches: int) -> bool:
         return (
-            self._lock(table).state is LockState.FREE
+            self.lock(table).state is LockState.FREE
             and not self.bucket.list_objects(f"{table}/_backlog/", limit=1)
             and len(self.bucket.list_objects(f"{table}/_turnstile/results/")) >= batches
         )

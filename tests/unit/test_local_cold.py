@@ -1,0 +1,35 @@
+"""A cold local job's process: it records the job's start and end around the command it runs, so
+the runner reads a cold job's state as it reads a warm one's."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from turnstile.jobs import local_cold
+from turnstile.jobs.local import FINISHED, LOG, STARTED, STATE, LocalRunner, read_json, write_json
+from turnstile.jobs.port import JobState
+
+
+def test_it_records_the_start_the_output_and_the_exit_code(tmp_path: Path) -> None:
+    runner = LocalRunner(tmp_path, {}, {}, cold=True)
+    folder = runner.job_dir("c1")
+    folder.mkdir(parents=True)
+    write_json(folder / STATE, {"state": "PENDING", "pid": os.getpid()})
+    code = local_cold.main([str(folder), "--", sys.executable, "-c", "print('applied'); raise SystemExit(3)"])
+    assert code == 3
+    assert read_json(folder / STARTED)["pid"] == os.getpid()  # type: ignore[index]
+    assert read_json(folder / FINISHED)["exit_code"] == 3  # type: ignore[index]
+    assert "applied" in (folder / LOG).read_text()
+    status = runner.status("c1")
+    assert status is not None and status.state is JobState.FAILED
+    assert "exited 3" in (status.detail or "")
+
+
+def test_a_call_without_a_command_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert local_cold.main([str(tmp_path)]) == 2
+    assert "usage: python -m turnstile.jobs.local_cold JOB_FOLDER -- COMMAND" in capsys.readouterr().err
+    assert not (tmp_path / STARTED).exists()
