@@ -145,6 +145,10 @@ class ManifestBatch(BaseModel):
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record
     failed_prefix: str  # where bad rows go
+    # A derived table's time step (no data files): the job runs transform.sql over the committed
+    # source tables for rows in [window_start, window_end), UTC. None for a batch of files.
+    window_start: AwareDatetime | None = None
+    window_end: AwareDatetime | None = None
 
     @property
     def folder(self) -> str:

@@ -275,3 +275,20 @@ def test_a_manifest_with_an_unknown_load_key_is_refused() -> None:
     data["load"]["colums"] = ["a"]
     with pytest.raises(ValidationError, match="colums"):
         ManifestBatch.model_validate(data)
+
+
+def test_a_time_step_batch_carries_its_window_in_utc() -> None:
+    start = datetime(2026, 1, 1, 3, tzinfo=UTC)
+    step = MANIFEST_BATCH.model_copy(
+        update={"data_uris": (), "window_start": start, "window_end": start + timedelta(hours=1)}
+    )
+    decoded = ManifestBatch.model_validate_json(step.model_dump_json())
+    assert (decoded.window_start, decoded.window_end) == (start, start + timedelta(hours=1))
+    assert MANIFEST_BATCH.window_start is None and MANIFEST_BATCH.window_end is None
+
+
+def test_a_window_without_a_time_zone_is_refused() -> None:
+    data = json.loads(MANIFEST_BATCH.model_dump_json())
+    data["window_start"] = "2026-01-01T03:00:00"
+    with pytest.raises(ValidationError, match="window_start"):
+        ManifestBatch.model_validate(data)
