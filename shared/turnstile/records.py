@@ -104,6 +104,29 @@ class Pause(Record):
     at: AwareDatetime
 
 
+class Watermark(Record):
+    """`<table>/_turnstile/watermark.json`: the natural time up to which the table is committed
+    (the end of the period of the last batch committed). Only moves forward."""
+
+    watermark: AwareDatetime
+    rel: str  # the batch that moved it there
+    updated_at: AwareDatetime
+
+
+class StepsPublished(Record):
+    """`<table>/_turnstile/steps.json` of a derived table: the end of the last step published."""
+
+    through: AwareDatetime
+    updated_at: AwareDatetime
+
+
+class Dependent(Record):
+    """`<source>/_turnstile/dependents/<name>.json`: a table that waits for this one's watermark;
+    the source wakes it when its watermark moves."""
+
+    table: str  # the dependent's folder in the bucket
+
+
 class ClaimState(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     DONE = "DONE"

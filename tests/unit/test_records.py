@@ -20,6 +20,7 @@ from turnstile.records import (
     Claim,
     ClaimState,
     CoveredBatch,
+    Dependent,
     JobDone,
     Lock,
     LockState,
@@ -29,6 +30,8 @@ from turnstile.records import (
     Pause,
     Pointer,
     Record,
+    StepsPublished,
+    Watermark,
 )
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -138,9 +141,27 @@ EXAMPLES: dict[str, Record] = {
     ),
     "pause": Pause(reason="a schema change upstream", at=T0),
     "lock-cancelled": Lock(state=LockState.RUNNING, job_id="j", cancel=CancelChoice.REQUEUE),
+    "watermark": Watermark(
+        watermark=T0.replace(minute=0, second=0, microsecond=0), rel="2024/05/01/11", updated_at=T0
+    ),
+    "steps-published": StepsPublished(through=T0.replace(minute=0, second=0, microsecond=0), updated_at=T0),
+    "dependent": Dependent(table="ds/fact"),
 }
 
-RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone, OpenJob, BatchFailure, Pause]
+RECORD_TYPES = [
+    Lock,
+    Claim,
+    Pointer,
+    Manifest,
+    BatchResult,
+    JobDone,
+    OpenJob,
+    BatchFailure,
+    Pause,
+    Watermark,
+    StepsPublished,
+    Dependent,
+]
 
 
 def test_examples_cover_every_record_type() -> None:

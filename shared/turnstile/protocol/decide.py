@@ -36,6 +36,7 @@ class View:
     head_applied: bool = False  # the head's very `_SUCCESS` generation is already committed
     backing_off: bool = False  # a transient failure's retry is not due yet
     paused: bool = False  # an operator paused the table (`turnstile pause`)
+    waiting_for: tuple[str, ...] = ()  # the head waits for dependencies' watermarks or its delay
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,14 @@ class Idle:
 @dataclass(frozen=True)
 class Paused:
     """WAIT_FOR_VALIDATION: the next job waits for a new `_BACKFILL`."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The head batch waits for dependencies' watermarks or its delay: batches stay queued; a
+    dependency's commit (or the sweeper) wakes the table."""
+
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -110,7 +119,7 @@ class Finish:
     transient: bool = False  # the job never recorded why `failed` failed: retrying may help
 
 
-Action = Blocked | Gated | Idle | Paused | Backoff | Wait | Submit | Drop | Late | Acquire | Finish
+Action = Blocked | Gated | Idle | Paused | Waiting | Backoff | Wait | Submit | Drop | Late | Acquire | Finish
 
 
 def decide(view: View) -> Action:
@@ -137,6 +146,8 @@ def decide(view: View) -> Action:
         return Paused()
     if view.backing_off:
         return Backoff()
+    if view.waiting_for:
+        return Waiting(view.waiting_for)
     return Acquire(view.head)
 
 

@@ -10,12 +10,15 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 
-from turnstile.errors import ConfigError, CorruptState
+from turnstile.errors import ConfigError, CorruptState, PathError
 from turnstile.jobs.port import JobState, JobStatus
+from turnstile.lineage_config import Lineage
 from turnstile.paths import Table, claim_name
 from turnstile.protocol import backlog, lock
+from turnstile.protocol import lineage as lineage_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef, View
+from turnstile.protocol.dependencies import Blocker
 from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState, Pause
 from turnstile.store.port import ObjectInfo, object_uri
 
@@ -149,6 +152,24 @@ class TableState:
             and self.backfill.generation == self.lock.backfill_generation
         )
 
+    # --- dependencies ----------------------------------------------------------------------
+    @cached_property
+    def lineage(self) -> Lineage | None:
+        """The table's lineage keys; None when its config cannot be read (the subscriber blocks the
+        lock on that when it describes the head batch)."""
+        try:
+            return lineage_io.of_table(self.inv, self.table)
+        except (ConfigError, PathError):
+            return None
+
+    @cached_property
+    def blockers(self) -> tuple[Blocker, ...]:
+        """What the head batch waits for (dependencies' watermarks, the delay); empty: nothing."""
+        head = self.backlog(1)
+        if not head or self.lineage is None or not self.lineage.gated:
+            return ()
+        return lineage_io.head_blockers(self.inv, self.lineage, head[0].rel, self.now)
+
     def age(self, then: datetime | None) -> float | None:
         return None if then is None else (self.now - then).total_seconds()
 
@@ -200,6 +221,7 @@ def subscriber_view(state: TableState) -> View:
     applied = behind and backlog.already_applied(inv, table, head[0])
     backing_off = held.retry_at is not None and held.retry_at > state.now
     paused = bool(head) and state.operator_pause is not None
+    waiting = () if behind else tuple(b.describe() for b in state.blockers)
     return View(
         lock=held,
         head=head,
@@ -208,6 +230,7 @@ def subscriber_view(state: TableState) -> View:
         head_applied=applied,
         backing_off=backing_off,
         paused=paused,
+        waiting_for=waiting,
     )
 
 
