@@ -79,11 +79,22 @@ def watermarks(inv: Invocation, lineage: Lineage) -> dict[str, datetime | None]:
     return found
 
 
-def head_blockers(inv: Invocation, lineage: Lineage, rel: str, now: datetime) -> tuple[Blocker, ...]:
-    """What the batch `rel` waits for (no reads unless the table has dependencies or a delay)."""
-    if lineage.natural_time is None or not lineage.gated:
-        return ()
-    return dependencies.blockers(lineage, rel, watermarks(inv, lineage), now)
+def head_blockers(
+    inv: Invocation, lineage: Lineage, rels: tuple[str, ...], now: datetime
+) -> tuple[tuple[Blocker, ...], int]:
+    """What the first of `rels` waits for, and how many leading `rels` may start now (one job must
+    not cover a batch that still waits). Reads each dependency's watermark once, and nothing when
+    the table has neither dependencies nor a delay."""
+    if not rels or lineage.natural_time is None or not lineage.gated:
+        return (), len(rels)
+    marks = watermarks(inv, lineage) if lineage.depends_on else {}
+    first = dependencies.blockers(lineage, rels[0], marks, now)
+    ready = 0
+    for rel in rels:
+        if dependencies.blockers(lineage, rel, marks, now):
+            break
+        ready += 1
+    return first, ready
 
 
 def after_commit(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None:
@@ -159,7 +170,7 @@ def settle_waiting(inv: Invocation, table: Table, rel: str, backfill: ObjectInfo
             inv.store.delete(table.backfill, if_generation=backfill.generation)
         except PreconditionFailed:
             return  # a newer _BACKFILL arrived: its own run looks again
-    if not head_blockers(inv, lineage, rel, inv.clock.now()):
+    if not head_blockers(inv, lineage, (rel,), inv.clock.now())[0]:
         ensure_subscriber(inv, table)
 
 

@@ -163,12 +163,21 @@ class TableState:
             return None
 
     @cached_property
+    def _gating(self) -> tuple[tuple[Blocker, ...], int]:
+        head = self.backlog()
+        if self.lineage is None:
+            return (), len(head)
+        return lineage_io.head_blockers(self.inv, self.lineage, tuple(p.rel for p in head), self.now)
+
+    @property
     def blockers(self) -> tuple[Blocker, ...]:
         """What the head batch waits for (dependencies' watermarks, the delay); empty: nothing."""
-        head = self.backlog(1)
-        if not head or self.lineage is None or not self.lineage.gated:
-            return ()
-        return lineage_io.head_blockers(self.inv, self.lineage, head[0].rel, self.now)
+        return self._gating[0]
+
+    @property
+    def ready(self) -> int:
+        """How many leading backlog batches wait for nothing: one job covers no more."""
+        return self._gating[1]
 
     def age(self, then: datetime | None) -> float | None:
         return None if then is None else (self.now - then).total_seconds()
@@ -224,7 +233,7 @@ def subscriber_view(state: TableState) -> View:
     waiting = () if behind else tuple(b.describe() for b in state.blockers)
     return View(
         lock=held,
-        head=head,
+        head=head[: max(1, state.ready)],
         may_start=may_start,
         head_is_late=late,
         head_applied=applied,
