@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from tests.functional.harness import Host
 from tests.functional.scenario import invocation
+from turnstile.ops import status as status_ops
 from turnstile.paths import Table
 from turnstile.protocol import lineage, sweeper
 from turnstile.protocol.state import TableState
@@ -73,6 +74,9 @@ def test_a_dependent_waits_for_both_sources_and_catches_up_in_order_exactly_once
     assert any("ds/a to reach 2026-01-01T01:00:00+00:00 (its watermark: none yet)" in r for r in reasons)
     assert any("ds/b to reach 2026-01-01T00:00:00+00:00" in r for r in reasons)
     assert host.store.inner.stat("ds/fact/_BACKFILL") is None  # waiting, no run scheduled
+    shown = status_ops.table_status(invocation(host), Table(host.bucket, "ds/fact", "ds", "fact")).to_json()
+    assert (shown["health"], shown["backlog_head"], shown["watermark"]) == ("WAITING", rel(0), None)
+    assert tuple(shown["waiting_for"]) == reasons
 
     arrive(host, "ds/a", 0, 1, 2)  # a is ahead; b (one hour behind allowed) has nothing yet
     assert watermark(host, "ds/a") == datetime(2026, 1, 1, 3, tzinfo=UTC)
@@ -87,6 +91,14 @@ def test_a_dependent_waits_for_both_sources_and_catches_up_in_order_exactly_once
     assert host.applied("ds/fact") == [rel(0), rel(1), rel(2)]
     assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 3, tzinfo=UTC)
     assert host.backlog("ds/fact") == []
+    shown = status_ops.table_status(invocation(host), Table(host.bucket, "ds/fact", "ds", "fact")).to_json()
+    assert (shown["health"], shown["watermark"], shown["waiting_for"]) == (
+        "IDLE",
+        watermark(host, "ds/fact"),
+        (),
+    )
+    lag = (datetime.now(UTC) - datetime(2026, 1, 1, 3, tzinfo=UTC)).total_seconds()
+    assert abs(shown["watermark_lag_seconds"] - lag) < 60
     assert [r for r, _ in host.tables.commits["ds/fact"]] == [rel(0), rel(1), rel(2)]
 
 
