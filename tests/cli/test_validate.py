@@ -183,3 +183,25 @@ def test_bq_transform_sql_is_accepted_and_both_names_in_one_folder_are_a_problem
     assert result.exit_code == 1
     [problem] = json.loads(result.stdout)["problems"]
     assert "holds both transform.sql and bq_transform.sql" in problem["message"]
+
+
+def test_dependencies_on_unknown_tables_cycles_and_bad_durations_name_the_file_and_key(
+    run: Run, world: World
+) -> None:
+    bucket = world.store.bucket
+    world.store.write("ds/a/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.c"]}')
+    world.store.write("ds/b/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.a"]}')
+    world.store.write("ds/c/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.b"]}')
+    world.store.write("ds/fact/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.nope"]}')
+    world.store.write("ds/late/_config/load.json", b'{"natural_time": "hourly", "delay": "15 minutes"}')
+    world.store.write("ds/ok/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.a"]}')
+    result = run("validate", f"gs://{bucket}", "--output", "json")
+    assert result.exit_code == 1
+    problems = {
+        p["object"].rsplit(bucket + "/", 1)[1]: p["message"] for p in json.loads(result.stdout)["problems"]
+    }
+    assert "table 'ds/nope' has no objects in the bucket" in problems["ds/fact/_config/load.json"]
+    assert "depends_on: a dependency cycle ds/a -> ds/c -> ds/b -> ds/a" in problems["ds/a/_config/load.json"]
+    assert "dependency cycle" in problems["ds/b/_config/load.json"]
+    assert "delay" in problems["ds/late/_config/load.json"] and "15m" in problems["ds/late/_config/load.json"]
+    assert "ds/ok/_config/load.json" not in problems  # waits for a cycle, but closes none itself

@@ -9,6 +9,8 @@ rules the functions apply, with nothing applied or written.
 - each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
   files), its path (`parse_success` with the destination regex the cascade selects), and whether
   its data sits only in sub-folders its `nested` option does not read;
+- each `depends_on`: the tables it names exist, and no dependency cycle closes
+  (`ops.validate_lineage`);
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
 """
 
@@ -21,6 +23,7 @@ from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
 from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
+from turnstile.ops.validate_lineage import dependency_problems
 from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore
@@ -87,6 +90,10 @@ def validate(
     for name, message in _incomplete_cascades(configs, load_jsons, bad_load_json):
         report.problems.append(Problem(f"gs://{bucket}/{name}", message))
         bad_load_json[name] = message
+    for name, message in dependency_problems(
+        store, configs, [n for n in load_jsons if n not in bad_load_json]
+    ):
+        report.problems.append(Problem(f"gs://{bucket}/{name}", message))
     names = sorted(info.name for info in objects)
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
