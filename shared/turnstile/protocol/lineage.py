@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnstile import logs
-from turnstile.errors import PathError, PreconditionFailed
+from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.lineage_config import Lineage
 from turnstile.load_config import LoadConfig
 from turnstile.paths import LOCK, Table, table_of_state_object
@@ -101,7 +101,11 @@ def after_commit(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None:
     """Move the watermark past the committed `rels` and wake the dependents when it moved."""
     if not rels:
         return
-    lineage = of_table(inv, table)
+    try:
+        lineage = of_table(inv, table)
+    except (ConfigError, PathError) as exc:  # the commits stand; the sweeper repairs the watermark
+        log.warning(f"{table.uri}: watermark not moved: {exc}", extra={"table": table.prefix})
+        return
     if lineage.natural_time is None:
         return
     if advance(inv, table, lineage, rels):
