@@ -73,8 +73,19 @@ class Dependency(BaseModel):
 
     @property
     def prefix(self) -> str:
-        """The table's folder in the bucket: `ds.tbl` is `ds/tbl`; a name with `/` is the prefix."""
-        return self.table if "/" in self.table else self.table.replace(".", "/", 1)
+        """The table's folder in the bucket: `ds.tbl` is `ds/tbl` and `project.ds.tbl` is
+        `project.ds/tbl` (the project-qualified layout); a name with `/` is the folder itself."""
+        if "/" in self.table:
+            return self.table.strip("/")
+        dataset, _, table = self.table.rpartition(".")
+        return f"{dataset}/{table}"
+
+    @field_validator("table")
+    @classmethod
+    def _names_a_table(cls, table: str) -> str:
+        if "/" not in table and "." not in table:
+            raise ValueError(f"depends_on table {table!r} must be `dataset.table` (or the table's folder)")
+        return table
 
 
 class DerivedSteps(BaseModel):

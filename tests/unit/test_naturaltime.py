@@ -68,7 +68,7 @@ def test_a_regex_natural_time_and_an_impossible_date() -> None:
 def test_the_lineage_keys_parse_once_into_values() -> None:
     load = LoadConfig.model_validate(
         {
-            "depends_on": ["ds.a", {"table": "ds.b", "offset": "-1h"}, {"table": "x/y/z"}],
+            "depends_on": ["ds.a", {"table": "ds.b", "offset": "-1h"}, {"table": "x/y/z"}, "my-proj.ds.c"],
             "delay": "15m",
             "derived": {"step": "2h", "start": "2026-01-01T00:00:00Z", "maxstep": "6h"},
         }
@@ -78,6 +78,7 @@ def test_the_lineage_keys_parse_once_into_values() -> None:
         ("ds/a", timedelta(0)),
         ("ds/b", timedelta(hours=-1)),
         ("x/y/z", timedelta(0)),
+        ("my-proj.ds/c", timedelta(0)),
     ]
     assert (found.delay, found.step, found.steps_per_job) == (timedelta(minutes=15), timedelta(hours=2), 3)
     assert found.natural_time is not None and found.natural_time.period == timedelta(hours=2)
@@ -88,6 +89,7 @@ def test_the_lineage_keys_parse_once_into_values() -> None:
     ("keys", "where"),
     [
         ({"delay": "15x"}, "delay"),
+        ({"depends_on": ["orders"]}, "must be `dataset.table`"),
         ({"depends_on": [{"table": "a.b", "offset": "soon"}]}, "depends_on.0.offset"),
         ({"natural_time": {"regex": "[0-9]+", "format": "%Y"}}, "named group"),
         ({"natural_time": {"regex": "(?P<time>x", "format": "%Y"}}, "does not compile"),
