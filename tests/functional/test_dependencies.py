@@ -63,6 +63,14 @@ def waiting_for(host: Host, table: str) -> tuple[str, ...]:
     return state.view().waiting_for
 
 
+def step_manifests(host: Host) -> list[Manifest]:
+    return [
+        Manifest.decode(host.store.inner.read(o.name).data, o.name)  # type: ignore[union-attr]
+        for o in host.store.inner.list_objects("ds/fact/_turnstile/jobs/")
+        if o.name.endswith(".manifest.json")
+    ]
+
+
 def test_a_dependent_waits_for_both_sources_and_catches_up_in_order_exactly_once(host: Host) -> None:
     configure(host, "ds/a", HOURLY)
     configure(host, "ds/b", HOURLY)
@@ -124,22 +132,26 @@ def test_a_derived_table_builds_one_step_per_hour_its_sources_completed(host: Ho
     assert host.applied("ds/fact") == [rel(0), rel(1), rel(2)]
     assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 3, tzinfo=UTC)
 
-    manifests = [
-        Manifest.decode(host.store.inner.read(o.name).data, o.name)  # type: ignore[union-attr]
-        for o in host.store.inner.list_objects("ds/fact/_turnstile/jobs/")
-        if o.name.endswith(".manifest.json")
-    ]
+    manifests = step_manifests(host)
     windows = sorted((b.rel, b.window_start, b.window_end) for m in manifests for b in m.batches)
     assert windows == [
         (rel(h), datetime(2026, 1, 1, h, tzinfo=UTC), datetime(2026, 1, 1, h + 1, tzinfo=UTC))
         for h in range(3)
     ]
     assert all(b.data_uris == () for m in manifests for b in m.batches)
+    assert max(len(m.batches) for m in manifests) <= 2  # maxstep 2h: at most two 1h steps per job
+
+    arrive(host, "ds/b", 3, 4, 5, 6)  # a catch-up: a's hours 03 and b's 03-06 allow step 03 only
+    assert host.applied("ds/fact") == [rel(0), rel(1), rel(2), rel(3)]
+    arrive(host, "ds/a", 4, 5, 6, 7)
+    assert host.applied("ds/fact") == [rel(h) for h in range(7)]
+    catch_up = [[b.rel for b in m.batches] for m in step_manifests(host) if m.batches[0].rel >= rel(4)]
+    assert sorted(catch_up) == [[rel(4), rel(5)], [rel(6)]]  # one wake, coalesced up to maxstep
 
     # Nothing further is due: another sweep publishes nothing and applies nothing twice.
     sweeper.sweep(invocation(host))
     host.drain()
-    assert host.applied("ds/fact") == [rel(0), rel(1), rel(2)]
+    assert host.applied("ds/fact") == [rel(h) for h in range(7)]
 
 
 def test_a_lost_wake_up_and_an_expired_delay_are_covered_by_the_sweeper(host: Host) -> None:
