@@ -195,6 +195,10 @@ def test_dependencies_on_unknown_tables_cycles_and_bad_durations_name_the_file_a
     world.store.write("ds/fact/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.nope"]}')
     world.store.write("ds/late/_config/load.json", b'{"natural_time": "hourly", "delay": "15 minutes"}')
     world.store.write("ds/ok/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.a"]}')
+    world.store.write("ds/plain/_config/load.json", b'{"format": "json"}')
+    world.store.write(
+        "ds/on_plain/_config/load.json", b'{"natural_time": "daily", "depends_on": ["ds.plain"]}'
+    )
     result = run("validate", f"gs://{bucket}", "--output", "json")
     assert result.exit_code == 1
     problems = {
@@ -205,3 +209,4 @@ def test_dependencies_on_unknown_tables_cycles_and_bad_durations_name_the_file_a
     assert "dependency cycle" in problems["ds/b/_config/load.json"]
     assert "delay" in problems["ds/late/_config/load.json"] and "15m" in problems["ds/late/_config/load.json"]
     assert "ds/ok/_config/load.json" not in problems  # waits for a cycle, but closes none itself
+    assert "table 'ds/plain' has no natural_time" in problems["ds/on_plain/_config/load.json"]

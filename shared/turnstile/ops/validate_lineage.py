@@ -32,15 +32,9 @@ def dependency_problems(
         if edges is None:
             continue  # its own problem is reported with the file
         for edge in edges:
-            if not store.list_objects(f"{edge.prefix}/", limit=1):
-                found.append(
-                    (
-                        name,
-                        f"depends_on: table {edge.prefix!r} has no objects in the bucket (no batches, no "
-                        "_config/); a name is `dataset.table` for the folder `dataset/table`: fix the name "
-                        "or create the table's _config/ first",
-                    )
-                )
+            problem = _source_problem(store, configs, edge)
+            if problem:
+                found.append((name, f"depends_on: table {edge.prefix!r} {problem}"))
         cycle = _cycle_through(configs, table)
         if cycle:
             found.append(
@@ -51,6 +45,24 @@ def dependency_problems(
                 )
             )
     return found
+
+
+def _source_problem(store: ObjectStore, configs: ConfigReader, edge: Edge) -> str | None:
+    if not store.list_objects(f"{edge.prefix}/", limit=1):
+        return (
+            "has no objects in the bucket (no batches, no _config/); a name is `dataset.table` for "
+            "the folder `dataset/table`: fix the name or create the table's _config/ first"
+        )
+    try:
+        source = configs.resolve(f"{edge.prefix}/").load.lineage
+    except ConfigError:
+        return None  # its own load.json is reported with that file
+    if source.natural_time is None:
+        return (
+            "has no natural_time, so it has no watermark and this table would wait forever: set "
+            '"natural_time" in its _config/load.json'
+        )
+    return None
 
 
 def _declares_depends_on(store: ObjectStore, name: str) -> bool:
