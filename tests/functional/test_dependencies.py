@@ -16,7 +16,7 @@ from turnstile.ops import status as status_ops
 from turnstile.paths import Table
 from turnstile.protocol import lineage, sweeper
 from turnstile.protocol.state import TableState
-from turnstile.records import Manifest, Watermark
+from turnstile.records import LockState, Manifest, Watermark
 
 HOURLY = {"natural_time": "hourly"}
 
@@ -174,3 +174,17 @@ def test_a_lost_wake_up_and_an_expired_delay_are_covered_by_the_sweeper(host: Ho
     later = FixedClock(now + timedelta(hours=1, minutes=31))
     report = {r["table"]: r for r in sweeper.sweep(invocation(host, later))}
     assert report[f"gs://{host.bucket}/ds/fact"]["verdict"] == "wake"
+
+
+def test_a_batch_whose_natural_time_cannot_be_read_blocks_the_table_naming_it(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    custom = {"regex": r"dt=(?P<time>[0-9]{10})", "format": "%Y%m%d%H"}
+    configure(host, "ds/fact", {"natural_time": custom, "depends_on": ["ds.a"]})
+    arrive(host, "ds/a", 0, 1)
+    host.put_batch("ds/fact/dt=2026010100")
+    host.put_batch("ds/fact/dt=2026013200")  # January 32nd
+    host.drain()
+    assert host.applied("ds/fact") == ["dt=2026010100"]
+    held = host.lock("ds/fact")
+    assert held.state is LockState.FAILED and held.failed_rel == "dt=2026013200"
+    assert "does not read as '%Y%m%d%H'" in (held.error or "") and "--skip-head" in (held.error or "")

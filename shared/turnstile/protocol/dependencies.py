@@ -43,12 +43,13 @@ class WaitForDelay:
 
 @dataclass(frozen=True)
 class Unreadable:
-    """The batch's natural time cannot be read from its path: it waits until an operator acts."""
+    """The batch's natural time cannot be read from its path: no job covers it as a batch that
+    may start (the subscriber blocks the table when it is the head)."""
 
     error: str
 
     def describe(self) -> str:
-        return f"an operator: {self.error} (fix the path or natural_time, or skip the batch)"
+        return f"an operator: {self.error}"
 
 
 Blocker = WaitForTable | WaitForDelay | Unreadable

@@ -21,7 +21,7 @@ from turnstile.load_config import LoadConfig
 from turnstile.paths import LOCK, Table, table_of_state_object
 from turnstile.protocol import dependencies
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.dependencies import Blocker
+from turnstile.protocol.dependencies import Blocker, Unreadable
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.records import Dependent, Pointer, StepsPublished, Watermark
 from turnstile.store.port import ObjectInfo, object_uri
@@ -59,6 +59,21 @@ def batches_per_job(load: LoadConfig) -> int:
     return dependencies.steps_per_job(load.lineage, load.max_batches_per_job)
 
 
+def check_period(where: str, load: LoadConfig, rel: str) -> None:
+    """A batch of a table with a natural time whose path names an impossible one cannot be
+    ordered in time: the subscriber blocks the table on it (PathError), as on a bad path."""
+    natural_time = load.lineage.natural_time
+    if natural_time is None:
+        return
+    try:
+        natural_time.start(rel)
+    except ValueError as exc:
+        raise PathError(
+            f"{where}: {exc}; fix the folder name or natural_time in load.json, or drop the batch "
+            "with unlock --skip-head"
+        ) from exc
+
+
 def table_at(inv: Invocation, prefix: str) -> Table:
     return table_of_state_object(inv.store.bucket, f"{prefix}/{LOCK}", inv.settings.destination_regex)
 
@@ -88,7 +103,10 @@ def head_blockers(
     if not rels or lineage.natural_time is None or not lineage.gated:
         return (), len(rels)
     marks = watermarks(inv, lineage) if lineage.depends_on else {}
-    first = dependencies.blockers(lineage, rels[0], marks, now)
+    # A head whose natural time cannot be read is let through: describing it blocks the table.
+    first = tuple(
+        b for b in dependencies.blockers(lineage, rels[0], marks, now) if not isinstance(b, Unreadable)
+    )
     ready = 0
     for rel in rels:
         if dependencies.blockers(lineage, rel, marks, now):

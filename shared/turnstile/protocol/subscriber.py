@@ -227,7 +227,8 @@ def _covered_pointers(
             break
         if not pointers:  # the head's config says how many batches one job may cover
             try:
-                _, resolved = inv.batch(pointer.success)
+                batch, resolved = inv.batch(pointer.success)
+                lineage.check_period(batch.uri, resolved.load, ref.rel)
             except (ConfigError, PathError) as exc:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
                 return []
