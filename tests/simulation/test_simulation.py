@@ -91,3 +91,17 @@ def test_it_catches_steps_published_before_the_sources_allow(monkeypatch: pytest
         lambda lineage, end, marks, now: original(lineage, end - timedelta(hours=2), marks, now),
     )
     assert any("dsd/fact: committed" in p for p in _violations(range(60)))
+
+
+def test_it_catches_steps_that_do_not_wait_for_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from turnstile.protocol import dependencies
+
+    original = dependencies.period_blockers
+    monkeypatch.setattr(
+        dependencies,
+        "period_blockers",
+        lambda lineage, end, marks, now: original(replace(lineage, delay=timedelta(0)), end, marks, now),
+    )
+    assert any("before its delay passed" in p for p in _violations(range(60)))

@@ -4,6 +4,7 @@ another, and a derived table whose steps the in-process job stand-in applies.
 Invariants, on top of every table's own:
 - a dependent never commits the batch (or step) of period [T, E) before each source has committed
   a batch whose period ends at E + offset or later;
+- no step commits before its end plus the delay;
 - the derived table commits each step from `start` up to where every source allows exactly once,
   in order;
 - once the sources are complete and faults stop, nothing is left waiting (backlogs drain).
@@ -19,9 +20,12 @@ from typing import Any
 from turnstile.naturaltime import PRESETS
 from turnstile.protocol.dependencies import step_rel
 from turnstile_dev.simulation.adapters import Commit
+from turnstile_dev.simulation.engine import EPOCH
 
 DERIVED = "dsd/fact"
-BASE = datetime(2025, 12, 30, tzinfo=UTC)  # the data's hours lie before the simulated clock starts
+# The data's hours start 46 h before the simulated clock does: the last ones end after it starts,
+# so their steps also wait for the delay, and only the sweeper wakes them when it expires.
+BASE = datetime(2025, 12, 30, 2, tzinfo=UTC)
 STEP = timedelta(hours=1)
 
 
@@ -104,6 +108,11 @@ def violations(plan: LineagePlan, tables: dict[str, list[str]], commits: list[Co
     if steps != expected:
         found.append(f"{DERIVED}: committed steps {steps}, expected {expected} each once in order")
     found += too_early(commits, DERIVED, plan.offsets, lambda rel: _step_start(rel) + STEP)
+    delay = timedelta(minutes=plan.delay_minutes)
+    for commit in (c for c in commits if c.table == DERIVED):
+        at = EPOCH + timedelta(seconds=commit.at)
+        if at < _step_start(commit.rel) + STEP + delay:
+            found.append(f"{DERIVED}: committed {commit.rel} at {at.isoformat()}, before its delay passed")
     if plan.dependent is not None:
         table, source = plan.dependent
         found += too_early(commits, table, {source: 0}, end_of)
