@@ -148,10 +148,15 @@ def test_a_derived_table_builds_one_step_per_hour_its_sources_completed(host: Ho
     catch_up = [[b.rel for b in m.batches] for m in step_manifests(host) if m.batches[0].rel >= rel(4)]
     assert sorted(catch_up) == [[rel(4), rel(5)], [rel(6)]]  # one wake, coalesced up to maxstep
 
-    # Nothing further is due: another sweep publishes nothing and applies nothing twice.
+    # Nothing further is due: another sweep publishes nothing and applies nothing twice, even with
+    # its record of published steps lost and its watermark behind (the lock's position still says).
+    host.store.inner.remove("ds/fact/_turnstile/steps.json")
+    host.store.inner.remove("ds/fact/_turnstile/watermark.json")
     sweeper.sweep(invocation(host))
     host.drain()
     assert host.applied("ds/fact") == [rel(h) for h in range(7)]
+    assert host.backlog("ds/fact") == []
+    assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 7, tzinfo=UTC)  # repaired
 
 
 def test_a_lost_wake_up_and_an_expired_delay_are_covered_by_the_sweeper(host: Host) -> None:

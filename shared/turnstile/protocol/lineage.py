@@ -196,10 +196,11 @@ def settle_waiting(inv: Invocation, table: Table, rel: str, backfill: ObjectInfo
         ensure_subscriber(inv, table)
 
 
-def publish_due_steps(inv: Invocation, table: Table, lineage: Lineage) -> int:
+def publish_due_steps(inv: Invocation, table: Table, lineage: Lineage, position: str | None) -> int:
     """A derived table: queue a pointer for each step the sources and the delay allow, after the
-    last one published or committed. Returns how many were queued."""
-    if not lineage.derived or lineage.step is None:
+    last one published or applied (`steps.json`, the watermark, the lock's `position`: whichever
+    is furthest, so a step applied is never queued again). Returns how many were queued."""
+    if not lineage.derived or lineage.step is None or lineage.natural_time is None:
         return 0
     register(inv, table, lineage)
     found = inv.store.read(steps_object(table))
@@ -207,7 +208,9 @@ def publish_due_steps(inv: Invocation, table: Table, lineage: Lineage) -> int:
         None if found is None else StepsPublished.decode(found.data, object_uri(inv.store, found.name))
     )
     mark, _ = read_watermark(inv, table)
-    frontier = max((t for t in (published and published.through, mark and mark.watermark) if t), default=None)
+    applied = None if position is None else dependencies.period_end(lineage.natural_time, position)
+    known = (published and published.through, mark and mark.watermark, applied)
+    frontier = max((t for t in known if t), default=None)
     starts = dependencies.due_steps(lineage, frontier, watermarks(inv, lineage), inv.clock.now())
     if not starts:
         return 0

@@ -96,7 +96,9 @@ def run(inv: Invocation, table: Table) -> Stopped:
                 lineage.settle_waiting(inv, table, state.backlog(1)[0].rel, state.backfill)
                 return Stopped.DEPENDENCIES
             case Idle():
-                if state.lineage is not None and lineage.publish_due_steps(inv, table, state.lineage):
+                if state.lineage is not None and lineage.publish_due_steps(
+                    inv, table, state.lineage, held.position
+                ):
                     continue  # a derived table's steps were queued: apply them
                 _exit_if_empty(inv, table, state)
                 return Stopped.IDLE

@@ -246,7 +246,7 @@ def sweep_lineage(state: TableState) -> dict[str, Any]:
     inv, table, held = state.inv, state.table, state.lock
     report: dict[str, Any] = {"watermark_repaired": lineage.repair(inv, table, held.position)}
     if found.derived and not state.backlog(1):
-        published = lineage.publish_due_steps(inv, table, found)
+        published = lineage.publish_due_steps(inv, table, found, held.position)
         if published:
             ensure_subscriber(inv, table)
         report["steps_published"] = published
