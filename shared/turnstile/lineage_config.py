@@ -148,6 +148,7 @@ class Lineage:
 
 
 def natural_time_of(value: str | NaturalTimeRegex | None, derived: DerivedSteps | None) -> NaturalTime | None:
+    """A derived table's steps are named like the hourly layout and last `step`; other tables say."""
     if derived is not None:
         return NaturalTime(PRESETS["hourly"].regex, PRESETS["hourly"].format, parse_duration(derived.step))
     if value is None:
@@ -163,6 +164,7 @@ def lineage(
     delay: str,
     derived: DerivedSteps | None,
 ) -> Lineage:
+    """The lineage keys of one LoadConfig as values (their text was checked when it was read)."""
     step = parse_duration(derived.step) if derived else None
     per_job = None
     if derived is not None and step is not None and derived.maxstep is not None:

@@ -131,16 +131,17 @@ def after_commit(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None:
 
 
 def advance(inv: Invocation, table: Table, lineage: Lineage, rels: tuple[str, ...]) -> bool:
-    """Compare-and-swap the watermark forward; False when it did not move."""
-    assert lineage.natural_time is not None
+    """Compare-and-swap the watermark forward; False when it did not move (or the table has no
+    natural time)."""
+    natural_time = lineage.natural_time
+    if natural_time is None:
+        return False
     for _ in range(MAX_CAS_ATTEMPTS):
         current, generation = read_watermark(inv, table)
-        moved = dependencies.advanced(
-            lineage.natural_time, None if current is None else current.watermark, rels
-        )
+        moved = dependencies.advanced(natural_time, None if current is None else current.watermark, rels)
         if moved is None:
             return False
-        rel = next(r for r in rels if dependencies.period_end(lineage.natural_time, r) == moved)
+        rel = next(r for r in rels if dependencies.period_end(natural_time, r) == moved)
         record = Watermark(watermark=moved, rel=rel, updated_at=inv.clock.now())
         try:
             if generation:
