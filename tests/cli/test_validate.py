@@ -210,3 +210,16 @@ def test_dependencies_on_unknown_tables_cycles_and_bad_durations_name_the_file_a
     assert "delay" in problems["ds/late/_config/load.json"] and "15m" in problems["ds/late/_config/load.json"]
     assert "ds/ok/_config/load.json" not in problems  # waits for a cycle, but closes none itself
     assert "table 'ds/plain' has no natural_time" in problems["ds/on_plain/_config/load.json"]
+
+
+def test_a_batch_naming_no_period_of_its_tables_natural_time_is_a_warning(run: Run, world: World) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"natural_time": "hourly"}')
+    world.upload("incremental/2024/05/01")  # a day folder under an hourly natural time
+    world.upload("incremental/2024/05/01/13")
+    result = run("validate", f"gs://{world.store.bucket}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    warnings = {
+        w["object"].rsplit("/orders/", 1)[1]: w["message"] for w in json.loads(result.stdout)["warnings"]
+    }
+    assert set(warnings) == {"incremental/2024/05/01/_SUCCESS"}
+    assert "names no period for the table's natural_time" in warnings["incremental/2024/05/01/_SUCCESS"]

@@ -11,7 +11,8 @@ rules the functions apply, with nothing applied or written.
   its data sits only in sub-folders its `nested` option does not read;
 - each `depends_on`: the tables it names exist, and no dependency cycle closes
   (`ops.validate_lineage`);
-- warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
+- warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql, a
+  batch whose path names no period of its table's `natural_time`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
 from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
-from turnstile.ops.validate_lineage import dependency_problems
+from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore
@@ -100,6 +101,8 @@ def validate(
         batch_problem = _check_batch(store, settings, configs, name, bad_load_json=bad_load_json, names=names)
         if batch_problem is not None:
             report.problems.append(Problem(f"gs://{bucket}/{name}", batch_problem))
+        elif untimed := natural_time_warning(configs, bucket, name, settings.destination_regex):
+            report.warnings.append(Problem(f"gs://{bucket}/{name}", untimed))
         advance()
     return report
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 from turnstile.config import LOAD_JSON, ConfigReader
-from turnstile.errors import ConfigError
+from turnstile.errors import ConfigError, PathError
 from turnstile.lineage_config import Edge
-from turnstile.paths import CONFIG
+from turnstile.paths import CONFIG, parse_success
 from turnstile.store.port import ObjectStore
 
 MAX_TABLES = 1000  # tables followed from one load.json: a guard, far above any real lineage
@@ -45,6 +45,24 @@ def dependency_problems(
                 )
             )
     return found
+
+
+def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: str | None) -> str | None:
+    """A batch of a table with `natural_time` whose path names no period (an hourly natural time
+    over daily folders, say): it would neither wait for its dependencies nor move the watermark."""
+    folder = name.rpartition("/")[0] + "/"
+    try:
+        resolved = configs.resolve(folder)
+        batch = parse_success(bucket, name, resolved.load.destination_regex or regex)
+        natural_time = configs.resolve(batch.table.batch_folder("")).load.lineage.natural_time
+        if natural_time is None or natural_time.start(batch.rel) is not None:
+            return None
+    except (ConfigError, PathError, ValueError):
+        return None  # reported as a problem of the batch or of its load.json
+    return (
+        f"its path {batch.rel!r} names no period for the table's natural_time: it neither waits for "
+        "the table's dependencies nor moves its watermark; fix the folder or natural_time"
+    )
 
 
 def _source_problem(store: ObjectStore, configs: ConfigReader, edge: Edge) -> str | None:
