@@ -193,3 +193,13 @@ def test_a_batch_whose_natural_time_cannot_be_read_blocks_the_table_naming_it(ho
     held = host.lock("ds/fact")
     assert held.state is LockState.FAILED and held.failed_rel == "dt=2026013200"
     assert "does not read as '%Y%m%d%H'" in (held.error or "") and "--skip-head" in (held.error or "")
+
+
+def test_a_key_completed_below_the_table_does_not_hide_its_dependencies(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(host, "ds/fact", HOURLY | {"depends_on": ["ds.a"], "mode": "merge"})
+    host.upload("ds/fact/2026/_config/load.json", json.dumps({"merge_keys": ["id"]}).encode())
+    arrive(host, "ds/fact", 0)
+    assert host.applied("ds/fact") == []  # waits for ds/a although the table level alone lacks merge_keys
+    arrive(host, "ds/a", 0)
+    assert host.applied("ds/fact") == [rel(0)]

@@ -54,7 +54,7 @@ def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: s
     try:
         resolved = configs.resolve(folder)
         batch = parse_success(bucket, name, resolved.load.destination_regex or regex)
-        natural_time = configs.resolve(batch.table.batch_folder("")).load.lineage.natural_time
+        natural_time = configs.resolve(batch.table.batch_folder(""), partial=True).load.lineage.natural_time
         if natural_time is None or natural_time.start(batch.rel) is not None:
             return None
     except (ConfigError, PathError, ValueError):
@@ -72,7 +72,7 @@ def _source_problem(store: ObjectStore, configs: ConfigReader, edge: Edge) -> st
             "the folder `dataset/table`: fix the name or create the table's _config/ first"
         )
     try:
-        source = configs.resolve(f"{edge.prefix}/").load.lineage
+        source = configs.resolve(f"{edge.prefix}/", partial=True).load.lineage
     except ConfigError:
         return None  # its own load.json is reported with that file
     if source.natural_time is None:
@@ -96,7 +96,7 @@ def _declares_depends_on(store: ObjectStore, name: str) -> bool:
 
 def _edges(configs: ConfigReader, table: str) -> tuple[Edge, ...] | None:
     try:
-        return configs.resolve(f"{table}/").load.lineage.depends_on
+        return configs.resolve(f"{table}/", partial=True).load.lineage.depends_on
     except ConfigError:
         return None
 

@@ -31,8 +31,9 @@ MAX_CAS_ATTEMPTS = 20
 
 
 def of_table(inv: Invocation, table: Table) -> Lineage:
-    """The table's lineage keys, from the `_config/` levels at and above its folder."""
-    return inv.configs.resolve(table.batch_folder("")).load.lineage
+    """The table's lineage keys, from the `_config/` levels at and above its folder (a rule across
+    keys that a batch-level load.json completes, such as `merge_keys`, is not required here)."""
+    return inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
 
 
 def watermark_object(table: Table) -> str:
