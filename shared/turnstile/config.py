@@ -139,8 +139,10 @@ class ConfigReader:
                     found.transform_sql = obj.text()
         return found
 
-    def resolve(self, folder: str) -> ResolvedConfig:
-        """The merged config for a batch folder (path relative to the bucket)."""
+    def resolve(self, folder: str, *, partial: bool = False) -> ResolvedConfig:
+        """The merged config for a batch folder (path relative to the bucket). `partial`: for a
+        folder above the batches (a table's), whose keys nearer files may still complete, the rules
+        across keys are not applied."""
         merged: dict[str, Any] = {}
         transform: str | None = None
         ordered = False
@@ -156,7 +158,7 @@ class ConfigReader:
             sources.extend(found.sources)
         where = ", ".join(f"gs://{self._store.bucket}/{s}" for s in sources if s.endswith(LOAD_JSON))
         try:
-            load = LoadConfig.model_validate(merged)
+            load = LoadConfig.model_validate(merged, context={"partial": True} if partial else None)
         except ValidationError as exc:
             raise ConfigError(
                 f"the merged load.json for gs://{self._store.bucket}/{folder} (from {where or 'defaults'}) "

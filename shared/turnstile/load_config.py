@@ -5,11 +5,21 @@ The config cascade (`turnstile.config`) builds it; the manifest carries it to th
 
 from __future__ import annotations
 
-from typing import Literal
+from functools import cached_property
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
 
 from turnstile import mapping as field_mapping
+from turnstile.lineage_config import Dependency as _Dependency
+from turnstile.lineage_config import (
+    DerivedSteps,
+    Duration,
+    Lineage,
+    NaturalTimeRegex,
+    dependency,
+    lineage,
+)
 
 NESTED_BY_DEFAULT = frozenset({"parquet", "orc", "avro"})
 """Formats whose batches are nested folders unless `nested` says otherwise."""
@@ -99,6 +109,28 @@ class LoadConfig(BaseModel):
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""
 
+    natural_time: Literal["hourly", "daily"] | NaturalTimeRegex | None = None
+    """How a batch's natural time (the period it holds) comes from its path: `"hourly"` or
+    `"daily"` (the `YYYY/MM/DD/HH` or `YYYY/MM/DD` folders, or a `$YYYYMMDDHH` partition), or
+    `{"regex": "(?P<time>[0-9]{10})", "format": "%Y%m%d%H", "period": "1h"}`. Gives the table a
+    watermark (docs/PROTOCOL.md, Dependencies)."""
+
+    depends_on: tuple[Annotated[_Dependency, BeforeValidator(dependency)], ...] = ()
+    """Tables whose watermark a batch waits for: `["ds.a", {"table": "ds.b", "offset": "-1h"}]`. A
+    batch whose period ends at E starts once each watermark reaches E + offset."""
+
+    delay: Duration = "0m"
+    """A batch whose period ends at E starts no earlier than E + delay (`"15m"`, `"1h"`)."""
+
+    derived: DerivedSteps | None = None
+    """A table with no files of its own: `{"step": "1h", "start": "2026-01-01T00:00:00Z",
+    "maxstep": "6h"}`; its batches are time steps its transform.sql builds from `depends_on`."""
+
+    @cached_property
+    def lineage(self) -> Lineage:
+        """The lineage keys with every duration parsed."""
+        return lineage(self.natural_time, self.depends_on, self.delay, self.derived)
+
     @property
     def nested_folders(self) -> bool:
         """`nested` as set, else its default for the format: the columnar formats Spark writes
@@ -116,6 +148,8 @@ class LoadConfig(BaseModel):
             raise ValueError("mode 'merge' needs merge_keys (the columns that identify a row)")
         if self.mode != "merge" and (self.merge_order_by or self.delete_column):
             raise ValueError("merge_order_by and delete_column only apply to mode 'merge'")
+        if self.derived is not None and not self.depends_on:
+            raise ValueError("a derived table needs depends_on: the tables its steps are built from")
         if self.jagged_rows and self.format != "csv":
             raise ValueError(f"jagged_rows only applies to format 'csv' (format is {self.format!r})")
         return self

@@ -107,6 +107,29 @@ class Pause(Record):
     at: AwareDatetime
 
 
+class Watermark(Record):
+    """`<table>/_turnstile/watermark.json`: the natural time up to which the table is committed
+    (the end of the period of the last batch committed). Only moves forward."""
+
+    watermark: AwareDatetime
+    rel: str  # the batch that moved it there
+    updated_at: AwareDatetime
+
+
+class StepsPublished(Record):
+    """`<table>/_turnstile/steps.json` of a derived table: the end of the last step published."""
+
+    through: AwareDatetime
+    updated_at: AwareDatetime
+
+
+class Dependent(Record):
+    """`<source>/_turnstile/dependents/<name>.json`: a table that waits for this one's watermark;
+    the source wakes it when its watermark moves."""
+
+    table: str  # the dependent's folder in the bucket
+
+
 class ClaimState(StrEnum):
     IN_PROGRESS = "IN_PROGRESS"
     DONE = "DONE"
@@ -166,6 +189,10 @@ class ManifestBatch(BaseModel):
     # The hour (or day...) the batch's path names, as the protocol parsed it with the table's
     # destination regex: what a `from_path: time` mapping entry writes.
     natural_time: AwareDatetime | None = None
+    # A derived table's time step (no data files): the job runs transform.sql over the committed
+    # source tables for rows in [window_start, window_end), UTC. None for a batch of files.
+    window_start: AwareDatetime | None = None
+    window_end: AwareDatetime | None = None
 
     @property
     def folder(self) -> str:

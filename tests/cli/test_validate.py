@@ -331,3 +331,43 @@ def test_a_nested_sample_has_its_partition_folders_as_fields(run: Run, world: Wo
     world.store.write("sales/orders/b1/_SUCCESS", b"")
     [problem] = mapping_problems(run, world)["sales/orders/b1/_SUCCESS"]
     assert problem.startswith("mapping[1] (remove 'x'): the batch has no field 'x' (it has: id, dt)")
+
+
+def test_dependencies_on_unknown_tables_cycles_and_bad_durations_name_the_file_and_key(
+    run: Run, world: World
+) -> None:
+    bucket = world.store.bucket
+    world.store.write("ds/a/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.c"]}')
+    world.store.write("ds/b/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.a"]}')
+    world.store.write("ds/c/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.b"]}')
+    world.store.write("ds/fact/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.nope"]}')
+    world.store.write("ds/late/_config/load.json", b'{"natural_time": "hourly", "delay": "15 minutes"}')
+    world.store.write("ds/ok/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.a"]}')
+    world.store.write("ds/plain/_config/load.json", b'{"format": "json"}')
+    world.store.write(
+        "ds/on_plain/_config/load.json", b'{"natural_time": "daily", "depends_on": ["ds.plain"]}'
+    )
+    result = run("validate", f"gs://{bucket}", "--output", "json")
+    assert result.exit_code == 1
+    problems = {
+        p["object"].rsplit(bucket + "/", 1)[1]: p["message"] for p in json.loads(result.stdout)["problems"]
+    }
+    assert "table 'ds/nope' has no objects in the bucket" in problems["ds/fact/_config/load.json"]
+    assert "depends_on: a dependency cycle ds/a -> ds/c -> ds/b -> ds/a" in problems["ds/a/_config/load.json"]
+    assert "dependency cycle" in problems["ds/b/_config/load.json"]
+    assert "delay" in problems["ds/late/_config/load.json"] and "15m" in problems["ds/late/_config/load.json"]
+    assert "ds/ok/_config/load.json" not in problems  # waits for a cycle, but closes none itself
+    assert "table 'ds/plain' has no natural_time" in problems["ds/on_plain/_config/load.json"]
+
+
+def test_a_batch_naming_no_period_of_its_tables_natural_time_is_a_warning(run: Run, world: World) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"natural_time": "hourly"}')
+    world.upload("incremental/2024/05/01")  # a day folder under an hourly natural time
+    world.upload("incremental/2024/05/01/13")
+    result = run("validate", f"gs://{world.store.bucket}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    warnings = {
+        w["object"].rsplit("/orders/", 1)[1]: w["message"] for w in json.loads(result.stdout)["warnings"]
+    }
+    assert set(warnings) == {"incremental/2024/05/01/_SUCCESS"}
+    assert "names no period for the table's natural_time" in warnings["incremental/2024/05/01/_SUCCESS"]

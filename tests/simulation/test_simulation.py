@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from datetime import timedelta
 
 import pytest
 
@@ -90,4 +91,44 @@ def test_it_catches_a_reprocess_applied_twice(monkeypatch: pytest.MonkeyPatch) -
         return None if batch.reprocess else original(self, batch)
 
     monkeypatch.setattr(SimTables, "committed_snapshot", forgets_reprocesses)
-    assert any("applied 2 times" in p for p in _violations(range(80)))
+    assert any("applied 2 times" in p for p in _violations(range(70, 90)))
+
+
+def test_schedules_with_dependencies_build_derived_steps() -> None:
+    stats: Counter[str] = Counter()
+    _, failures = run_many(60, 70_000, stats)
+    assert failures == [], failures[:3]
+    assert stats["derived steps"] > 100
+
+
+def test_it_catches_a_dependent_that_does_not_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    from turnstile.protocol import dependencies
+
+    monkeypatch.setattr(dependencies, "blockers", lambda lineage, rel, watermarks, now: ())
+    assert any("before ds0/tbl0 reached" in p for p in _violations(range(60)))
+
+
+def test_it_catches_steps_published_before_the_sources_allow(monkeypatch: pytest.MonkeyPatch) -> None:
+    from turnstile.protocol import dependencies
+
+    original = dependencies.period_blockers
+    monkeypatch.setattr(
+        dependencies,
+        "period_blockers",
+        lambda lineage, end, marks, now: original(lineage, end - timedelta(hours=2), marks, now),
+    )
+    assert any("dsd/fact: committed" in p for p in _violations(range(60)))
+
+
+def test_it_catches_steps_that_do_not_wait_for_the_delay(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from turnstile.protocol import dependencies
+
+    original = dependencies.period_blockers
+    monkeypatch.setattr(
+        dependencies,
+        "period_blockers",
+        lambda lineage, end, marks, now: original(replace(lineage, delay=timedelta(0)), end, marks, now),
+    )
+    assert any("before its delay passed" in p for p in _violations(range(60)))

@@ -312,3 +312,22 @@ def test_invariants_of_random_views(view: View) -> None:
             assert action.failed == lock.covers[n]
             assert outcomes.get(action.failed.rel) not in (COMMITTED, SKIPPED)
             assert action.error  # never empty: the job's detail or a default naming the rel
+
+
+# --- dependencies ------------------------------------------------------------------------------------
+
+
+def test_a_head_waiting_for_dependencies_is_not_acquired() -> None:
+    from turnstile.protocol.decide import Waiting
+
+    reasons = ("ds/a to reach 2026-01-01T04:00:00+00:00 (its watermark: none yet)",)
+    assert decide(View(Lock(), head=HEAD, waiting_for=reasons)) == Waiting(reasons)
+    assert decide(View(Lock(), head=HEAD)) == Acquire(HEAD)
+
+
+def test_waiting_never_hides_a_failed_lock_a_running_job_or_a_late_head() -> None:
+    reasons = ("the delay until 2026-01-01T04:15:00+00:00",)
+    assert decide(View(failed_lock(), head=(), waiting_for=reasons)) == Blocked()
+    assert decide(View(running(), head=(), job=None, waiting_for=reasons)) == Submit(JOB)
+    late = decide(View(Lock(position="b9"), head=HEAD, head_is_late=True, waiting_for=reasons))
+    assert late == Late(HEAD[0])

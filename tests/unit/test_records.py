@@ -20,6 +20,7 @@ from turnstile.records import (
     Claim,
     ClaimState,
     CoveredBatch,
+    Dependent,
     JobDone,
     Lock,
     LockState,
@@ -29,6 +30,8 @@ from turnstile.records import (
     Pause,
     Pointer,
     Record,
+    StepsPublished,
+    Watermark,
 )
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -138,9 +141,27 @@ EXAMPLES: dict[str, Record] = {
     ),
     "pause": Pause(reason="a schema change upstream", at=T0),
     "lock-cancelled": Lock(state=LockState.RUNNING, job_id="j", cancel=CancelChoice.REQUEUE),
+    "watermark": Watermark(
+        watermark=T0.replace(minute=0, second=0, microsecond=0), rel="2024/05/01/11", updated_at=T0
+    ),
+    "steps-published": StepsPublished(through=T0.replace(minute=0, second=0, microsecond=0), updated_at=T0),
+    "dependent": Dependent(table="ds/fact"),
 }
 
-RECORD_TYPES = [Lock, Claim, Pointer, Manifest, BatchResult, JobDone, OpenJob, BatchFailure, Pause]
+RECORD_TYPES = [
+    Lock,
+    Claim,
+    Pointer,
+    Manifest,
+    BatchResult,
+    JobDone,
+    OpenJob,
+    BatchFailure,
+    Pause,
+    Watermark,
+    StepsPublished,
+    Dependent,
+]
 
 
 def test_examples_cover_every_record_type() -> None:
@@ -274,4 +295,21 @@ def test_a_manifest_with_an_unknown_load_key_is_refused() -> None:
     data = json.loads(MANIFEST_BATCH.model_dump_json())
     data["load"]["colums"] = ["a"]
     with pytest.raises(ValidationError, match="colums"):
+        ManifestBatch.model_validate(data)
+
+
+def test_a_time_step_batch_carries_its_window_in_utc() -> None:
+    start = datetime(2026, 1, 1, 3, tzinfo=UTC)
+    step = MANIFEST_BATCH.model_copy(
+        update={"data_uris": (), "window_start": start, "window_end": start + timedelta(hours=1)}
+    )
+    decoded = ManifestBatch.model_validate_json(step.model_dump_json())
+    assert (decoded.window_start, decoded.window_end) == (start, start + timedelta(hours=1))
+    assert MANIFEST_BATCH.window_start is None and MANIFEST_BATCH.window_end is None
+
+
+def test_a_window_without_a_time_zone_is_refused() -> None:
+    data = json.loads(MANIFEST_BATCH.model_dump_json())
+    data["window_start"] = "2026-01-01T03:00:00"
+    with pytest.raises(ValidationError, match="window_start"):
         ManifestBatch.model_validate(data)

@@ -129,3 +129,24 @@ def test_verdict_invariants(state: TableState) -> None:
         assert state.backfill_age is None or not state.backfill_claimed_live
     if state.lock_state is LockState.RUNNING and state.job_finished is False:
         assert decided == "ok"  # a live job is never disturbed
+
+
+def test_a_head_waiting_for_dependencies_is_not_woken_until_its_wait_ends() -> None:
+    from dataclasses import replace
+
+    from turnstile.protocol.sweeper import SweepFacts, Verdict, verdict
+    from turnstile.records import LockState
+
+    waiting = SweepFacts(
+        lock_state=LockState.FREE,
+        lock_age=10.0,
+        job_finished=None,
+        backlog=True,
+        backfill_age=None,
+        backfill_claimed_live=False,
+        paused=False,
+        gated=False,
+        waiting=True,
+    )
+    assert verdict(waiting, 540) is Verdict.OK
+    assert verdict(replace(waiting, waiting=False), 540) is Verdict.WAKE

@@ -82,6 +82,8 @@ STATUS_COLUMNS = (
     "GATE",
     "LAST APPLIED",
     "LAST RESULT",
+    "WATERMARK",  # tables with natural_time: committed with no gap up to here
+    "WM LAG",  # how far the watermark is behind the clock
     "OLDEST PENDING",  # age of the oldest pending batch
     "COMMIT LAG",  # since the last result's job finished
 )
@@ -109,6 +111,8 @@ def _status_row(s: status_ops.TableStatus) -> tuple[object, ...]:
         None if s.gate_present is None else ("present" if s.gate_present else "missing"),
         s.last_applied,
         last,
+        s.watermark,
+        render.age(s.watermark_lag_seconds),
         render.age(s.oldest_pending_age_seconds),
         render.age(s.last_commit_lag_seconds),
     )
@@ -139,6 +143,9 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
         elif s.health == status_ops.Health.GATED:
             out.print()
             out.print(f"{s.table} holds its backlog until {s.gate} exists")
+        elif s.health == status_ops.Health.WAITING:
+            out.print()
+            out.print(f"{s.table}: batch {s.backlog_head!r} waits for {'; '.join(s.waiting_for)}")
         if s.reprocess_pending:
             out.print()
             out.print(

@@ -19,7 +19,7 @@ from turnstile.config import ORDERME, levels
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import retry as retry_ops
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
-from turnstile.protocol import reprocess
+from turnstile.protocol import lineage, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
@@ -42,6 +42,7 @@ class Health(StrEnum):
     RUNNING = "RUNNING"  # a job holds the table
     QUEUED = "QUEUED"  # a backlog and a live subscriber
     GATED = "GATED"  # a backlog held until the gate file exists
+    WAITING = "WAITING"  # the head batch waits for dependencies' watermarks or its delay
     PAUSED = "PAUSED"  # `turnstile pause`, or WAIT_FOR_VALIDATION waiting for a new _BACKFILL
     IDLE = "IDLE"  # nothing queued
 
@@ -143,6 +144,9 @@ class TableStatus:
     failed_batches: tuple[FailedView, ...] = field(default=())  # unordered batches whose job failed
     retrying: int = 0  # of those, how many the sweeper retries by itself
     reprocess_pending: int = 0  # operators' `turnstile reprocess` requests not applied yet
+    watermark: datetime | None = None  # tables with natural_time: committed with no gap up to here
+    watermark_lag_seconds: float | None = None  # how far the watermark is behind the clock
+    waiting_for: tuple[str, ...] = field(default=())  # what the head batch waits for
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -233,6 +237,10 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     )
     if waiting and not health.is_problem:
         health = Health.FAILED
+    waits = _waits(state, lock, errors)
+    if waits and health in (Health.QUEUED, Health.STALLED):
+        health = Health.WAITING
+    mark = _watermark(inv, state, errors)
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
         uri=object_uri(inv.store, table.prefix),
@@ -254,7 +262,31 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         failed_batches=failed_batches,
         retrying=len(failed_batches) - len(waiting),
         reprocess_pending=len(inv.store.list_objects(reprocess.folder(table), limit=BACKLOG_CAP)),
+        watermark=mark,
+        watermark_lag_seconds=state.age(mark),
+        waiting_for=waits,
     )
+
+
+def _waits(state: TableState, lock: Lock | None, errors: list[str]) -> tuple[str, ...]:
+    if lock is None or lock.state is not LockState.FREE:
+        return ()
+    try:
+        return tuple(b.describe() for b in state.blockers)
+    except ConfigError as exc:
+        errors.append(str(exc))
+        return ()
+
+
+def _watermark(inv: Invocation, state: TableState, errors: list[str]) -> datetime | None:
+    if state.lineage is None or state.lineage.natural_time is None:
+        return None
+    try:
+        found, _ = lineage.read_watermark(inv, state.table)
+    except ConfigError as exc:
+        errors.append(str(exc))
+        return None
+    return None if found is None else found.watermark
 
 
 def _commit_lag(state: TableState, result: ResultView | None) -> float | None:

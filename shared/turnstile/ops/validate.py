@@ -10,7 +10,10 @@ rules the functions apply, with nothing applied or written.
   files), its path (`parse_success` with the destination regex the cascade selects), and whether
   its data sits only in sub-folders its `nested` option does not read, and its `mapping`
   (`ops.validate_mapping`: over `schema` or a sample of the batch, its path and `table_schema`);
-- warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql.
+- each `depends_on`: the tables it names exist, and no dependency cycle closes
+  (`ops.validate_lineage`);
+- warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql, a
+  batch whose path names no period of its table's `natural_time`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import validate_mapping
+from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore
@@ -89,6 +93,10 @@ def validate(
     for name, message in _incomplete_cascades(configs, load_jsons, bad_load_json):
         report.problems.append(Problem(f"gs://{bucket}/{name}", message))
         bad_load_json[name] = message
+    for name, message in dependency_problems(
+        store, configs, [n for n in load_jsons if n not in bad_load_json]
+    ):
+        report.problems.append(Problem(f"gs://{bucket}/{name}", message))
     names = sorted(info.name for info in objects)
     sizes = {info.name: info.size for info in objects}
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
@@ -97,6 +105,8 @@ def validate(
             store, settings, configs, name, bad_load_json=bad_load_json, names=names, sizes=sizes
         )
         report.problems += [Problem(f"gs://{bucket}/{name}", message) for message in found]
+        if not found and (untimed := natural_time_warning(configs, bucket, name, settings.destination_regex)):
+            report.warnings.append(Problem(f"gs://{bucket}/{name}", untimed))
         advance()
     return report
 

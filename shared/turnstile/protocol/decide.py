@@ -38,6 +38,7 @@ class View:
     paused: bool = False  # an operator paused the table (`turnstile pause`)
     reprocess: PointerRef | None = None  # an operator's reprocess request, due: queued before the head
     reprocess_after: str | None = None  # a request waits behind this pointer: no job covers past it
+    waiting_for: tuple[str, ...] = ()  # the head waits for dependencies' watermarks or its delay
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,14 @@ class Idle:
 @dataclass(frozen=True)
 class Paused:
     """WAIT_FOR_VALIDATION: the next job waits for a new `_BACKFILL`."""
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The head batch waits for dependencies' watermarks or its delay: batches stay queued; a
+    dependency's commit (or the sweeper) wakes the table."""
+
+    reasons: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -121,7 +130,19 @@ class Finish:
 
 
 Action = (
-    Blocked | Gated | Idle | Paused | Backoff | Wait | Submit | Drop | Late | Acquire | Reprocess | Finish
+    Blocked
+    | Gated
+    | Idle
+    | Paused
+    | Waiting
+    | Backoff
+    | Wait
+    | Submit
+    | Drop
+    | Late
+    | Acquire
+    | Reprocess
+    | Finish
 )
 
 
@@ -153,6 +174,8 @@ def decide(view: View) -> Action:
         return Paused()
     if view.backing_off:
         return Backoff()
+    if view.waiting_for:
+        return Waiting(view.waiting_for)
     barrier = view.reprocess_after
     return Acquire(tuple(h for h in view.head if barrier is None or h.name <= barrier))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from turnstile.batchfiles import data_files
 from turnstile.config import ResolvedConfig
 from turnstile.paths import Batch
@@ -32,6 +34,7 @@ def manifest_batch(
     if data_uris is None:
         data_uris, data_sizes = data_objects(inv, batch, nested=resolved.load.nested_folders)
     source = resolved.transform_source
+    window = _step_window(resolved, batch.rel)
     return ManifestBatch(
         dataset=table.dataset,
         table=table.table,
@@ -48,7 +51,17 @@ def manifest_batch(
         result=table.result(batch.rel, success_generation),
         failed_prefix=table.failed_rows(batch.rel),
         natural_time=batch.natural_time,
+        window_start=window[0],
+        window_end=window[1],
     )
+
+
+def _step_window(resolved: ResolvedConfig, rel: str) -> tuple[datetime | None, datetime | None]:
+    """A derived table's step: the window [start, end) its rel names; (None, None) otherwise."""
+    steps = resolved.load.lineage
+    if not steps.derived or steps.natural_time is None:
+        return None, None
+    return steps.natural_time.start(rel), steps.natural_time.end(rel)
 
 
 def write_manifest(inv: Invocation, name: str, manifest: Manifest) -> str:

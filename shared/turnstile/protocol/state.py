@@ -10,12 +10,15 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 
-from turnstile.errors import ConfigError, CorruptState
+from turnstile.errors import ConfigError, CorruptState, PathError
 from turnstile.jobs.port import JobState, JobStatus
+from turnstile.lineage_config import Lineage
 from turnstile.paths import Table, claim_name
 from turnstile.protocol import backlog, lock, reprocess
+from turnstile.protocol import lineage as lineage_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef, View
+from turnstile.protocol.dependencies import Blocker
 from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState, Pause
 from turnstile.store.port import ObjectInfo, object_uri
 
@@ -149,6 +152,33 @@ class TableState:
             and self.backfill.generation == self.lock.backfill_generation
         )
 
+    # --- dependencies ----------------------------------------------------------------------
+    @cached_property
+    def lineage(self) -> Lineage | None:
+        """The table's lineage keys; None when its config cannot be read (the subscriber blocks the
+        lock on that when it describes the head batch)."""
+        try:
+            return lineage_io.of_table(self.inv, self.table)
+        except (ConfigError, PathError):
+            return None
+
+    @cached_property
+    def _gating(self) -> tuple[tuple[Blocker, ...], int]:
+        head = self.backlog()
+        if self.lineage is None:
+            return (), len(head)
+        return lineage_io.head_blockers(self.inv, self.lineage, tuple(p.rel for p in head), self.now)
+
+    @property
+    def blockers(self) -> tuple[Blocker, ...]:
+        """What the head batch waits for (dependencies' watermarks, the delay); empty: nothing."""
+        return self._gating[0]
+
+    @property
+    def ready(self) -> int:
+        """How many leading backlog batches wait for nothing: one job covers no more."""
+        return self._gating[1]
+
     def age(self, then: datetime | None) -> float | None:
         return None if then is None else (self.now - then).total_seconds()
 
@@ -201,9 +231,10 @@ def subscriber_view(state: TableState) -> View:
     backing_off = held.retry_at is not None and held.retry_at > state.now
     request, barrier = reprocess.due(inv, table, head)
     paused = (bool(head) or request is not None) and state.operator_pause is not None
+    waiting = () if behind else tuple(b.describe() for b in state.blockers)
     return View(
         lock=held,
-        head=head,
+        head=head[: max(1, state.ready)],
         may_start=may_start,
         head_is_late=late,
         head_applied=applied,
@@ -211,6 +242,7 @@ def subscriber_view(state: TableState) -> View:
         paused=paused,
         reprocess=request,
         reprocess_after=barrier,
+        waiting_for=waiting,
     )
 
 

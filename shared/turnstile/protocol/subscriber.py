@@ -13,7 +13,7 @@ from turnstile import logs
 from turnstile.batchfiles import data_files
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import backlog, lock, reprocess, retrying
+from turnstile.protocol import backlog, lineage, lock, reprocess, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -29,6 +29,7 @@ from turnstile.protocol.decide import (
     Reprocess,
     Submit,
     Wait,
+    Waiting,
     decide,
 )
 from turnstile.protocol.jobids import ordered_job_id
@@ -60,6 +61,7 @@ class Stopped(StrEnum):
     PAUSED = "paused"
     BACKOFF = "backoff"  # a transient failure's retry is not due yet; the sweeper wakes the table
     WAITING = "waiting"  # a job runs; its done signal wakes the table
+    DEPENDENCIES = "dependencies"  # the head waits for sources' watermarks or its delay
     IDLE = "idle"
 
 
@@ -90,7 +92,15 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Wait(job_id=job_id):
                 log.info("job running", extra={"table": table.prefix, "job_id": job_id})
                 return Stopped.WAITING
+            case Waiting(reasons=reasons):
+                log.info("batch waits", extra={"table": table.prefix, "waiting_for": list(reasons)})
+                lineage.settle_waiting(inv, table, state.backlog(1)[0].rel, state.backfill)
+                return Stopped.DEPENDENCIES
             case Idle():
+                if state.lineage is not None and lineage.publish_due_steps(
+                    inv, table, state.lineage, held.position
+                ):
+                    continue  # a derived table's steps were queued: apply them
                 _exit_if_empty(inv, table, state)
                 return Stopped.IDLE
             case Submit(job_id=job_id):
@@ -105,6 +115,7 @@ def run(inv: Invocation, table: Table) -> Stopped:
                 _reprocess(inv, table, held, generation, request)
             case Finish():
                 _finish(inv, table, held, generation, action)
+                lineage.after_commit(inv, table, tuple(c.rel for c in action.applied))
                 if inv.settings.wait_for_validation and action.failed is None:
                     return Stopped.PAUSED
     raise RuntimeError(f"{table.uri}: the subscriber made {MAX_TURNS} turns without settling")
@@ -231,11 +242,12 @@ def _covered_pointers(
             break
         if not pointers:  # the head's config says how many batches one job may cover
             try:
-                _, resolved = inv.batch(pointer.success)
+                batch, resolved = inv.batch(pointer.success)
+                lineage.check_period(batch.uri, resolved.load, ref.rel)
             except (ConfigError, PathError) as exc:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
                 return []
-            limit = 1 if inv.settings.wait_for_validation else resolved.load.max_batches_per_job
+            limit = 1 if inv.settings.wait_for_validation else lineage.batches_per_job(resolved.load)
         pointers.append((ref, pointer))
     return pointers
 

@@ -21,9 +21,10 @@ from typing import Any
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
 from turnstile.paths import CLAIM_PREFIX, LOCK, Table, table_of_state_object
-from turnstile.protocol import backlog, reprocess
+from turnstile.protocol import backlog, lineage, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
+from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
 from turnstile.protocol.watchdog import watch
@@ -54,6 +55,7 @@ class SweepFacts:
     gated: bool
     retry_pending: bool = False  # a transient failure's retry is scheduled and not due yet
     retry_due: bool = False  # ... and is due now
+    waiting: bool = False  # the head waits for dependencies or its delay: their commits wake it
 
 
 def verdict(state: SweepFacts, lease: float) -> Verdict:
@@ -66,7 +68,7 @@ def verdict(state: SweepFacts, lease: float) -> Verdict:
         if state.job_finished is None and (state.lock_age or 0) > lease:
             return Verdict.WAKE  # locked, never submitted, and the locker is long gone
         return Verdict.OK
-    if not state.backlog or state.paused or state.gated or state.retry_pending:
+    if not state.backlog or state.paused or state.gated or state.retry_pending or state.waiting:
         return Verdict.OK
     if state.retry_due and not state.backfill_claimed_live:
         return Verdict.WAKE  # the run that scheduled the retry has ended
@@ -152,6 +154,7 @@ def facts(state: TableState) -> SweepFacts:
         gated=state.gated,
         retry_pending=held.retry_at is not None and held.retry_at > state.now,
         retry_due=held.retry_at is not None and held.retry_at <= state.now,
+        waiting=held.state is LockState.FREE and bool(state.blockers),
     )
 
 
@@ -223,6 +226,7 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
             "restarted a subscriber that was not live",
             extra={"event": "subscriber_restarted", "table": table.prefix},
         )
+    lineage_report = sweep_lineage(state)
     swept = _sweep_claims(inv, table, state.now)
     watched = watch(state)
     return {
@@ -233,7 +237,23 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
         "claims_deleted": swept,
         "reconciled": reconcile(state),
         "jobs": asdict(watched),
-    }
+    } | lineage_report
+
+
+def sweep_lineage(state: TableState) -> dict[str, Any]:
+    """Dependencies' lost wake-ups: a watermark behind the lock's position moves up (waking its
+    dependents); a derived table with nothing queued publishes its due steps (and is woken)."""
+    found = state.lineage
+    if found is None or (found.natural_time is None and not found.gated):
+        return {}
+    inv, table, held = state.inv, state.table, state.lock
+    report: dict[str, Any] = {"watermark_repaired": lineage.repair(inv, table, held.position)}
+    if found.derived and not state.backlog(1):
+        published = lineage.publish_due_steps(inv, table, found, held.position)
+        if published:
+            ensure_subscriber(inv, table)
+        report["steps_published"] = published
+    return report
 
 
 def _sweep_claims(inv: Invocation, table: Table, now: datetime) -> int:

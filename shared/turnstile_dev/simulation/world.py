@@ -41,6 +41,7 @@ from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile_dev.simulation import lineage as sim_lineage
 from turnstile_dev.simulation.adapters import Commit, FaultyStore, SimRunner, SimTables
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
 from turnstile_dev.simulation.reprocessing import Reprocesses
@@ -64,13 +65,20 @@ class Plan:
     unordered: set[str]  # tables without ORDERME: one job per batch, in any order
     max_bytes: int  # max_bytes_per_job: with batches of 5 to 17 bytes, 1 and 12 cut jobs short
     recovers_by_hand: bool  # the operator deletes `_bqlock` and uploads `_BACKFILL`, never unlocks
+    lineage: sim_lineage.LineagePlan | None = None  # hourly sources, a derived table and maybe a dependent
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
         tables = {}
+        with_lineage = rng.random() < 0.4
         for t in range(rng.randint(1, 3)):
             hours = sorted(rng.sample(range(48), rng.randint(2, 8)))
-            tables[f"ds{t}/tbl{t}"] = [f"incremental/2026/01/{1 + h // 24:02d}/{h % 24:02d}" for h in hours]
+            if with_lineage:
+                tables[f"ds{t}/tbl{t}"] = [sim_lineage.rel_of_hour(h) for h in hours]
+            else:
+                tables[f"ds{t}/tbl{t}"] = [
+                    f"incremental/2026/01/{1 + h // 24:02d}/{h % 24:02d}" for h in hours
+                ]
         failing = {(t, rng.choice(rels)) for t, rels in tables.items() if rng.random() < 0.3}
         return Plan(
             tables=tables,
@@ -81,10 +89,17 @@ class Plan:
             failing=failing,
             timeout=rng.choice([60, 120, 540]),
             fault_end=rng.uniform(1800, 7200),
-            unordered={t for t in tables if rng.random() < 0.3},
+            unordered=set() if with_lineage else {t for t in tables if rng.random() < 0.3},
             max_bytes=rng.choice([1, 12, 40, 1 << 30]),
             recovers_by_hand=rng.random() < 0.3,
+            lineage=sim_lineage.LineagePlan.draw(rng, tables) if with_lineage else None,
         )
+
+    @property
+    def ordered(self) -> list[str]:
+        """The tables with a lock: the ordered ones with files, and the derived table."""
+        derived = [sim_lineage.DERIVED] if self.lineage else []
+        return [t for t in self.tables if t not in self.unordered] + derived
 
 
 @dataclass
@@ -185,9 +200,19 @@ class World:
         for prefix in self.plan.tables:
             if prefix not in self.plan.unordered:
                 self.memory.write(f"{prefix}/incremental/_config/ORDERME", b"")
-            load = {"max_batches_per_job": self.plan.max_batches, "max_bytes_per_job": self.plan.max_bytes}
+            load: dict[str, Any] = {
+                "max_batches_per_job": self.plan.max_batches,
+                "max_bytes_per_job": self.plan.max_bytes,
+            }
+            if self.plan.lineage:
+                load = sim_lineage.load_json(self.plan.lineage, prefix, load)
             self.memory.write(f"{prefix}/_config/load.json", json.dumps(load).encode())
             self.published[prefix] = set()
+        if self.plan.lineage:
+            load = sim_lineage.derived_load_json(
+                self.plan.lineage, {"max_batches_per_job": self.plan.max_batches}
+            )
+            self.memory.write(f"{sim_lineage.DERIVED}/_config/load.json", json.dumps(load).encode())
         uploads = [(prefix, rel) for prefix, rels in self.plan.tables.items() for rel in rels]
         if self.plan.gated:
             rng.shuffle(uploads)  # a parallel historical load: any order, then the gate
@@ -198,7 +223,7 @@ class World:
             t += rng.uniform(0.1, 90)
             self.loop.at(t, functools.partial(self._put, prefix, rel))
         if self.plan.gated:
-            for prefix in self.plan.tables:
+            for prefix in self.plan.tables | dict.fromkeys(self.plan.ordered):
                 t += rng.uniform(1, 30)
                 self.loop.at(t, functools.partial(self._open_gate, prefix))
 
@@ -234,7 +259,7 @@ class World:
     def operate(self) -> None:
         """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
         inv = self.invocation()
-        for prefix in self.plan.tables:
+        for prefix in dict.fromkeys([*self.plan.tables, *self.plan.ordered]):
             fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
             if self.loop.faults_on and self.reprocesses.maybe_request(
                 inv, prefix, self.tables.commits, self.loop.rng.random()
@@ -290,16 +315,16 @@ class World:
 
     def validate(self) -> None:
         inv = self.invocation()
-        for prefix in self.plan.tables:
+        for prefix in self.plan.ordered:
             operator.resume(inv, _table(prefix))
 
     # --- the end --------------------------------------------------------------------------
     def settled(self) -> bool:
         if self.loop.faults_on or self.loop.now < self.plan.fault_end:
             return False
-        for prefix, rels in self.plan.tables.items():
-            if len(self.published[prefix]) < len(rels):
-                return False
+        if any(len(self.published[prefix]) < len(rels) for prefix, rels in self.plan.tables.items()):
+            return False
+        for prefix in dict.fromkeys([*self.plan.tables, *self.plan.ordered]):
             lock = self.memory.read(f"{prefix}/_bqlock")
             if lock is not None and Lock.decode(lock.data, prefix).state is not LockState.FREE:
                 return False
@@ -314,9 +339,11 @@ class World:
                 table.failures, limit=1
             ):
                 return False
+        expected = [r for rels in self.plan.tables.values() for r in rels]
+        if self.plan.lineage:
+            expected += sim_lineage.expected_steps(self.plan.lineage, self.plan.tables)
         return (
-            sorted(c.rel for c in self.tables.commits if c.reprocess is None)
-            == sorted(r for rels in self.plan.tables.values() for r in rels)
+            sorted(c.rel for c in self.tables.commits if c.reprocess is None) == sorted(expected)
             or self.loop.now > self.plan.fault_end + 4 * 3600
         )
 
@@ -343,8 +370,24 @@ class World:
                 found.append(f"{prefix}: lock left {lock.state.value} ({lock.failed_rel}: {lock.error})")
             if backlog.head(inv, _table(prefix), 1):
                 found.append(f"{prefix}: backlog not drained")
+        if self.plan.lineage:
+            found += self._lineage_violations(self.plan.lineage)
         if not settled and not found:
             found.append("did not settle within 4 h after faults stopped")
+        return found
+
+    def _lineage_violations(self, plan: sim_lineage.LineagePlan) -> list[str]:
+        found = sim_lineage.violations(plan, self.plan.tables, self.tables.commits)
+        derived = [c for c in self.tables.commits if c.table == sim_lineage.DERIVED]
+        found.extend(self._history_disagrees(sim_lineage.DERIVED, derived))
+        inv = self.invocation()
+        held, _ = table_lock.read(inv, _table(sim_lineage.DERIVED))
+        if held.state is not LockState.FREE:
+            found.append(
+                f"{sim_lineage.DERIVED}: lock left {held.state.value} ({held.failed_rel}: {held.error})"
+            )
+        if backlog.head(inv, _table(sim_lineage.DERIVED), 1):
+            found.append(f"{sim_lineage.DERIVED}: backlog not drained")
         return found
 
     def _history_disagrees(self, prefix: str, committed: list[Commit]) -> list[str]:
@@ -432,6 +475,7 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
         stats.update(world.stats)
         stats["batches"] += sum(len(rels) for rels in plan.tables.values())
         stats["jobs"] += len(runner.jobs)
+        stats["derived steps"] += sum(1 for c in tables.commits if c.table == sim_lineage.DERIVED)
         stats["failed jobs"] += sum(1 for j in runner.jobs.values() if j.state.value == "FAILED")
     return world.violations(settled)
 

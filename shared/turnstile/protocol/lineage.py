@@ -1,0 +1,259 @@
+"""Watermarks, dependencies and derived steps in the bucket: the reads and writes around the pure
+rules of `protocol.dependencies`.
+
+- After a job's commits the subscriber moves the table's watermark (compare-and-swap, forward
+  only) and then wakes every table registered as its dependent (their `_BACKFILL`).
+- A head that waits registers its table with each source, removes its own `_BACKFILL`, then looks
+  at the sources once more: a source that moved meanwhile either sees no `_BACKFILL` and writes
+  one, or was seen here (the publisher's two-sided handshake, docs/PROTOCOL.md).
+- A derived table publishes its due steps as backlog pointers whenever it is woken with nothing
+  queued, and the sweeper does the same for lost wake-ups and expired delays.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from turnstile import logs
+from turnstile.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.lineage_config import Lineage
+from turnstile.load_config import LoadConfig
+from turnstile.paths import LOCK, Table, table_of_state_object
+from turnstile.protocol import dependencies
+from turnstile.protocol.context import Invocation
+from turnstile.protocol.dependencies import Blocker, Unreadable
+from turnstile.protocol.publisher import ensure_subscriber
+from turnstile.records import Dependent, Pointer, StepsPublished, Watermark
+from turnstile.store.port import ObjectInfo, object_uri
+
+log = logs.get("lineage")
+MAX_CAS_ATTEMPTS = 20
+
+
+def of_table(inv: Invocation, table: Table) -> Lineage:
+    """The table's lineage keys, from the `_config/` levels at and above its folder (a rule across
+    keys that a batch-level load.json completes, such as `merge_keys`, is not required here)."""
+    return inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
+
+
+def watermark_object(table: Table) -> str:
+    return f"{table.internal}watermark.json"
+
+
+def steps_object(table: Table) -> str:
+    """A derived table's record of the steps it has published."""
+    return f"{table.internal}steps.json"
+
+
+def dependents_folder(table: Table) -> str:
+    """Folder of the tables waiting for this one's watermark, with trailing slash."""
+    return f"{table.internal}dependents/"
+
+
+def dependent_object(source: Table, dependent_prefix: str) -> str:
+    return f"{dependents_folder(source)}{dependent_prefix.replace('/', '~')}.json"
+
+
+def batches_per_job(load: LoadConfig) -> int:
+    """How many backlog batches one job covers: `max_batches_per_job`, for a derived table bounded
+    by `maxstep`."""
+    return dependencies.steps_per_job(load.lineage, load.max_batches_per_job)
+
+
+def check_period(where: str, load: LoadConfig, rel: str) -> None:
+    """A batch of a table with a natural time whose path names an impossible one cannot be
+    ordered in time: the subscriber blocks the table on it (PathError), as on a bad path."""
+    natural_time = load.lineage.natural_time
+    if natural_time is None:
+        return
+    try:
+        natural_time.start(rel)
+    except ValueError as exc:
+        raise PathError(
+            f"{where}: {exc}; fix the folder name or natural_time in load.json, or drop the batch "
+            "with unlock --skip-head"
+        ) from exc
+
+
+def table_at(inv: Invocation, prefix: str) -> Table:
+    return table_of_state_object(inv.store.bucket, f"{prefix}/{LOCK}", inv.settings.destination_regex)
+
+
+def read_watermark(inv: Invocation, table: Table) -> tuple[Watermark | None, int]:
+    found = inv.store.read(watermark_object(table))
+    if found is None:
+        return None, 0
+    return Watermark.decode(found.data, object_uri(inv.store, found.name)), found.generation
+
+
+def watermarks(inv: Invocation, lineage: Lineage) -> dict[str, datetime | None]:
+    """Each dependency's watermark (one read each)."""
+    found: dict[str, datetime | None] = {}
+    for edge in lineage.depends_on:
+        mark, _ = read_watermark(inv, table_at(inv, edge.prefix))
+        found[edge.prefix] = None if mark is None else mark.watermark
+    return found
+
+
+def head_blockers(
+    inv: Invocation, lineage: Lineage, rels: tuple[str, ...], now: datetime
+) -> tuple[tuple[Blocker, ...], int]:
+    """What the first of `rels` waits for, and how many leading `rels` may start now (one job must
+    not cover a batch that still waits). Reads each dependency's watermark once, and nothing when
+    the table has neither dependencies nor a delay."""
+    if not rels or lineage.natural_time is None or not lineage.gated:
+        return (), len(rels)
+    marks = watermarks(inv, lineage) if lineage.depends_on else {}
+    # A head whose natural time cannot be read is let through: describing it blocks the table.
+    first = tuple(
+        b for b in dependencies.blockers(lineage, rels[0], marks, now) if not isinstance(b, Unreadable)
+    )
+    ready = 0
+    for rel in rels:
+        if dependencies.blockers(lineage, rel, marks, now):
+            break
+        ready += 1
+    return first, ready
+
+
+def after_commit(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None:
+    """Move the watermark past the committed `rels` and wake the dependents when it moved."""
+    if not rels:
+        return
+    try:
+        lineage = of_table(inv, table)
+    except (ConfigError, PathError) as exc:  # the commits stand; the sweeper repairs the watermark
+        log.warning(f"{table.uri}: watermark not moved: {exc}", extra={"table": table.prefix})
+        return
+    if lineage.natural_time is None:
+        return
+    if advance(inv, table, lineage, rels):
+        wake_dependents(inv, table)
+
+
+def advance(inv: Invocation, table: Table, lineage: Lineage, rels: tuple[str, ...]) -> bool:
+    """Compare-and-swap the watermark forward; False when it did not move (or the table has no
+    natural time)."""
+    natural_time = lineage.natural_time
+    if natural_time is None:
+        return False
+    for _ in range(MAX_CAS_ATTEMPTS):
+        current, generation = read_watermark(inv, table)
+        moved = dependencies.advanced(natural_time, None if current is None else current.watermark, rels)
+        if moved is None:
+            return False
+        rel = next(r for r in rels if dependencies.period_end(natural_time, r) == moved)
+        record = Watermark(watermark=moved, rel=rel, updated_at=inv.clock.now())
+        try:
+            if generation:
+                inv.store.replace(watermark_object(table), record.encode(), if_generation=generation)
+            else:
+                inv.store.create(watermark_object(table), record.encode())
+        except PreconditionFailed:
+            continue  # another writer moved it: look again
+        log.info(
+            "watermark advanced",
+            extra={"event": "watermark_advanced", "table": table.prefix, "watermark": moved.isoformat()},
+        )
+        return True
+    raise RuntimeError(f"{table.uri}: the watermark changed {MAX_CAS_ATTEMPTS} times while advancing it")
+
+
+def wake_dependents(inv: Invocation, table: Table) -> None:
+    """Start a subscriber run of every table registered as waiting for this one (one listing; the
+    dependent's folder is in each marker's name)."""
+    folder = dependents_folder(table)
+    for info in inv.store.list_objects(folder):
+        prefix = info.name[len(folder) :].removesuffix(".json").replace("~", "/")
+        try:
+            dependent = table_at(inv, prefix)
+        except PathError as exc:
+            log.warning(f"{object_uri(inv.store, info.name)}: not a dependent, ignored: {exc}")
+            continue
+        ensure_subscriber(inv, dependent)
+
+
+def register(inv: Invocation, table: Table, lineage: Lineage) -> None:
+    """Record this table as a dependent of each of its sources (a create that exists already is
+    fine: one write attempt per source)."""
+    body = Dependent(table=table.prefix).encode()
+    for edge in lineage.depends_on:
+        try:
+            inv.store.create(dependent_object(table_at(inv, edge.prefix), table.prefix), body)
+        except PreconditionFailed:
+            pass
+
+
+def settle_waiting(inv: Invocation, table: Table, rel: str, backfill: ObjectInfo | None) -> None:
+    """The head waits: register with the sources, remove `_BACKFILL`, then look once more; a wait
+    that ended meanwhile starts a new run. The sweeper wakes the table when a delay expires."""
+    lineage = of_table(inv, table)
+    register(inv, table, lineage)
+    if backfill is not None:
+        try:
+            inv.store.delete(table.backfill, if_generation=backfill.generation)
+        except PreconditionFailed:
+            return  # a newer _BACKFILL arrived: its own run looks again
+    if not head_blockers(inv, lineage, (rel,), inv.clock.now())[0]:
+        ensure_subscriber(inv, table)
+
+
+def publish_due_steps(inv: Invocation, table: Table, lineage: Lineage, position: str | None) -> int:
+    """A derived table: queue a pointer for each step the sources and the delay allow, after the
+    last one published or applied (`steps.json`, the watermark, the lock's `position`: whichever
+    is furthest, so a step applied is never queued again). Returns how many were queued."""
+    if not lineage.derived or lineage.step is None or lineage.natural_time is None:
+        return 0
+    register(inv, table, lineage)
+    found = inv.store.read(steps_object(table))
+    published = (
+        None if found is None else StepsPublished.decode(found.data, object_uri(inv.store, found.name))
+    )
+    mark, _ = read_watermark(inv, table)
+    applied = None if position is None else dependencies.period_end(lineage.natural_time, position)
+    known = (published and published.through, mark and mark.watermark, applied)
+    frontier = max((t for t in known if t), default=None)
+    starts = dependencies.due_steps(lineage, frontier, watermarks(inv, lineage), inv.clock.now())
+    if not starts:
+        return 0
+    for start in starts:
+        _queue_step(inv, table, dependencies.step_rel(start))
+    through = StepsPublished(through=starts[-1] + lineage.step, updated_at=inv.clock.now())
+    try:
+        if found is None:
+            inv.store.create(steps_object(table), through.encode())
+        else:
+            inv.store.replace(steps_object(table), through.encode(), if_generation=found.generation)
+    except PreconditionFailed:
+        pass  # another run published as far or further; a step queued twice is one pointer
+    log.info(
+        f"{table.uri}: {len(starts)} steps published",
+        extra={"event": "steps_published", "table": table.prefix, "through": through.through.isoformat()},
+    )
+    return len(starts)
+
+
+STEP_GENERATION = 1  # a step has no `_SUCCESS` object: every publication of it is the same batch
+
+
+def _queue_step(inv: Invocation, table: Table, rel: str) -> None:
+    success = f"{table.batch_folder(rel)}{inv.settings.success_filename}"
+    record = Pointer(success=success, success_generation=STEP_GENERATION, published_at=inv.clock.now())
+    try:
+        inv.store.create(table.pointer(rel, inv.settings.success_filename), record.encode())
+    except PreconditionFailed:
+        pass  # queued already
+
+
+def repair(inv: Invocation, table: Table, position: str | None) -> bool:
+    """The sweeper: a watermark behind the lock's position (a subscriber stopped between the commit
+    and the watermark) moves up, and its dependents are woken. True when it moved."""
+    if position is None:
+        return False
+    lineage = of_table(inv, table)
+    if lineage.natural_time is None or dependencies.period_end(lineage.natural_time, position) is None:
+        return False
+    if not advance(inv, table, lineage, (position,)):
+        return False
+    wake_dependents(inv, table)
+    return True

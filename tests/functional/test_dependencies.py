@@ -1,0 +1,205 @@
+"""Tables that wait for other tables: watermarks, dependencies with offsets, derived steps.
+
+Real CloudEvents through functions/main.py on fake-gcs-server (harness.py) and the in-process
+runner: sources arrive out of step, the dependent waits with its reason, and catches up in order,
+each batch exactly once, woken only through the bucket.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from tests.functional.harness import Host
+from tests.functional.scenario import invocation
+from turnstile.ops import status as status_ops
+from turnstile.paths import Table
+from turnstile.protocol import lineage, sweeper
+from turnstile.protocol.state import TableState
+from turnstile.records import LockState, Manifest, Watermark
+
+HOURLY = {"natural_time": "hourly"}
+
+
+class FixedClock:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def now(self) -> datetime:
+        return self.at
+
+    def sleep(self, seconds: float) -> None:
+        self.at += timedelta(seconds=seconds)
+
+
+def configure(host: Host, table: str, load: dict[str, object], *, ordered: bool = True) -> None:
+    host.upload(f"{table}/_config/load.json", json.dumps(load).encode())
+    if ordered:
+        host.upload(f"{table}/_config/ORDERME")
+
+
+def hour(table: str, h: int) -> str:
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=h)
+    return f"{table}/{at:%Y/%m/%d/%H}"
+
+
+def rel(h: int) -> str:
+    return f"{datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=h):%Y/%m/%d/%H}"
+
+
+def arrive(host: Host, table: str, *hours: int) -> None:
+    for h in hours:
+        host.put_batch(hour(table, h))
+    host.drain()
+
+
+def watermark(host: Host, table: str) -> datetime | None:
+    found = host.store.inner.read(f"{table}/_turnstile/watermark.json")
+    return None if found is None else Watermark.decode(found.data, table).watermark
+
+
+def waiting_for(host: Host, table: str) -> tuple[str, ...]:
+    state = TableState(invocation(host), Table(host.bucket, table, *table.split("/")))
+    return state.view().waiting_for
+
+
+def step_manifests(host: Host) -> list[Manifest]:
+    return [
+        Manifest.decode(host.store.inner.read(o.name).data, o.name)  # type: ignore[union-attr]
+        for o in host.store.inner.list_objects("ds/fact/_turnstile/jobs/")
+        if o.name.endswith(".manifest.json")
+    ]
+
+
+def test_a_dependent_waits_for_both_sources_and_catches_up_in_order_exactly_once(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(host, "ds/b", HOURLY)
+    configure(host, "ds/fact", HOURLY | {"depends_on": ["ds.a", {"table": "ds.b", "offset": "-1h"}]})
+    arrive(host, "ds/fact", 0, 1, 2)
+    assert host.applied("ds/fact") == []
+    assert host.backlog("ds/fact") == [rel(0), rel(1), rel(2)]
+    reasons = waiting_for(host, "ds/fact")
+    assert any("ds/a to reach 2026-01-01T01:00:00+00:00 (its watermark: none yet)" in r for r in reasons)
+    assert any("ds/b to reach 2026-01-01T00:00:00+00:00" in r for r in reasons)
+    assert host.store.inner.stat("ds/fact/_BACKFILL") is None  # waiting, no run scheduled
+    shown = status_ops.table_status(invocation(host), Table(host.bucket, "ds/fact", "ds", "fact")).to_json()
+    assert (shown["health"], shown["backlog_head"], shown["watermark"]) == ("WAITING", rel(0), None)
+    assert tuple(shown["waiting_for"]) == reasons
+
+    arrive(host, "ds/a", 0, 1, 2)  # a is ahead; b (one hour behind allowed) has nothing yet
+    assert watermark(host, "ds/a") == datetime(2026, 1, 1, 3, tzinfo=UTC)
+    assert host.applied("ds/fact") == []
+    assert waiting_for(host, "ds/fact") == (
+        "ds/b to reach 2026-01-01T00:00:00+00:00 (its watermark: none yet)",
+    )
+
+    arrive(host, "ds/b", -1)  # b's watermark 00:00: fact hour 00 (offset -1h) may go
+    assert host.applied("ds/fact") == [rel(0)]
+    arrive(host, "ds/b", 0, 1)
+    assert host.applied("ds/fact") == [rel(0), rel(1), rel(2)]
+    assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 3, tzinfo=UTC)
+    assert host.backlog("ds/fact") == []
+    shown = status_ops.table_status(invocation(host), Table(host.bucket, "ds/fact", "ds", "fact")).to_json()
+    assert (shown["health"], shown["watermark"], shown["waiting_for"]) == (
+        "IDLE",
+        watermark(host, "ds/fact"),
+        (),
+    )
+    lag = (datetime.now(UTC) - datetime(2026, 1, 1, 3, tzinfo=UTC)).total_seconds()
+    assert abs(shown["watermark_lag_seconds"] - lag) < 60
+    assert [r for r, _ in host.tables.commits["ds/fact"]] == [rel(0), rel(1), rel(2)]
+
+
+def test_a_derived_table_builds_one_step_per_hour_its_sources_completed(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(host, "ds/b", HOURLY)
+    start = "2026-01-01T00:00:00Z"
+    configure(
+        host,
+        "ds/fact",
+        {"derived": {"step": "1h", "start": start, "maxstep": "2h"}, "depends_on": ["ds.a", "ds.b"]},
+        ordered=False,
+    )
+    report = sweeper.sweep(invocation(host))  # registers the derived table with its sources
+    assert {r["table"]: r.get("steps_published") for r in report}[f"gs://{host.bucket}/ds/fact"] == 0
+    assert host.store.inner.stat(lineage.dependent_object(Table(host.bucket, "ds/a", "ds", "a"), "ds/fact"))
+
+    arrive(host, "ds/a", 0, 1, 2, 3)
+    assert host.applied("ds/fact") == []  # b has nothing yet
+    arrive(host, "ds/b", 0)
+    assert host.applied("ds/fact") == [rel(0)]
+    arrive(host, "ds/b", 1, 2)
+    assert host.applied("ds/fact") == [rel(0), rel(1), rel(2)]
+    assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 3, tzinfo=UTC)
+
+    manifests = step_manifests(host)
+    windows = sorted((b.rel, b.window_start, b.window_end) for m in manifests for b in m.batches)
+    assert windows == [
+        (rel(h), datetime(2026, 1, 1, h, tzinfo=UTC), datetime(2026, 1, 1, h + 1, tzinfo=UTC))
+        for h in range(3)
+    ]
+    assert all(b.data_uris == () for m in manifests for b in m.batches)
+    assert max(len(m.batches) for m in manifests) <= 2  # maxstep 2h: at most two 1h steps per job
+
+    arrive(host, "ds/b", 3, 4, 5, 6)  # a catch-up: a's hours 03 and b's 03-06 allow step 03 only
+    assert host.applied("ds/fact") == [rel(0), rel(1), rel(2), rel(3)]
+    arrive(host, "ds/a", 4, 5, 6, 7)
+    assert host.applied("ds/fact") == [rel(h) for h in range(7)]
+    catch_up = [[b.rel for b in m.batches] for m in step_manifests(host) if m.batches[0].rel >= rel(4)]
+    assert sorted(catch_up) == [[rel(4), rel(5)], [rel(6)]]  # one wake, coalesced up to maxstep
+
+    # Nothing further is due: another sweep publishes nothing and applies nothing twice, even with
+    # its record of published steps lost and its watermark behind (the lock's position still says).
+    host.store.inner.remove("ds/fact/_turnstile/steps.json")
+    host.store.inner.remove("ds/fact/_turnstile/watermark.json")
+    sweeper.sweep(invocation(host))
+    host.drain()
+    assert host.applied("ds/fact") == [rel(h) for h in range(7)]
+    assert host.backlog("ds/fact") == []
+    assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 7, tzinfo=UTC)  # repaired
+
+
+def test_a_lost_wake_up_and_an_expired_delay_are_covered_by_the_sweeper(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(host, "ds/fact", HOURLY | {"depends_on": ["ds.a"], "delay": "30m"})
+    now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    current = now.strftime("%Y/%m/%d/%H")  # the hour under way: it ends within the hour
+    host.put_batch(f"ds/a/{current}")
+    host.put_batch(f"ds/fact/{current}")
+    host.drain()
+    assert host.applied("ds/a") == [current]
+    assert host.applied("ds/fact") == []
+    reasons = waiting_for(host, "ds/fact")
+    assert len(reasons) == 1 and reasons[0].startswith("the delay until ")
+
+    state = TableState(invocation(host), Table(host.bucket, "ds/fact", "ds", "fact"))
+    assert sweeper.facts(state).waiting
+    assert sweeper.verdict(sweeper.facts(state), 540) is sweeper.Verdict.OK  # no wake while waiting
+
+    later = FixedClock(now + timedelta(hours=1, minutes=31))
+    report = {r["table"]: r for r in sweeper.sweep(invocation(host, later))}
+    assert report[f"gs://{host.bucket}/ds/fact"]["verdict"] == "wake"
+
+
+def test_a_batch_whose_natural_time_cannot_be_read_blocks_the_table_naming_it(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    custom = {"regex": r"dt=(?P<time>[0-9]{10})", "format": "%Y%m%d%H"}
+    configure(host, "ds/fact", {"natural_time": custom, "depends_on": ["ds.a"]})
+    arrive(host, "ds/a", 0, 1)
+    host.put_batch("ds/fact/dt=2026010100")
+    host.put_batch("ds/fact/dt=2026013200")  # January 32nd
+    host.drain()
+    assert host.applied("ds/fact") == ["dt=2026010100"]
+    held = host.lock("ds/fact")
+    assert held.state is LockState.FAILED and held.failed_rel == "dt=2026013200"
+    assert "does not read as '%Y%m%d%H'" in (held.error or "") and "--skip-head" in (held.error or "")
+
+
+def test_a_key_completed_below_the_table_does_not_hide_its_dependencies(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(host, "ds/fact", HOURLY | {"depends_on": ["ds.a"], "mode": "merge"})
+    host.upload("ds/fact/2026/_config/load.json", json.dumps({"merge_keys": ["id"]}).encode())
+    arrive(host, "ds/fact", 0)
+    assert host.applied("ds/fact") == []  # waits for ds/a although the table level alone lacks merge_keys
+    arrive(host, "ds/a", 0)
+    assert host.applied("ds/fact") == [rel(0)]
