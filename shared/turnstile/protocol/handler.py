@@ -56,10 +56,6 @@ def handle(inv: Invocation, ref: ObjectRef) -> str:
 def _route(inv: Invocation, ref: ObjectRef) -> str:
     if ref.kind is ObjectKind.SUCCESS:
         # No claim: queuing a pointer and submitting a job under a deterministic id are idempotent.
-        # Only the live generation is acted on: an older one's data has been overwritten.
-        live = inv.store.stat(ref.name)
-        if live is None or live.generation != ref.generation:
-            return Handled.STALE
         return _success(inv, ref)
     table = ref.table
     if ref.kind is ObjectKind.GATE:
@@ -120,8 +116,14 @@ def _success(inv: Invocation, ref: ObjectRef) -> str:
         publisher.publish(inv, queued, ref.generation)
         return Handled.QUEUED
     if resolved.ordered or inv.settings.order_per_table:
+        # Queued without a stat: the subscriber applies the generation live when it lists the batch,
+        # so a stale event's pointer applies the newest data once, or is dropped as applied.
         publisher.publish(inv, batch, ref.generation)
         return Handled.QUEUED
+    # Only the live generation is acted on: an older one's data has been overwritten.
+    live = inv.store.stat(ref.name)
+    if live is None or live.generation != ref.generation:
+        return Handled.STALE
     submitted = unordered.apply(inv, batch, resolved, ref.generation)
     return Handled.SUBMITTED if submitted else Handled.DUPLICATE
 

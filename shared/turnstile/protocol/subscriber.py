@@ -41,7 +41,6 @@ from turnstile.records import (
     LockState,
     Manifest,
     ManifestBatch,
-    Pointer,
     wake_body,
 )
 from turnstile.store.port import object_uri
@@ -110,29 +109,40 @@ def run(inv: Invocation, table: Table) -> Stopped:
 def _acquire(
     inv: Invocation, table: Table, held: Lock, lock_generation: int, covers: tuple[PointerRef, ...]
 ) -> None:
-    pointers = _covered_pointers(inv, table, held, lock_generation, covers)
-    if not pointers:
+    covers = _coverable(inv, table, held, lock_generation, covers)
+    if not covers:
         return
-    listing = backlog.pending_objects(inv, table, held.position, pointers[0][0].rel, pointers[-1][0].rel)
-    late = backlog.unannounced(inv, table, listing, {ref.rel for ref, _ in pointers}, held.position)
+    listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)
+    late = backlog.unannounced(inv, table, listing, {ref.rel for ref in covers}, held.position)
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
         return
-    batches: list[ManifestBatch] = []
+    # The listing carries every covered `_SUCCESS` with its live generation (the one to apply: an
+    # event of an older one is stale) and every data file with its size: no pointer is read.
+    found = {o.name: o.generation for o in listing}
     sizes = {o.name: o.size for o in listing}
+    success_filename = inv.settings.success_filename
+    batches: list[ManifestBatch] = []
+    covered: list[CoveredBatch] = []
     budget = 0  # the head's max_bytes_per_job, set once the head is described
     taken = 0  # bytes of the batches taken so far
-    for ref, pointer in pointers:
+    for ref in covers:
+        generation = _live_generation(inv, table, ref.rel, found)
+        if generation is None:  # upstream deleted it: nothing to apply
+            if not batches:
+                backlog.drop(inv, table, ref)
+                return
+            break
         folder = table.batch_folder(ref.rel)
         try:
-            batch, resolved = inv.batch(pointer.success)
+            batch, resolved = inv.batch(table.success(ref.rel, success_filename))
         except (ConfigError, PathError) as exc:
             if not batches:
-                _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
+                _block(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
                 return
             break
         names = data_files(
-            folder, sizes, nested=resolved.load.nested_folders, success_filename=inv.settings.success_filename
+            folder, sizes, nested=resolved.load.nested_folders, success_filename=success_filename
         )
         size = sum(sizes[name] for name in names)
         if batches and taken + size > budget:
@@ -140,13 +150,11 @@ def _acquire(
         uris = tuple(object_uri(inv.store, name) for name in names)
         data_sizes = tuple(sizes[name] for name in names)
         batches.append(
-            manifest_batch(
-                inv, batch, resolved, pointer.success_generation, data_uris=uris, data_sizes=data_sizes
-            )
+            manifest_batch(inv, batch, resolved, generation, data_uris=uris, data_sizes=data_sizes)
         )
+        covered.append(backlog.covered(ref, generation))
         budget = budget or resolved.load.max_bytes_per_job
         taken += size
-    covered = tuple(backlog.covered(ref, pointer) for ref, pointer in pointers[: len(batches)])
     job_id = _fresh_job_id(inv, table, covers[0], lock_generation)
     manifest = Manifest(
         job_id=job_id,
@@ -159,7 +167,7 @@ def _acquire(
     running = Lock(
         state=LockState.RUNNING,
         job_id=job_id,
-        covers=covered,
+        covers=tuple(covered),
         manifest=table.manifest(job_id),
         acquired_at=inv.clock.now(),
         backfill_generation=_authorizing_backfill(inv, table, held),
@@ -184,6 +192,13 @@ def _acquire(
     _submit(inv, table, running, generation, job_id)
 
 
+def _live_generation(inv: Invocation, table: Table, rel: str, listed: dict[str, int]) -> int | None:
+    """The covered batch's live `_SUCCESS` generation, from the listing; a flat table's
+    `<table>/_SUCCESS` sorts among the reserved `_` names the listing skips: stat it."""
+    name = table.success(rel, inv.settings.success_filename)
+    return listed[name] if name in listed else backlog.live_generation(inv, table, rel)
+
+
 MAX_REUSED_IDS = 100  # a lock deleted by hand this often under the same head is a bug, not recovery
 
 
@@ -202,29 +217,23 @@ def _fresh_job_id(inv: Invocation, table: Table, head: PointerRef, lock_generati
     raise RuntimeError(f"{table.uri}: {MAX_REUSED_IDS} jobs already exist for the head batch {head.rel!r}")
 
 
-def _covered_pointers(
+def _coverable(
     inv: Invocation, table: Table, held: Lock, lock_generation: int, covers: tuple[PointerRef, ...]
-) -> list[tuple[PointerRef, Pointer]]:
-    """The pointers one job covers: as many of `covers` as the head batch's config allows, stopping
-    at one that changed since it was listed (the next turn sees the rest). Empty when the head
-    cannot even be described: the lock is then failed on it."""
-    pointers: list[tuple[PointerRef, Pointer]] = []
-    limit = len(covers)
-    for ref in covers[:limit]:
-        if len(pointers) >= limit:
-            break
-        pointer = backlog.read(inv, ref)
-        if pointer is None:
-            break
-        if not pointers:  # the head's config says how many batches one job may cover
-            try:
-                _, resolved = inv.batch(pointer.success)
-            except (ConfigError, PathError) as exc:
-                _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
-                return []
-            limit = 1 if inv.settings.wait_for_validation else resolved.load.max_batches_per_job
-        pointers.append((ref, pointer))
-    return pointers
+) -> tuple[PointerRef, ...]:
+    """The pointers one job may cover: as many of `covers` as the head batch's config allows. Empty
+    when the head cannot even be described: the lock is then failed on it."""
+    head = covers[0]
+    try:
+        _, resolved = inv.batch(table.success(head.rel, inv.settings.success_filename))
+    except (ConfigError, PathError) as exc:
+        generation = backlog.live_generation(inv, table, head.rel)
+        if generation is None:  # deleted upstream: nothing to apply, nothing to block on
+            backlog.drop(inv, table, head)
+        else:
+            _block(inv, table, held, lock_generation, backlog.covered(head, generation), error=str(exc))
+        return ()
+    limit = 1 if inv.settings.wait_for_validation else resolved.load.max_batches_per_job
+    return covers[:limit]
 
 
 def _block(
@@ -251,16 +260,16 @@ def _fail(
 
 
 def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int, head: PointerRef) -> None:
-    pointer = backlog.read(inv, head)
-    if pointer is None:
-        return  # changed since listed: decide again
+    generation = backlog.live_generation(inv, table, head.rel)
+    if generation is None:  # deleted upstream: nothing to apply
+        backlog.drop(inv, table, head)
+        return
     error = (
         f"batch {head.rel!r} arrived after {held.position!r} had been applied; applying it now would break "
         f"the table's order. To apply it now anyway: turnstile unlock {object_uri(inv.store, table.prefix)}; "
         "to drop it: add --skip-head"
     )
-    at = backlog.covered(head, pointer)
-    _fail(inv, table, held, lock_generation, at, error=error)
+    _fail(inv, table, held, lock_generation, backlog.covered(head, generation), error=error)
 
 
 def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | None:
