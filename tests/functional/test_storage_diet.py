@@ -5,6 +5,7 @@ batch's live generation from its listing instead of reading pointers, and stale 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -12,17 +13,18 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, put_all
-from turnstile.records import LockState
+from turnstile.records import LockState, Manifest
 from turnstile.store.gcs import GcsStore
 
 
 class NamedOps:
-    """The GCS store, counting each stat and read by the object it names."""
+    """The GCS store, counting each stat, read and listing by the name or prefix it names."""
 
     def __init__(self, inner: GcsStore) -> None:
         self.inner = inner
         self.stats: Counter[str] = Counter()
         self.reads: Counter[str] = Counter()
+        self.listed: Counter[str] = Counter()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -34,6 +36,10 @@ class NamedOps:
     def read(self, name: str) -> Any:
         self.reads[name] += 1
         return self.inner.read(name)
+
+    def list_objects(self, prefix: str, **options: Any) -> Any:
+        self.listed[prefix] += 1
+        return self.inner.list_objects(prefix, **options)
 
 
 @pytest.fixture
@@ -95,3 +101,42 @@ def test_a_success_deleted_before_its_batch_is_applied_is_dropped_and_the_rest_a
     ordered_host.drain()
     assert ordered_host.tables.commits[TABLE] == [("02", generations["02"])]
     assert_drained(ordered_host)
+
+
+def manifests(host: Host) -> list[Manifest]:
+    folder = f"{TABLE}/_turnstile/jobs/"
+    found = [o for o in host.store.inner.list_objects(folder) if o.name.endswith(".manifest.json")]
+    return [Manifest.decode(o.data, o.name) for o in map(host.store.inner.read, (f.name for f in found)) if o]
+
+
+def test_a_batch_folder_config_is_applied_though_the_handler_never_lists_it(
+    ordered_host: Host, counted: NamedOps
+) -> None:
+    """The levels above make the table ordered, so the `_SUCCESS` event does not list the batch
+    folder's own `_config/`; the subscriber's listing shows it, and the job gets its options."""
+    ordered_host.upload(
+        f"{TABLE}/02/_config/load.json", json.dumps({"reader_options": {"sep": ";"}}).encode()
+    )
+    generations = put_all(ordered_host, ["01", "02", "03"])
+    ordered_host.drain()
+    assert ordered_host.tables.commits[TABLE] == [(rel, generations[rel]) for rel in ["01", "02", "03"]]
+    options = {b.rel: b.load.reader_options for m in manifests(ordered_host) for b in m.batches}
+    assert options == {"01": {}, "02": {"sep": ";"}, "03": {}}
+    batch_levels = [prefix for prefix in counted.listed if prefix.startswith(f"{TABLE}/0")]
+    # The job's head (its config caps the job) and the one folder the listing showed a config in;
+    # never 03, whose own level the subscriber's listing showed empty.
+    assert sorted(batch_levels) == [f"{TABLE}/01/_config/", f"{TABLE}/02/_config/"]
+    assert counted.listed[f"{TABLE}/01/_config/"] == counted.listed[f"{TABLE}/02/_config/"] == 1
+
+
+def test_a_batch_folder_config_that_moves_the_batch_to_another_table_blocks_with_a_clear_error(
+    ordered_host: Host,
+) -> None:
+    moved = {"destinationRegex": "^(?P<dataset>[^/]+)/[^/]+/(?P<table>[^/]+)/$"}  # table `b01`
+    ordered_host.upload(f"{TABLE}/b01/_config/load.json", json.dumps(moved).encode())
+    ordered_host.put_batch(f"{TABLE}/b01")
+    ordered_host.drain()
+    assert ordered_host.tables.commits == {}
+    lock = ordered_host.lock(TABLE)
+    assert lock.state is LockState.FAILED and lock.failed_rel == "b01"
+    assert lock.error is not None and "not supported for ordered batches" in lock.error

@@ -11,8 +11,10 @@ from enum import StrEnum
 
 from turnstile import logs
 from turnstile.batchfiles import data_files
+from turnstile.config import ResolvedConfig
+from turnstile.config_cache import config_level
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
-from turnstile.paths import Table
+from turnstile.paths import Batch, Table
 from turnstile.protocol import backlog, lock, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
@@ -43,7 +45,7 @@ from turnstile.records import (
     ManifestBatch,
     wake_body,
 )
-from turnstile.store.port import object_uri
+from turnstile.store.port import ObjectInfo, object_uri
 
 log = logs.get("subscriber")
 MAX_TURNS = 1000  # a turn always changes state or returns; this only guards against a bug looping
@@ -113,6 +115,7 @@ def _acquire(
     if not covers:
         return
     listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)
+    _config_levels_from(inv, table, listing)
     late = backlog.unannounced(inv, table, listing, {ref.rel for ref in covers}, held.position)
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
@@ -135,7 +138,7 @@ def _acquire(
             break
         folder = table.batch_folder(ref.rel)
         try:
-            batch, resolved = inv.batch(table.success(ref.rel, success_filename))
+            batch, resolved = _described(inv, table, table.success(ref.rel, success_filename))
         except (ConfigError, PathError) as exc:
             if not batches:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
@@ -190,6 +193,31 @@ def _acquire(
         },
     )
     _submit(inv, table, running, generation, job_id)
+
+
+def _config_levels_from(inv: Invocation, table: Table, listing: list[ObjectInfo]) -> None:
+    """The listing covers each listed batch's folder whole: a folder with nothing in its own
+    `_config/` need not be listed again to resolve its config. (A flat table's folder is the table
+    prefix, whose `_config/` the listing skips with the reserved names: it is read as usual.)"""
+    success = "/" + inv.settings.success_filename
+    with_config = {config_level(o.name) for o in listing}
+    for info in listing:
+        folder = info.name[: -len(success) + 1]
+        if info.name.endswith(success) and folder != table.batch_folder("") and folder not in with_config:
+            inv.configs.known_empty(folder)
+
+
+def _described(inv: Invocation, table: Table, success: str) -> tuple[Batch, ResolvedConfig]:
+    """The batch and config of a covered `_SUCCESS`, which must still name this table: it was
+    queued here by the levels above its folder."""
+    batch, resolved = inv.batch(success)
+    if batch.table.prefix != table.prefix:
+        raise ConfigError(
+            f"the config of {object_uri(inv.store, batch.folder)} moves the batch to {batch.table.uri}, "
+            f"but the levels above it queued it in {table.uri}: a destinationRegex in a batch folder's "
+            "own _config/load.json is not supported for ordered batches; move it up a level, then unlock"
+        )
+    return batch, resolved
 
 
 def _live_generation(inv: Invocation, table: Table, rel: str, listed: dict[str, int]) -> int | None:
