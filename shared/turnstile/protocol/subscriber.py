@@ -100,7 +100,12 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Late(head=head):
                 _block_late(inv, table, held, generation, head)
             case Acquire(covers=covers):
-                _acquire(inv, table, held, generation, covers)
+                submitted = _acquire(inv, table, held, generation, covers)
+                if submitted is not None and _still_running(inv, submitted):
+                    # Its done signal wakes the next run: reading the lock and the done signal
+                    # again now would only find it running.
+                    log.info("job running", extra={"table": table.prefix, "job_id": submitted})
+                    return Stopped.WAITING
             case Finish():
                 _finish(inv, table, held, generation, action)
                 if inv.settings.wait_for_validation and action.failed is None:
@@ -110,16 +115,18 @@ def run(inv: Invocation, table: Table) -> Stopped:
 
 def _acquire(
     inv: Invocation, table: Table, held: Lock, lock_generation: int, covers: tuple[PointerRef, ...]
-) -> None:
+) -> str | None:
+    """Lock the table for a job over the head of the backlog and submit it; the job's id once
+    submitted, None when the next turn must decide again."""
     covers = _coverable(inv, table, held, lock_generation, covers)
     if not covers:
-        return
+        return None
     listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)
     _config_levels_from(inv, table, listing)
     late = backlog.unannounced(inv, table, listing, {ref.rel for ref in covers}, held.position)
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
-        return
+        return None
     # The listing carries every covered `_SUCCESS` with its live generation (the one to apply: an
     # event of an older one is stale) and every data file with its size: no pointer is read.
     found = {o.name: o.generation for o in listing}
@@ -134,7 +141,7 @@ def _acquire(
         if generation is None:  # upstream deleted it: nothing to apply
             if not batches:
                 backlog.drop(inv, table, ref)
-                return
+                return None
             break
         folder = table.batch_folder(ref.rel)
         try:
@@ -142,7 +149,7 @@ def _acquire(
         except (ConfigError, PathError) as exc:
             if not batches:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
-                return
+                return None
             break
         names = data_files(
             folder, sizes, nested=resolved.load.nested_folders, success_filename=success_filename
@@ -182,7 +189,7 @@ def _acquire(
     try:
         generation = lock.write(inv, table, running, lock_generation)
     except PreconditionFailed:
-        return  # another subscriber moved first; decide again from what it wrote
+        return None  # another subscriber moved first; decide again from what it wrote
     log.info(
         "locked table for job",
         extra={
@@ -192,7 +199,14 @@ def _acquire(
             "lock_generation": generation,
         },
     )
-    _submit(inv, table, running, generation, job_id)
+    return job_id if _submit(inv, table, running, generation, job_id) else None
+
+
+def _still_running(inv: Invocation, job_id: str) -> bool:
+    """The job just submitted has not ended (a runner may end one at once, leaving no done
+    signal to wake anyone: the next turn must see that). No storage operation."""
+    status = inv.runner.status(job_id)
+    return status is not None and not status.state.finished
 
 
 def _config_levels_from(inv: Invocation, table: Table, listing: list[ObjectInfo]) -> None:
@@ -309,7 +323,8 @@ def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | No
     return None if current is None else current.generation
 
 
-def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> None:
+def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> bool:
+    """Submit the lock's job; True when the runner took it."""
     try:
         inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""))
     except JobError as exc:
@@ -317,8 +332,10 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
         if isinstance(exc, JobDeferred) and retrying.schedule(
             inv, table, held, lock_generation, applied=(), error=error
         ):
-            return
+            return False
         _fail(inv, table, held, lock_generation, held.covers[0], error=error, job_id=job_id)
+        return False
+    return True
 
 
 def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, finish: Finish) -> None:
