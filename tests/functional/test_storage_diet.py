@@ -140,3 +140,29 @@ def test_a_batch_folder_config_that_moves_the_batch_to_another_table_blocks_with
     lock = ordered_host.lock(TABLE)
     assert lock.state is LockState.FAILED and lock.failed_rel == "b01"
     assert lock.error is not None and "not supported for ordered batches" in lock.error
+
+
+def test_a_further_batch_in_a_job_costs_four_storage_operations(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """The marginal cost of one more batch in a job, from two tables that differ only in how many
+    batches queue behind the gate before one job takes them all: the publisher's gate stat and
+    pointer create, the job's result record and the pointer's removal. No stat of `_SUCCESS`, no
+    pointer read, no listing of the batch folder's `_config/` (each one per batch before)."""
+    host = start_host(monkeypatch, gcs_store, ORDERED | {"START_BACKFILL_FILENAME": "_GO"})
+    host.upload("ds/_config/load.json", json.dumps({"max_batches_per_job": 100}).encode())
+
+    def run(table: str, batches: int) -> int:
+        before = sum(host.store.ops.values())
+        generations = {rel: host.put_batch(f"{table}/{rel}") for rel in (f"{n:02d}" for n in range(batches))}
+        host.drain()
+        host.upload(f"{table}/_GO")
+        host.drain()
+        assert host.tables.commits[table] == sorted(generations.items())
+        return sum(host.store.ops.values()) - before - (2 * batches + 1)  # upstream's own writes
+
+    run("ds/warm", 3)  # the upper config levels are read once per function instance
+    jobs = len(host.runner.submitted)  # type: ignore[attr-defined]
+    ten, twenty = run("ds/ten", 10), run("ds/twenty", 20)
+    assert len(host.runner.submitted) == jobs + 2  # type: ignore[attr-defined]
+    assert (twenty - ten) / 10 == 4
