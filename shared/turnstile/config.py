@@ -166,6 +166,12 @@ class ConfigReader:
             ) from exc
         return ResolvedConfig(load, transform, ordered, tuple(sources))
 
+    def known_empty(self, level: str) -> None:
+        """A listing made for another purpose showed nothing in the level's `_config/`: take it as
+        empty without listing it (a batch folder's level is new for every batch, so listing it
+        would cost one operation per batch)."""
+        self._levels.setdefault(level, _Level())
+
     def certainly_ordered(self, folder: str, *, everywhere: bool) -> bool:
         """For a folder whose config does not validate: True when it is ordered all the same
         (`everywhere`, or an ORDERME on its path) and no load.json on its path can move it to

@@ -211,6 +211,10 @@ class Table:
     def batch_folder(self, rel: str) -> str:
         return f"{self.prefix}/{rel}/" if rel else f"{self.prefix}/"
 
+    def success(self, rel: str, success_filename: str = "_SUCCESS") -> str:
+        """The `_SUCCESS` object of the batch `rel` (what its pointer stands for)."""
+        return f"{self.batch_folder(rel)}{success_filename}"
+
 
 def claim_name(name: str, generation: int) -> str:
     """The claim object that marks one generation of `name` as taken: beside it, in its folder."""

@@ -43,22 +43,29 @@ def read(inv: Invocation, ref: PointerRef) -> Pointer | None:
     return decode(inv, found)
 
 
-def covered(ref: PointerRef, pointer: Pointer) -> CoveredBatch:
+def live_generation(inv: Invocation, table: Table, rel: str) -> int | None:
+    """The generation of the batch's `_SUCCESS` now: the one to apply (an event for an older one is
+    stale, its data overwritten); None when upstream deleted it. One stat, only off the hot path
+    (the subscriber takes the covered batches' generations from its listing)."""
+    info = inv.store.stat(table.success(rel, inv.settings.success_filename))
+    return None if info is None else info.generation
+
+
+def covered(ref: PointerRef, success_generation: int) -> CoveredBatch:
     return CoveredBatch(
         rel=ref.rel,
         pointer=ref.name,
         pointer_generation=ref.generation,
-        success_generation=pointer.success_generation,
+        success_generation=success_generation,
     )
 
 
 def already_applied(inv: Invocation, table: Table, ref: PointerRef) -> bool:
-    """The pointer's very `_SUCCESS` generation was committed (or found committed), by its result
-    record. Read only when the pointer sorts at or before the position: the duplicate case."""
-    found = inv.store.read(ref.name)
-    if found is None:
-        return False
-    return _recorded_applied(inv, table, ref.rel, decode(inv, found).success_generation)
+    """The batch's live `_SUCCESS` generation was committed (or found committed), by its result
+    record, or upstream deleted it: nothing to apply. Read only when the pointer sorts at or before
+    the position: a duplicate or stale event delivered after its batch was applied."""
+    generation = live_generation(inv, table, ref.rel)
+    return generation is None or _recorded_applied(inv, table, ref.rel, generation)
 
 
 def _recorded_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
@@ -79,7 +86,10 @@ def drop(inv: Invocation, table: Table, ref: PointerRef) -> None:
         inv.store.delete(ref.name, if_generation=ref.generation)
     except PreconditionFailed:
         return
-    log.info("dropped the pointer of a batch already applied", extra={"table": table.prefix, "rel": ref.rel})
+    log.info(
+        "dropped the pointer of a batch already applied or deleted upstream",
+        extra={"table": table.prefix, "rel": ref.rel},
+    )
 
 
 def remove_applied(inv: Invocation, applied: tuple[CoveredBatch, ...]) -> None:

@@ -56,10 +56,6 @@ def handle(inv: Invocation, ref: ObjectRef) -> str:
 def _route(inv: Invocation, ref: ObjectRef) -> str:
     if ref.kind is ObjectKind.SUCCESS:
         # No claim: queuing a pointer and submitting a job under a deterministic id are idempotent.
-        # Only the live generation is acted on: an older one's data has been overwritten.
-        live = inv.store.stat(ref.name)
-        if live is None or live.generation != ref.generation:
-            return Handled.STALE
         return _success(inv, ref)
     table = ref.table
     if ref.kind is ObjectKind.GATE:
@@ -100,6 +96,10 @@ def _settled(held: Held) -> Iterator[None]:
 
 
 def _success(inv: Invocation, ref: ObjectRef) -> str:
+    ordered = _ordered_from_above(inv, ref)
+    if ordered is not None:
+        publisher.publish(inv, ordered, ref.generation)
+        return Handled.QUEUED
     try:
         batch, resolved = inv.batch(ref.name)
     except ConfigError as exc:
@@ -120,10 +120,39 @@ def _success(inv: Invocation, ref: ObjectRef) -> str:
         publisher.publish(inv, queued, ref.generation)
         return Handled.QUEUED
     if resolved.ordered or inv.settings.order_per_table:
+        # Queued without a stat: the subscriber applies the generation live when it lists the batch,
+        # so a stale event's pointer applies the newest data once, or is dropped as applied.
         publisher.publish(inv, batch, ref.generation)
         return Handled.QUEUED
+    # Only the live generation is acted on: an older one's data has been overwritten.
+    live = inv.store.stat(ref.name)
+    if live is None or live.generation != ref.generation:
+        return Handled.STALE
     submitted = unordered.apply(inv, batch, resolved, ref.generation)
     return Handled.SUBMITTED if submitted else Handled.DUPLICATE
+
+
+def _ordered_from_above(inv: Invocation, ref: ObjectRef) -> Batch | None:
+    """The batch of a `_SUCCESS` that the levels above its folder already make ordered (ORDERME,
+    or ORDER_PER_TABLE), parsed with their destination regex; None when only the whole cascade can
+    tell. Its own folder's `_config/` is new for every batch, so it is not listed here: the
+    subscriber, whose listing of the batch shows that folder, resolves the whole cascade before
+    the batch is applied (and blocks the table if that folder's load.json moves it elsewhere)."""
+    if not ref.folder:
+        return None
+    above = ref.folder[:-1].rpartition("/")[0]
+    try:
+        upper = inv.configs.resolve(f"{above}/" if above else "")
+    except ConfigError:
+        return None  # the whole cascade decides, and reports the error
+    if not (upper.ordered or inv.settings.order_per_table):
+        return None
+    try:
+        return parse_success(
+            inv.store.bucket, ref.name, upper.load.destination_regex or inv.settings.destination_regex
+        )
+    except PathError:
+        return None
 
 
 def _ordered_despite_config(inv: Invocation, ref: ObjectRef) -> Batch | None:

@@ -17,7 +17,7 @@ from datetime import datetime
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import lock
+from turnstile.protocol import covering, lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import reprocess_job_id
@@ -34,7 +34,6 @@ from turnstile.records import (
 from turnstile.store.port import object_uri
 
 log = logs.get("reprocess")
-MAX_REUSED_IDS = 100
 
 
 def folder(table: Table) -> str:
@@ -153,7 +152,7 @@ def acquire(
             "result": result_name(table, batch.rel, request.success_generation, request_id),
         }
     )
-    job_id = _fresh_job_id(inv, table, ref, lock_generation)
+    job_id = covering.fresh_job_id(inv, table, ref, lock_generation, reprocess_job_id)
     manifest = Manifest(
         job_id=job_id,
         bucket=inv.store.bucket,
@@ -209,15 +208,3 @@ def release_unordered(inv: Invocation, table: Table, held: Lock, lock_generation
     except PreconditionFailed:
         pass  # another subscriber moved first; it decides from what it wrote
     return True
-
-
-def _fresh_job_id(inv: Invocation, table: Table, ref: PointerRef, lock_generation: int) -> str:
-    """As the subscriber's: an id the runner knows belongs to an earlier acquisition (a lock
-    deleted by hand starts at generation 0 again), so take the next."""
-    for reuse in range(MAX_REUSED_IDS):
-        job_id = reprocess_job_id(
-            inv.settings.job_prefix, table, ref.name, ref.generation, lock_generation, reuse=reuse
-        )
-        if inv.runner.status(job_id) is None:
-            return job_id
-    raise RuntimeError(f"{table.uri}: {MAX_REUSED_IDS} jobs already exist for the request {ref.name!r}")

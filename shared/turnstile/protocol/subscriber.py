@@ -13,7 +13,7 @@ from turnstile import logs
 from turnstile.batchfiles import data_files
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import backlog, lineage, lock, reprocess, retrying
+from turnstile.protocol import backlog, covering, lineage, lock, reprocess, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -32,7 +32,6 @@ from turnstile.protocol.decide import (
     Waiting,
     decide,
 )
-from turnstile.protocol.jobids import ordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.state import TableState
@@ -43,7 +42,6 @@ from turnstile.records import (
     LockState,
     Manifest,
     ManifestBatch,
-    Pointer,
     wake_body,
 )
 from turnstile.store.port import object_uri
@@ -110,7 +108,12 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Late(head=head):
                 _block_late(inv, table, held, generation, head)
             case Acquire(covers=covers):
-                _acquire(inv, table, held, generation, covers)
+                submitted = _acquire(inv, table, held, generation, covers)
+                if submitted is not None and _still_running(inv, submitted):
+                    # Its done signal wakes the next run: reading the lock and the done signal
+                    # again now would only find it running.
+                    log.info("job running", extra={"table": table.prefix, "job_id": submitted})
+                    return Stopped.WAITING
             case Reprocess(request=request):
                 _reprocess(inv, table, held, generation, request)
             case Finish():
@@ -123,30 +126,47 @@ def run(inv: Invocation, table: Table) -> Stopped:
 
 def _acquire(
     inv: Invocation, table: Table, held: Lock, lock_generation: int, covers: tuple[PointerRef, ...]
-) -> None:
-    pointers = _covered_pointers(inv, table, held, lock_generation, covers)
-    if not pointers:
-        return
-    listing = backlog.pending_objects(inv, table, held.position, pointers[0][0].rel, pointers[-1][0].rel)
-    late = backlog.unannounced(inv, table, listing, {ref.rel for ref, _ in pointers}, held.position)
+) -> str | None:
+    """Lock the table for a job over the head of the backlog and submit it; the job's id once
+    submitted, None when the next turn must decide again."""
+    covers, steps = _coverable(inv, table, held, lock_generation, covers)
+    if not covers:
+        return None
+    listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)
+    covering.config_levels_from(inv, table, listing)
+    late = backlog.unannounced(inv, table, listing, {ref.rel for ref in covers}, held.position)
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
-        return
-    batches: list[ManifestBatch] = []
+        return None
+    # The listing carries every covered `_SUCCESS` with its live generation (the one to apply: an
+    # event of an older one is stale) and every data file with its size: no pointer is read.
+    found = {o.name: o.generation for o in listing}
     sizes = {o.name: o.size for o in listing}
+    success_filename = inv.settings.success_filename
+    batches: list[ManifestBatch] = []
+    covered: list[CoveredBatch] = []
     budget = 0  # the head's max_bytes_per_job, set once the head is described
     taken = 0  # bytes of the batches taken so far
-    for ref, pointer in pointers:
+    for ref in covers:
+        # A derived table's step has no `_SUCCESS`: its pointer stands for it, at the step generation.
+        generation = (
+            lineage.STEP_GENERATION if steps else covering.live_generation(inv, table, ref.rel, found)
+        )
+        if generation is None:  # upstream deleted it: nothing to apply
+            if not batches:
+                backlog.drop(inv, table, ref)
+                return None
+            break
         folder = table.batch_folder(ref.rel)
         try:
-            batch, resolved = inv.batch(pointer.success)
+            batch, resolved = covering.described(inv, table, table.success(ref.rel, success_filename))
         except (ConfigError, PathError) as exc:
             if not batches:
-                _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
-                return
+                _block(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
+                return None
             break
         names = data_files(
-            folder, sizes, nested=resolved.load.nested_folders, success_filename=inv.settings.success_filename
+            folder, sizes, nested=resolved.load.nested_folders, success_filename=success_filename
         )
         size = sum(sizes[name] for name in names)
         if batches and taken + size > budget:
@@ -154,14 +174,12 @@ def _acquire(
         uris = tuple(object_uri(inv.store, name) for name in names)
         data_sizes = tuple(sizes[name] for name in names)
         batches.append(
-            manifest_batch(
-                inv, batch, resolved, pointer.success_generation, data_uris=uris, data_sizes=data_sizes
-            )
+            manifest_batch(inv, batch, resolved, generation, data_uris=uris, data_sizes=data_sizes)
         )
+        covered.append(backlog.covered(ref, generation))
         budget = budget or resolved.load.max_bytes_per_job
         taken += size
-    covered = tuple(backlog.covered(ref, pointer) for ref, pointer in pointers[: len(batches)])
-    job_id = _fresh_job_id(inv, table, covers[0], lock_generation)
+    job_id = covering.fresh_job_id(inv, table, covers[0], lock_generation)
     manifest = Manifest(
         job_id=job_id,
         bucket=inv.store.bucket,
@@ -173,7 +191,7 @@ def _acquire(
     running = Lock(
         state=LockState.RUNNING,
         job_id=job_id,
-        covers=covered,
+        covers=tuple(covered),
         manifest=table.manifest(job_id),
         acquired_at=inv.clock.now(),
         backfill_generation=_authorizing_backfill(inv, table, held),
@@ -185,7 +203,7 @@ def _acquire(
     try:
         generation = lock.write(inv, table, running, lock_generation)
     except PreconditionFailed:
-        return  # another subscriber moved first; decide again from what it wrote
+        return None  # another subscriber moved first; decide again from what it wrote
     log.info(
         "locked table for job",
         extra={
@@ -195,7 +213,14 @@ def _acquire(
             "lock_generation": generation,
         },
     )
-    _submit(inv, table, running, generation, job_id)
+    return job_id if _submit(inv, table, running, generation, job_id) else None
+
+
+def _still_running(inv: Invocation, job_id: str) -> bool:
+    """The job just submitted has not ended (a runner may end one at once, leaving no done
+    signal to wake anyone: the next turn must see that). No storage operation."""
+    status = inv.runner.status(job_id)
+    return status is not None and not status.state.finished
 
 
 def _reprocess(inv: Invocation, table: Table, held: Lock, lock_generation: int, request: PointerRef) -> None:
@@ -208,48 +233,25 @@ def _reprocess(inv: Invocation, table: Table, held: Lock, lock_generation: int, 
         _submit(inv, table, running, generation, running.job_id or "")
 
 
-MAX_REUSED_IDS = 100  # a lock deleted by hand this often under the same head is a bug, not recovery
-
-
-def _fresh_job_id(inv: Invocation, table: Table, head: PointerRef, lock_generation: int) -> str:
-    """The id of the job this acquisition starts. The lock generation makes it new after an unlock,
-    but a `_bqlock` deleted by hand (the original's recovery: delete it, upload `_BACKFILL`) starts
-    at generation 0 again and would name the failed job; submitting would attach to it. An id the
-    runner already knows belongs to an earlier acquisition (this one has not submitted yet), so
-    take the next one."""
-    for reuse in range(MAX_REUSED_IDS):
-        job_id = ordered_job_id(
-            inv.settings.job_prefix, table, head.name, head.generation, lock_generation, reuse=reuse
-        )
-        if inv.runner.status(job_id) is None:
-            return job_id
-    raise RuntimeError(f"{table.uri}: {MAX_REUSED_IDS} jobs already exist for the head batch {head.rel!r}")
-
-
-def _covered_pointers(
+def _coverable(
     inv: Invocation, table: Table, held: Lock, lock_generation: int, covers: tuple[PointerRef, ...]
-) -> list[tuple[PointerRef, Pointer]]:
-    """The pointers one job covers: as many of `covers` as the head batch's config allows, stopping
-    at one that changed since it was listed (the next turn sees the rest). Empty when the head
-    cannot even be described: the lock is then failed on it."""
-    pointers: list[tuple[PointerRef, Pointer]] = []
-    limit = len(covers)
-    for ref in covers[:limit]:
-        if len(pointers) >= limit:
-            break
-        pointer = backlog.read(inv, ref)
-        if pointer is None:
-            break
-        if not pointers:  # the head's config says how many batches one job may cover
-            try:
-                batch, resolved = inv.batch(pointer.success)
-                lineage.check_period(batch.uri, resolved.load, ref.rel)
-            except (ConfigError, PathError) as exc:
-                _block(inv, table, held, lock_generation, backlog.covered(ref, pointer), error=str(exc))
-                return []
-            limit = 1 if inv.settings.wait_for_validation else lineage.batches_per_job(resolved.load)
-        pointers.append((ref, pointer))
-    return pointers
+) -> tuple[tuple[PointerRef, ...], bool]:
+    """The pointers one job may cover: as many of `covers` as the head batch's config allows, and
+    whether they are a derived table's steps. Empty when the head cannot even be described: the
+    lock is then failed on it."""
+    head = covers[0]
+    try:
+        batch, resolved = inv.batch(table.success(head.rel, inv.settings.success_filename))
+        lineage.check_period(batch.uri, resolved.load, head.rel)
+    except (ConfigError, PathError) as exc:
+        generation = backlog.live_generation(inv, table, head.rel)
+        if generation is None:  # deleted upstream: nothing to apply, nothing to block on
+            backlog.drop(inv, table, head)
+        else:
+            _block(inv, table, held, lock_generation, backlog.covered(head, generation), error=str(exc))
+        return (), False
+    limit = 1 if inv.settings.wait_for_validation else lineage.batches_per_job(resolved.load)
+    return covers[:limit], resolved.load.derived is not None
 
 
 def _block(
@@ -276,16 +278,16 @@ def _fail(
 
 
 def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int, head: PointerRef) -> None:
-    pointer = backlog.read(inv, head)
-    if pointer is None:
-        return  # changed since listed: decide again
+    generation = backlog.live_generation(inv, table, head.rel)
+    if generation is None:  # deleted upstream: nothing to apply
+        backlog.drop(inv, table, head)
+        return
     error = (
         f"batch {head.rel!r} arrived after {held.position!r} had been applied; applying it now would break "
         f"the table's order. To apply it now anyway: turnstile unlock {object_uri(inv.store, table.prefix)}; "
         "to drop it: add --skip-head"
     )
-    at = backlog.covered(head, pointer)
-    _fail(inv, table, held, lock_generation, at, error=error)
+    _fail(inv, table, held, lock_generation, backlog.covered(head, generation), error=error)
 
 
 def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | None:
@@ -297,7 +299,8 @@ def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | No
     return None if current is None else current.generation
 
 
-def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> None:
+def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> bool:
+    """Submit the lock's job; True when the runner took it."""
     try:
         inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""))
     except JobError as exc:
@@ -305,8 +308,10 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
         if isinstance(exc, JobDeferred) and retrying.schedule(
             inv, table, held, lock_generation, applied=(), error=error
         ):
-            return
+            return False
         _fail(inv, table, held, lock_generation, held.covers[0], error=error, job_id=job_id)
+        return False
+    return True
 
 
 def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, finish: Finish) -> None:

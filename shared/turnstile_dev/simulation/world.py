@@ -66,6 +66,9 @@ class Plan:
     max_bytes: int  # max_bytes_per_job: with batches of 5 to 17 bytes, 1 and 12 cut jobs short
     recovers_by_hand: bool  # the operator deletes `_bqlock` and uploads `_BACKFILL`, never unlocks
     lineage: sim_lineage.LineagePlan | None = None  # hourly sources, a derived table and maybe a dependent
+    # Upstream writes some `_SUCCESS` twice in a row: the first event is stale when it arrives, and
+    # the subscriber must apply the live generation once (ordered) or the handler ignore it.
+    rewrites_success: bool = False
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -93,6 +96,7 @@ class Plan:
             max_bytes=rng.choice([1, 12, 40, 1 << 30]),
             recovers_by_hand=rng.random() < 0.3,
             lineage=sim_lineage.LineagePlan.draw(rng, tables) if with_lineage else None,
+            rewrites_success=rng.random() < 0.3,
         )
 
     @property
@@ -234,6 +238,9 @@ class World:
         rows = 1 + int(rel[-2:]) % 7  # batches of different sizes, for the byte budget
         self.bucket.write(f"{prefix}/{rel}/part-0.csv", b"id\n" + b"1\n" * rows)
         self.bucket.write(f"{prefix}/{rel}/_SUCCESS", b"")
+        if self.plan.rewrites_success and self.loop.rng.random() < 0.5:
+            self.bucket.write(f"{prefix}/{rel}/_SUCCESS", b"")  # before any event of the first
+            self.stats["success rewritten"] += 1
         self.published[prefix].add(rel)
 
     def periodic(self, every: float, name: str, action: Any) -> None:
