@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,12 @@ class Kit:
             result=f"{self.prefix}/_turnstile/results/{rel}/{gen}.json",
             failed_prefix=f"{self.prefix}/_failed/{rel}/",
             natural_time=natural_time(f"{self.prefix}/{rel}/_SUCCESS"),
+        )
+
+    def step(self, rel: str, start: datetime, *, hours: int = 1, generation: int = 1) -> ManifestBatch:
+        """A derived table's step: no data files, the window [start, start + hours)."""
+        return self.batch(rel, generation=generation).model_copy(
+            update={"window_start": start, "window_end": start + timedelta(hours=hours)}
         )
 
     def applier(self) -> IcebergApplier:

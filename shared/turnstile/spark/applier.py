@@ -14,7 +14,7 @@ from turnstile import batchfiles
 from turnstile.errors import BatchFailed, CorruptRecord
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import badrows, commits, mapping, reading, schema, sql
+from turnstile.spark import badrows, commits, mapping, reading, schema, sql, steps
 from turnstile.spark.staging import Staging, base_path
 from turnstile.store.port import ObjectStore
 
@@ -52,6 +52,8 @@ class IcebergApplier:
         return self._committed(self.table(batch)).get(key)
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        if steps.is_step(batch):  # a derived table's step: no files, its rows come from transform.sql
+            return self._apply_step(batch, job_id)
         started = time.monotonic()
         load = batch.load
         table = self.table(batch)
@@ -79,6 +81,38 @@ class IcebergApplier:
             rows_written=written,
             bad_rows=bad_rows,
             bytes_read=located.bytes,
+            seconds=round(time.monotonic() - started, 3),
+            snapshot_id=snapshot,
+            time_min=low,
+            time_max=high,
+        )
+
+    def _apply_step(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        """transform.sql over the committed source tables for the step's window gives its rows,
+        written in the table's mode like a batch's, tagged with the step's identity."""
+        started = time.monotonic()
+        table = self.table(batch)
+        text = steps.transform_text(batch, f"gs://{self._bucket}/{batch.table_prefix}/_config/")
+        statement = self._transform(batch, table, text)
+        try:
+            read = steps.read(self._spark, batch, statement)
+        except BatchFailed:
+            raise
+        except Exception as exc:  # AnalysisException (parse, resolve) or a failure while it runs
+            raise steps.transform_failed(batch, exc) from exc
+        try:
+            written, _bad_rows, snapshot, (low, high) = self._apply(
+                steps.as_rows(batch), job_id, batch.load, table, read
+            )
+        finally:
+            read.release()
+        return BatchResult(
+            job_id=job_id,
+            rel=batch.rel,
+            success_generation=batch.success_generation,
+            outcome=BatchOutcome.COMMITTED,
+            rows_read=read.rows_read,
+            rows_written=written,
             seconds=round(time.monotonic() - started, 3),
             snapshot_id=snapshot,
             time_min=low,
@@ -174,7 +208,7 @@ class IcebergApplier:
             "table_name": batch.table,
             "rel": batch.rel,
             "generation": str(batch.success_generation),
-        }
+        } | steps.window_placeholders(batch)
         try:
             return sql.transform(text, placeholders)
         except BatchFailed as exc:

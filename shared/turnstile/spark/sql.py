@@ -15,7 +15,7 @@ from turnstile.errors import BatchFailed
 Column = tuple[str, str]  # (name, Spark simple type string such as "decimal(10,2)")
 
 TRANSFORM_PLACEHOLDERS = ("table", "catalog", "dataset", "table_name", "rel", "generation")
-"""What `${...}` a transform.sql may use."""
+"""What `${...}` a transform.sql may use (a derived table's step adds `spark.steps.WINDOW_PLACEHOLDERS`)."""
 
 # Leading comments are skipped: a transform.sql that opens with `-- what it does` is still DML.
 _DML = re.compile(
@@ -112,7 +112,7 @@ def is_dml(sql: str) -> bool:
 
 def transform(sql: str, placeholders: Mapping[str, str]) -> str:
     """transform.sql as one statement with its `${...}` placeholders filled; BatchFailed when it
-    holds several statements or a placeholder that is not one of TRANSFORM_PLACEHOLDERS."""
+    holds several statements or a placeholder that `placeholders` does not name."""
     statement = sql.strip().rstrip(";").strip()
     if ";" in without_literals(statement).strip().rstrip(";"):
         raise BatchFailed(
@@ -122,7 +122,7 @@ def transform(sql: str, placeholders: Mapping[str, str]) -> str:
     try:
         return Template(statement).substitute(placeholders)
     except (KeyError, ValueError) as exc:
-        known = ", ".join(f"${{{name}}}" for name in TRANSFORM_PLACEHOLDERS)
+        known = ", ".join(f"${{{name}}}" for name in placeholders)
         raise BatchFailed(f"transform.sql has an unknown placeholder {exc}; known: {known}") from exc
 
 
