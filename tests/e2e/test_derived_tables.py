@@ -94,7 +94,14 @@ def test_a_fact_table_waits_for_its_late_source_then_catches_up_in_order_once(
     assert status.exit_code == 0, status.stderr
     tables = {t["table"]: t for t in json.loads(status.stdout)["tables"]}
     # Why the fact table stops at 01:00: rates has reached only 01:00, though orders reached 03:00.
-    # (No step past its sources is published, so there is no queued head whose wait to show.)
+    # No step past its sources is queued; status names what the next one waits for.
+    assert tables["mart.fact"]["health"] == "WAITING"
+    assert tables["mart.fact"]["waiting_for"] == [
+        "next step 2026/01/01/01: stage/rates to reach 2026-01-01T02:00:00+00:00 "
+        "(its watermark: 2026-01-01T01:00:00+00:00)"
+    ]
+    text = CliRunner().invoke(app, ["status"])
+    assert "mart.fact: the derived table waits for next step 2026/01/01/01: stage/rates" in text.stdout
     watermarks = {name: tables[name]["watermark"] for name in ("mart.fact", "stage.orders", "stage.rates")}
     assert watermarks == {
         "mart.fact": "2026-01-01T01:00:00+00:00",

@@ -145,7 +145,8 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print(f"{s.table} holds its backlog until {s.gate} exists")
         elif s.health == status_ops.Health.WAITING:
             out.print()
-            out.print(f"{s.table}: batch {s.backlog_head!r} waits for {'; '.join(s.waiting_for)}")
+            waiting = f"batch {s.backlog_head!r}" if s.backlog_head else "the derived table"
+            out.print(f"{s.table}: {waiting} waits for {'; '.join(s.waiting_for)}")
         if s.reprocess_pending:
             out.print()
             out.print(

@@ -18,8 +18,9 @@ from typing import Any
 from turnstile.config import ORDERME, levels
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import retry as retry_ops
+from turnstile.ops import status_lineage
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
-from turnstile.protocol import lineage, reprocess
+from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
@@ -237,10 +238,10 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     )
     if waiting and not health.is_problem:
         health = Health.FAILED
-    waits = _waits(state, lock, errors)
-    if waits and health in (Health.QUEUED, Health.STALLED):
+    waits = status_lineage.waits(inv, state, lock, errors)
+    if waits and health in (Health.QUEUED, Health.STALLED, Health.IDLE):
         health = Health.WAITING
-    mark = _watermark(inv, state, errors)
+    mark = status_lineage.watermark(inv, state, errors)
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
         uri=object_uri(inv.store, table.prefix),
@@ -266,27 +267,6 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         watermark_lag_seconds=state.age(mark),
         waiting_for=waits,
     )
-
-
-def _waits(state: TableState, lock: Lock | None, errors: list[str]) -> tuple[str, ...]:
-    if lock is None or lock.state is not LockState.FREE:
-        return ()
-    try:
-        return tuple(b.describe() for b in state.blockers)
-    except ConfigError as exc:
-        errors.append(str(exc))
-        return ()
-
-
-def _watermark(inv: Invocation, state: TableState, errors: list[str]) -> datetime | None:
-    if state.lineage is None or state.lineage.natural_time is None:
-        return None
-    try:
-        found, _ = lineage.read_watermark(inv, state.table)
-    except ConfigError as exc:
-        errors.append(str(exc))
-        return None
-    return None if found is None else found.watermark
 
 
 def _commit_lag(state: TableState, result: ResultView | None) -> float | None:

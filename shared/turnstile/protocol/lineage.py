@@ -18,13 +18,14 @@ from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.lineage_config import Lineage
 from turnstile.load_config import LoadConfig
+from turnstile.naturaltime import NaturalTime
 from turnstile.paths import LOCK, Table, table_of_state_object
 from turnstile.protocol import dependencies
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, Unreadable
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.records import Dependent, Pointer, StepsPublished, Watermark
-from turnstile.store.port import ObjectInfo, object_uri
+from turnstile.store.port import ObjectInfo, StoredObject, object_uri
 
 log = logs.get("lineage")
 MAX_CAS_ATTEMPTS = 20
@@ -205,14 +206,7 @@ def publish_due_steps(inv: Invocation, table: Table, lineage: Lineage, position:
     if not lineage.derived or lineage.step is None or lineage.natural_time is None:
         return 0
     register(inv, table, lineage)
-    found = inv.store.read(steps_object(table))
-    published = (
-        None if found is None else StepsPublished.decode(found.data, object_uri(inv.store, found.name))
-    )
-    mark, _ = read_watermark(inv, table)
-    applied = None if position is None else dependencies.period_end(lineage.natural_time, position)
-    known = (published and published.through, mark and mark.watermark, applied)
-    frontier = max((t for t in known if t), default=None)
+    found, frontier = _steps_frontier(inv, table, lineage.natural_time, position)
     starts = dependencies.due_steps(lineage, frontier, watermarks(inv, lineage), inv.clock.now())
     if not starts:
         return 0
@@ -231,6 +225,36 @@ def publish_due_steps(inv: Invocation, table: Table, lineage: Lineage, position:
         extra={"event": "steps_published", "table": table.prefix, "through": through.through.isoformat()},
     )
     return len(starts)
+
+
+def _steps_frontier(
+    inv: Invocation, table: Table, natural_time: NaturalTime, position: str | None
+) -> tuple[StoredObject | None, datetime | None]:
+    """`steps.json` as read, and the end of the last step published or applied (`steps.json`, the
+    watermark, the lock's `position`: whichever is furthest, so a step applied is never queued
+    again); None before the first step."""
+    found = inv.store.read(steps_object(table))
+    published = (
+        None if found is None else StepsPublished.decode(found.data, object_uri(inv.store, found.name))
+    )
+    mark, _ = read_watermark(inv, table)
+    applied = None if position is None else dependencies.period_end(natural_time, position)
+    known = (published and published.through, mark and mark.watermark, applied)
+    return found, max((t for t in known if t), default=None)
+
+
+def next_step_blockers(
+    inv: Invocation, table: Table, lineage: Lineage, position: str | None
+) -> tuple[str, tuple[Blocker, ...]] | None:
+    """A derived table with nothing queued: its next step's rel and what that step waits for (the
+    sources' watermarks, the delay); None for other tables."""
+    if not lineage.derived or lineage.step is None or lineage.start is None or lineage.natural_time is None:
+        return None
+    _, frontier = _steps_frontier(inv, table, lineage.natural_time, position)
+    start = lineage.start if frontier is None else max(frontier, lineage.start)
+    end = start + lineage.step
+    marks = watermarks(inv, lineage)
+    return dependencies.step_rel(start), dependencies.period_blockers(lineage, end, marks, inv.clock.now())
 
 
 STEP_GENERATION = 1  # a step has no `_SUCCESS` object: every publication of it is the same batch
