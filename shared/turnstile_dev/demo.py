@@ -7,6 +7,8 @@
   incremental hours; one hour is broken (a row that does not parse), which blocks the table until
   the demo fixes the file and runs `turnstile unlock`.
 - `web.clicks`: unordered appends, applied as they arrive.
+- `mart.climate`: a derived table, one hourly step joining `sensors.temp` and `sensors.humidity`,
+  which arrive out of step: it waits, `turnstile status` says for what, then it catches up.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ STOCK_SQL = """MERGE INTO ${table} t USING (
 ON t.sku = b.sku
 WHEN MATCHED THEN UPDATE SET t.qty = t.qty + b.delta, t.trail = concat(t.trail, ' ', substr(b.hour, 12, 2))
 WHEN NOT MATCHED THEN INSERT (sku, qty, trail) VALUES (b.sku, b.delta, substr(b.hour, 12, 2))"""
+
+
+CLIMATE_SQL = """SELECT t.ts, t.celsius, h.percent
+FROM ${catalog}.sensors.temp t JOIN ${catalog}.sensors.humidity h ON t.ts = h.ts
+WHERE t.ts >= ${window_start} AND t.ts < ${window_end}"""
+SENSORS = ("sensors/temp", "sensors/humidity")
+SHOWN = ("shop/stock", "shop/orders", "web/clicks")
 
 
 def say(text: str) -> None:
@@ -74,7 +83,9 @@ class Demo:
     def applied(self, table: str) -> int:
         return len(self.bucket.list_objects(f"{table}/_turnstile/results/"))
 
-    def wait(self, what: str, done: Callable[[], bool], timeout: float = 300) -> None:
+    def wait(
+        self, what: str, done: Callable[[], bool], timeout: float = 300, tables: tuple[str, ...] = SHOWN
+    ) -> None:
         deadline = time.monotonic() + timeout
         last = ""
         while not done():
@@ -82,7 +93,7 @@ class Demo:
                 raise SystemExit(f"demo: timed out waiting for {what}; logs in {self.stack.home / 'logs'}")
             line = "  " + "  ".join(
                 f"{t}: {self.lock(t).state.value.lower()}, {self.waiting(t)} queued, {self.applied(t)} done"
-                for t in ("shop/stock", "shop/orders", "web/clicks")
+                for t in tables
             )
             if line != last:
                 say(f"{line}   [{time.monotonic() - self.started:4.0f}s]")
@@ -148,6 +159,7 @@ class Demo:
         done = unlock(invocation, Table(info.bucket, "shop/orders", "shop", "orders"), skip_head=False)
         say(f"   unlocked {done.failed_rel}; the subscriber restarts and retries it, then hour 11")
         self.wait("the orders to catch up", lambda: self.settled("shop/orders", 5))
+        self.dependent(info.home, info.bucket)
         say(f"\nall batches applied in {time.monotonic() - self.started:.0f}s\n")
         self.show(info.warehouse, info.catalog)
         say("$ turnstile status")
@@ -156,8 +168,45 @@ class Demo:
             status, env=child_environment({"TURNSTILE_HOME": info.home, "COLUMNS": "160"}), check=False
         )
 
+    def sensor_hour(self, table: str, hour: int, value: float) -> None:
+        column = "celsius" if table.endswith("temp") else "percent"
+        self.put(f"{table}/2024/05/01/{hour:02d}", f"ts,{column}\n2024-05-01 {hour:02d}:00:00,{value}\n")
+
+    def dependent(self, home: str, bucket: str) -> None:
+        say("\n3. sensors arrive out of step: temperatures for hours 10-12, humidity only for hour 10")
+        for hour in (10, 11, 12):
+            self.sensor_hour("sensors/temp", hour, 20.0 + hour)
+        self.sensor_hour("sensors/humidity", 10, 40.0)
+        tables = ("mart/climate", *SENSORS)
+        self.wait("the first climate step", lambda: self.applied("mart/climate") >= 1, tables=tables)
+        say("   mart.climate built hour 10 and waits; turnstile status says for what:")
+        status = [sys.executable, "-m", "turnstile.cli", "status", f"gs://{bucket}/mart/climate"]
+        environment = child_environment({"TURNSTILE_HOME": home, "COLUMNS": "160"})
+        shown = subprocess.run(status, env=environment, check=False, capture_output=True, text=True)
+        for line in shown.stdout.splitlines():
+            if "waits for" in line:
+                say(f"   {line}")
+        say("   humidity for hours 11 and 12 arrives; mart.climate catches up, hour by hour")
+        self.sensor_hour("sensors/humidity", 11, 42.0)
+        self.sensor_hour("sensors/humidity", 12, 44.0)
+        self.wait("mart.climate to catch up", lambda: self.settled("mart/climate", 3), tables=tables)
+
     def configure(self) -> None:
         write = self.bucket.write
+        for table in SENSORS:
+            write(f"{table}/_config/ORDERME", b"")
+            column = "celsius" if table.endswith("temp") else "percent"
+            load = {"schema": f"ts TIMESTAMP, {column} DOUBLE", "natural_time": "hourly"}
+            write(f"{table}/_config/load.json", json.dumps(load).encode())
+            write(f"{table}/{GATE}", b"")
+        climate = {
+            "derived": {"step": "1h", "start": "2024-05-01T10:00:00Z"},
+            "depends_on": ["sensors.temp", "sensors.humidity"],
+        }
+        write("mart/climate/_config/ORDERME", b"")
+        write("mart/climate/_config/load.json", json.dumps(climate).encode())
+        write("mart/climate/_config/transform.sql", CLIMATE_SQL.encode())
+        write(f"mart/climate/{GATE}", b"")
         write("shop/stock/_config/ORDERME", b"")
         write(
             "shop/stock/_config/load.json",
@@ -181,6 +230,8 @@ class Demo:
             for table, order in tables:
                 say(f"{catalog}.{table}:")
                 spark.sql(f"SELECT * FROM {catalog}.{table} ORDER BY {order}").show(truncate=False)
+            say(f"{catalog}.mart.climate (one step per hour, built once both sensors had the hour):")
+            spark.sql(f"SELECT * FROM {catalog}.mart.climate ORDER BY ts").show(truncate=False)
             say("commits of shop.stock, in order (one per hour, whatever order they arrived in):")
             spark.sql(
                 "SELECT committed_at, operation, summary['turnstile.rel'] AS rel "
