@@ -38,6 +38,9 @@ class IcebergApplier:
         self._stores = stores
         self._bucket = bucket
         self._ledger: dict[str, dict[str, int]] = {}  # table -> committed batch key -> snapshot id
+        # Looked up once per job: a job is the only writer of its tables while it holds their lock.
+        self._namespaces: set[str] = set()
+        self._tables: set[str] = set()
 
     def table(self, batch: ManifestBatch) -> str:
         return f"{self._catalog}.{batch.dataset}.{batch.table}"
@@ -62,22 +65,27 @@ class IcebergApplier:
         located = self._staging.locate(batch.data_uris, batch.data_sizes)
         folder_uri = f"gs://{self._bucket}/{batch.folder}"
         base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
-        try:
-            read = reading.read(self._spark, located.paths, load, base_path=base)
-        except ValueError as exc:
-            raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
-        except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
-            raise BatchFailed(f"reading {batch.rel!r} failed: {_first_line(exc)}") from exc
-        try:
-            written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
-        finally:
-            read.release()
+        strict = _written_as_read(batch)
+        while True:
+            try:
+                read = reading.read(self._spark, located.paths, load, base_path=base, strict=strict)
+            except ValueError as exc:
+                raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
+            except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
+                raise BatchFailed(f"reading {batch.rel!r} failed: {_first_line(exc)}") from exc
+            try:
+                written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
+                break
+            except _StrictWriteFailed:
+                strict = False  # a row did not parse (or the write failed): nothing was committed
+            finally:
+                read.release()
         return BatchResult(
             job_id=job_id,
             rel=batch.rel,
             success_generation=batch.success_generation,
             outcome=BatchOutcome.COMMITTED,
-            rows_read=read.rows_read,
+            rows_read=written if read.strict else read.rows_read,
             rows_written=written,
             bad_rows=bad_rows,
             bytes_read=located.bytes,
@@ -142,7 +150,9 @@ class IcebergApplier:
                 f"time_column {load.time_column!r} is not a column of batch {batch.rel!r} "
                 f"(its columns: {', '.join(rows.columns)})"
             )
-        self._spark.sql(sql.create_namespace(self._catalog, batch.dataset))
+        if batch.dataset not in self._namespaces:
+            self._spark.sql(sql.create_namespace(self._catalog, batch.dataset))
+            self._namespaces.add(batch.dataset)
         rows.createOrReplaceTempView("batch")
         properties = {
             commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation, batch.reprocess),
@@ -161,6 +171,8 @@ class IcebergApplier:
         except BatchFailed:
             raise
         except Exception as exc:
+            if read.strict:
+                raise _StrictWriteFailed from exc
             raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {_first_line(exc)}") from exc
         key = properties[commits.BATCH_KEY]
         found = commits.tagged_commit(self._spark, table, key)
@@ -230,7 +242,8 @@ class IcebergApplier:
             ) from exc
 
     def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
-        if commits.table_exists(self._spark, table):
+        if table in self._tables or commits.table_exists(self._spark, table):
+            self._tables.add(table)
             return
         if load.table_schema:
             columns = load.table_schema
@@ -258,9 +271,11 @@ class IcebergApplier:
             evolve=load.schema_evolution == "add_columns",
             where=table,
         )
-        for statement in evolution.statements(table):
+        changes = evolution.statements(table)
+        for statement in changes:
             self._spark.sql(statement)
-        target = self._spark.table(table).schema
+        if changes:
+            target = self._spark.table(table).schema
         present = {c.lower(): c for c in frame.columns}
         shaped = [
             (f.col(f"`{present[x.name.lower()]}`") if x.name.lower() in present else f.lit(None))
@@ -324,6 +339,24 @@ class IcebergApplier:
         column = f.col(f"`{load.time_column}`")
         row = self._spark.table("batch").agg(f.min(column), f.max(column)).collect()[0]
         return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))
+
+
+class _StrictWriteFailed(Exception):
+    """The lean read's write failed, before any commit: read the batch again the careful way."""
+
+
+def _written_as_read(batch: ManifestBatch) -> bool:
+    """Whether the batch's rows go to the table as read, so the lean read may serve it: the
+    commit's added records are its rows. Not with a transform or a MERGE (the commit counts other
+    rows), jagged rows (told apart from bad rows only in the careful read) or a mapping that casts
+    (its failures are bad rows)."""
+    load = batch.load
+    return (
+        batch.transform_sql is None
+        and load.mode != "merge"
+        and not load.jagged_rows
+        and not mapping.has_casts(load.mapping)
+    )
 
 
 def _bad_row_line(row: str, culprit: badrows.Culprit | None, load: LoadConfig) -> dict[str, str]:

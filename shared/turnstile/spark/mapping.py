@@ -74,13 +74,18 @@ def apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Map
         ) from exc
 
 
+def has_casts(entries: tuple[Entry, ...]) -> bool:
+    """Whether a value may fail the mapping (a cast that does not convert is a bad row)."""
+    return any(isinstance(entry, Cast) for entry in entries)
+
+
 def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Mapped:
     problems = check(fields_of(frame.schema), entries)
     if problems:
         raise BatchFailed(
             f"the mapping in load.json does not fit batch {where.rel!r}: " + "; ".join(problems)
         )
-    casts = any(isinstance(entry, Cast) for entry in entries)
+    casts = has_casts(entries)
     if casts:
         original = [f.col(quote(c)) for c in frame.columns]
         frame = frame.select(

@@ -35,6 +35,9 @@ class ReadBatch:
     rows_read: int
     bad_rows: int
     cached: DataFrame | None = None  # the cached read that `rows` and `bad` derive from
+    # Read in FAILFAST, neither cached nor counted: a row that does not parse fails the write
+    # (nothing is committed) and the batch is read again the careful way; its rows are the commit's.
+    strict: bool = False
 
     def release(self) -> None:
         """Drop the cached read. Spark finds a cache by plan, and a plan over the same paths is
@@ -55,10 +58,16 @@ def _options(load: LoadConfig) -> dict[str, str]:
 
 
 def read(
-    spark: SparkSession, paths: list[str], load: LoadConfig, *, base_path: str | None = None
+    spark: SparkSession,
+    paths: list[str],
+    load: LoadConfig,
+    *,
+    base_path: str | None = None,
+    strict: bool = False,
 ) -> ReadBatch:
     """Read the batch's files; with `base_path` (the batch folder, for nested batches) Spark's
-    partition discovery turns `key=value` folders below it into columns."""
+    partition discovery turns `key=value` folders below it into columns. `strict`: the lean read
+    (see `ReadBatch.strict`), for a batch whose rows are written as read."""
     reader = spark.read.format(_SPARK_FORMAT[load.format]).options(**_options(load))
     if not paths:
         raise ValueError("a batch with no data files")
@@ -67,7 +76,9 @@ def read(
     textual = load.format in ("csv", "json", "jsonl")
     if load.schema_ is not None:
         schema = spark.createDataFrame([], load.schema_).schema  # Spark parses the DDL
-        if textual:  # rows that do not fit the schema land in CORRUPT instead of failing the read
+        if textual and strict:
+            reader = reader.option("mode", "FAILFAST")
+        elif textual:  # rows that do not fit the schema land in CORRUPT instead of failing the read
             schema = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
         reader = reader.schema(schema)
@@ -77,6 +88,8 @@ def read(
         if load.format == "avro" and "Failed to find data source: avro" in str(exc):
             raise ValueError(AVRO_MISSING) from exc
         raise
+    if strict:
+        return ReadBatch(frame, None, 0, 0, strict=True)
     if CORRUPT not in frame.columns:
         frame = frame.cache()
         count = frame.count()
