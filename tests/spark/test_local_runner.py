@@ -162,24 +162,59 @@ def test_a_dead_driver_fails_its_jobs_and_the_next_submit_starts_a_new_one(
 ) -> None:
     running = [_batch(gcs_store, "warm_b", f"h{i:02d}", 200 + i, f"{i},x\n") for i in range(1, 4)]
     runner.submit("dies-1", _manifest(gcs_store, "dies-1", running))
-    queued = _manifest(gcs_store, "dies-2", [_batch(gcs_store, "warm_b", "h09", 209, "9,y\n")])
-    runner.submit("dies-2", queued)
+    # The driver runs two jobs at once: a second, longer one fills the other slot...
+    beside = [_batch(gcs_store, "warm_c", f"h{i:02d}", 300 + i, f"{i},z\n") for i in range(1, 9)]
+    runner.submit("dies-2", _manifest(gcs_store, "dies-2", beside))
+    # ...so this one waits in the queue.
+    queued = _manifest(gcs_store, "dies-3", [_batch(gcs_store, "warm_b", "h09", 209, "9,y\n")])
+    runner.submit("dies-3", queued)
     deadline = time.monotonic() + 180
     while gcs_store.stat(running[0].result) is None:  # the first job is inside the driver
         assert time.monotonic() < deadline, (runner.job_dir("dies-1") / "job.log").read_text()[-3000:]
         time.sleep(0.1)
     pid = read_json(runner.job_dir("dies-1") / STATE)["pid"]  # type: ignore[index]
-    assert read_json(runner.job_dir("dies-2") / STATE)["pid"] == pid  # type: ignore[index]
+    assert read_json(runner.job_dir("dies-3") / STATE)["pid"] == pid  # type: ignore[index]
     os.killpg(pid, signal.SIGKILL)
-    for job_id in ("dies-1", "dies-2"):
+    for job_id in ("dies-1", "dies-2", "dies-3"):
         status = _wait(runner, job_id)
         assert status.state is JobState.FAILED
         assert f"driver {pid} died" in (status.detail or "")
-    runner.submit("dies-3", _manifest(gcs_store, "dies-3", running))
-    assert _wait(runner, "dies-3").state is JobState.SUCCEEDED
-    assert _driver_pid(runner, "dies-3") != pid
+    runner.submit("dies-4", _manifest(gcs_store, "dies-4", running))
+    assert _wait(runner, "dies-4").state is JobState.SUCCEEDED
+    assert _driver_pid(runner, "dies-4") != pid
     rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.warm_b").collect())
     assert rows == [(i, "x") for i in range(1, 4)]  # the queued job never ran in the new driver
+
+
+def test_two_jobs_run_side_by_side_each_with_its_own_batch_view(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    """Two jobs in the driver at once, on tables of their own and on one table (an unordered
+    table's jobs may overlap): each writes its own rows, each commit tagged by its own job."""
+    jobs = {
+        "side-1": [_batch(gcs_store, "side_a", f"h{i:02d}", 400 + i, f"{i},a\n") for i in range(1, 5)],
+        "side-2": [_batch(gcs_store, "side_b", f"h{i:02d}", 500 + i, f"{i},b\n") for i in range(1, 5)],
+        "side-3": [_batch(gcs_store, "side_b", f"u{i:02d}", 600 + i, f"{10 + i},b\n") for i in range(1, 5)],
+    }
+    for job_id, batches in jobs.items():
+        runner.submit(job_id, _manifest(gcs_store, job_id, batches))
+    for job_id in jobs:
+        assert _wait(runner, job_id).state is JobState.SUCCEEDED, (
+            runner.job_dir(job_id) / "job.log"
+        ).read_text()[-3000:]
+    assert len({_driver_pid(runner, job_id) for job_id in jobs}) == 1
+    side_a = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.side_a").collect())
+    assert side_a == [(i, "a") for i in range(1, 5)]
+    side_b = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.side_b").collect())
+    assert side_b == sorted([(i, "b") for i in range(1, 5)] + [(10 + i, "b") for i in range(1, 5)])
+    tags = {
+        r["rel"]: r["job"]
+        for r in spark.sql(
+            "SELECT summary['turnstile.rel'] AS rel, summary['turnstile.job-id'] AS job "
+            "FROM local.ds.side_b.snapshots"
+        ).collect()
+    }
+    assert tags == {f"h{i:02d}": "side-2" for i in range(1, 5)} | {f"u{i:02d}": "side-3" for i in range(1, 5)}
 
 
 def test_cold_mode_runs_each_job_in_a_spark_application_of_its_own(

@@ -4,22 +4,28 @@
 
 `turnstile.jobs.local.LocalRunner` starts it on first use and queues one request per job in
 SPOOL (`turnstile.spool`). A job costs what its batches cost: the JVM, pyspark, the session and
-the Iceberg catalog are paid once per driver, not ≈ 9 s per job. Each job runs on this process's
-main thread (Iceberg's commit metadata is thread-local), its Python output appended to the job's
-log. The driver exits after IDLE_SECONDS without a request, or when its Spark context died.
+the Iceberg catalog are paid once per driver, not ≈ 9 s per job. Up to SLOTS jobs run at once,
+each on a thread of its own (Iceberg's commit metadata is thread-local, so each commit is tagged by
+its own job; one table never has two ordered jobs at once: its lock sees to that), so tables apply
+side by side as they would on separate clusters. A job's Python output (its outcomes, errors and
+tracebacks) is appended to the job's log; the JVM's own output goes to the driver's log. The driver
+exits after IDLE_SECONDS without a request, or when its Spark context died.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pyspark import SparkFiles
 from pyspark.sql import SparkSession
@@ -28,29 +34,52 @@ from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
 from turnstile.spool import WORKER, locked, queued, read_json, take, write_json
 
 POLL_SECONDS = 0.05
+SLOTS = 2  # jobs at once: local Spark has two cores (`local[2]`)
 
 RunJob = Callable[[SparkSession, str, Path | None], int]
 
 
+class _Routed(io.TextIOBase):
+    """sys.stdout or sys.stderr, written to the log of the job running on the calling thread."""
+
+    def __init__(self, default: TextIO) -> None:
+        self._default = default
+        self._local = threading.local()
+
+    def target(self, log: TextIO | None) -> None:
+        self._local.target = log
+
+    def write(self, text: str) -> int:
+        target: TextIO = getattr(self._local, "target", None) or self._default
+        return target.write(text)
+
+    def flush(self) -> None:
+        target: TextIO = getattr(self._local, "target", None) or self._default
+        target.flush()
+
+
+def _routers() -> tuple[_Routed, _Routed]:
+    """This process's stdout and stderr, routed per thread (installed once)."""
+    if not isinstance(sys.stdout, _Routed):
+        sys.stdout = _Routed(sys.stdout)
+    if not isinstance(sys.stderr, _Routed):
+        sys.stderr = _Routed(sys.stderr)
+    return sys.stdout, sys.stderr
+
+
 @contextmanager
 def output_to(log: Path) -> Iterator[None]:
-    """This process's stdout and stderr appended to `log` (file descriptors, so print, logging
-    and tracebacks all land there)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with log.open("ab") as target:
-        os.dup2(target.fileno(), 1)
-        os.dup2(target.fileno(), 2)
+    """The calling thread's print, logging and tracebacks appended to `log`."""
+    routers = _routers()
+    with log.open("a", encoding="utf-8") as target:
+        for router in routers:
+            router.target(target)
         try:
             yield
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
+            for router in routers:
+                router.flush()
+                router.target(None)
 
 
 def run_one(spark: SparkSession, request: dict[str, Any], run_job: RunJob, me: int, count: int) -> int:
@@ -68,26 +97,49 @@ def run_one(spark: SparkSession, request: dict[str, Any], run_job: RunJob, me: i
     return code
 
 
-def serve(spark: SparkSession, spool: Path, idle_seconds: float, run_job: RunJob) -> int:
+def serve(spark: SparkSession, spool: Path, idle_seconds: float, run_job: RunJob, slots: int = SLOTS) -> int:
     me = os.getpgrp()  # the spark-submit process the runner started and recorded
     count = 0
     idle_since = time.monotonic()
-    while True:
-        claimed = take(spool)
-        if claimed is None:
-            if time.monotonic() - idle_since > idle_seconds and _leave_if_idle(spool, me):
-                return 0
-            time.sleep(POLL_SECONDS)
-            continue
-        path, request = claimed
-        if request.get("worker") == me:  # else queued to a driver that died: already FAILED
+    running: set[Future[int]] = set()
+    with ThreadPoolExecutor(slots, thread_name_prefix="turnstile-job") as pool:
+        while True:
+            ended = {job for job in running if job.done()}
+            running -= ended
+            if ended and _stopped(spark):
+                print("the Spark context stopped; the next job starts a new driver", file=sys.stderr)
+                return 1
+            if running:
+                idle_since = time.monotonic()
+            claimed = take(spool) if len(running) < slots else None
+            if claimed is None:
+                if not running and time.monotonic() - idle_since > idle_seconds and _leave_if_idle(spool, me):
+                    return 0
+                time.sleep(POLL_SECONDS)
+                continue
+            path, request = claimed
+            if request.get("worker") != me:  # queued to a driver that died: already FAILED
+                path.unlink(missing_ok=True)
+                continue
             count += 1
-            run_one(spark, request, run_job, me, count)
+            running.add(pool.submit(_run_claimed, spark, claimed, run_job, me, count))
+
+
+def _run_claimed(
+    spark: SparkSession, claimed: tuple[Path, dict[str, Any]], run_job: RunJob, me: int, count: int
+) -> int:
+    path, request = claimed
+    try:
+        # A session of its own: temp views (the view `batch`) and SQL settings are per session,
+        # while the Spark context, its JVM and the catalog's configuration are shared.
+        return run_one(spark.newSession(), request, run_job, me, count)
+    finally:
         path.unlink(missing_ok=True)
-        idle_since = time.monotonic()
-        if spark.sparkContext._jsc is None or spark.sparkContext._jsc.sc().isStopped():
-            print("the Spark context stopped; the next job starts a new driver", file=sys.stderr)
-            return 1
+
+
+def _stopped(spark: SparkSession) -> bool:
+    context = spark.sparkContext._jsc
+    return context is None or bool(context.sc().isStopped())
 
 
 def _leave_if_idle(spool: Path, me: int) -> bool:

@@ -1,0 +1,92 @@
+"""The lean read: a batch written as read is read once, in FAILFAST, neither cached nor counted; a
+row that does not parse fails that write before any commit, and the batch is read again the careful
+way (bad rows set aside, counted, the limit applied), still one commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.spark.jobkit import Kit, csv
+from turnstile.records import BatchResult
+from turnstile.spark import applier, reading
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """`strict` of every read the applier makes, in order."""
+    seen: list[bool] = []
+    original = reading.read
+
+    def recording(*args: Any, **kwargs: Any) -> reading.ReadBatch:
+        seen.append(bool(kwargs.get("strict")))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(applier.reading, "read", recording)
+    return seen
+
+
+def result_of(kit: Kit, rel: str, generation: int) -> BatchResult:
+    found = kit.store.read(f"{kit.prefix}/_turnstile/results/{rel}/{generation}.json")
+    assert found is not None
+    return BatchResult.decode(found.data, "result")
+
+
+def test_a_clean_batch_is_read_once_strictly_and_counted_from_its_commit(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING")
+    batch = kit.batch("1", csv("id,v", "1,a", "2,b", "3,c"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert reads == [True]
+    got = result_of(kit, "1", batch.success_generation)
+    assert (got.rows_read, got.rows_written, got.bad_rows) == (3, 3, 0)
+    assert kit.rows() == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_a_row_that_does_not_parse_sends_the_batch_to_the_careful_read_with_one_commit(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING", max_bad_records=1)
+    batch = kit.batch("1", csv("id,v", "1,a", "two,b", "3,c"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert reads == [True, False]
+    got = result_of(kit, "1", batch.success_generation)
+    assert (got.rows_read, got.rows_written, got.bad_rows) == (3, 2, 1)
+    assert kit.rows() == [(1, "a"), (3, "c")]
+    assert len(kit.snapshots()) == 1  # the failed strict write committed nothing
+
+
+def test_a_short_row_is_a_bad_row_after_the_strict_read_fails(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING")  # max_bad_records: 0
+    batch = kit.batch("1", csv("id,v", "1,a", "2"))
+    done = kit.run(batch)
+    assert not done.succeeded
+    assert reads == [True, False]
+    assert kit.snapshots() == []
+
+
+@pytest.mark.parametrize(
+    ("load", "transform"),
+    [
+        ({"mode": "merge", "merge_keys": ["id"]}, None),
+        ({"jagged_rows": True}, None),
+        ({"mapping": [{"cast": "v", "type": "int"}]}, None),
+        ({}, "SELECT id, upper(v) AS v FROM batch"),
+    ],
+    ids=["merge", "jagged_rows", "mapping-cast", "transform"],
+)
+def test_batches_not_written_as_read_take_the_careful_read(
+    spark: Any, tmp_path: Path, reads: list[bool], load: dict[str, Any], transform: str | None
+) -> None:
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING", **load)
+    kit.transform = transform
+    done = kit.run(kit.batch("1", csv("id,v", "1,7", "2,8")))
+    assert done.succeeded, done.error
+    assert reads == [False]
