@@ -85,6 +85,15 @@ def test_a_dependent_waits_for_both_sources_and_catches_up_in_order_exactly_once
     shown = status_ops.table_status(invocation(host), Table(host.bucket, "ds/fact", "ds", "fact")).to_json()
     assert (shown["health"], shown["backlog_head"], shown["watermark"]) == ("WAITING", rel(0), None)
     assert tuple(shown["waiting_for"]) == reasons
+    # Every waiting batch says what it waits for: its own sources' hours, and the batches before it.
+    waiting = {r: tuple(why) for r, why in shown["waiting_batches"].items()}
+    assert list(waiting) == [rel(0), rel(1), rel(2)]
+    assert waiting[rel(0)] == reasons
+    assert waiting[rel(2)] == (
+        "ds/a to reach 2026-01-01T03:00:00+00:00 (its watermark: none yet)",
+        "ds/b to reach 2026-01-01T02:00:00+00:00 (its watermark: none yet)",
+        "the batches queued before it (order)",
+    )
 
     arrive(host, "ds/a", 0, 1, 2)  # a is ahead; b (one hour behind allowed) has nothing yet
     assert watermark(host, "ds/a") == datetime(2026, 1, 1, 3, tzinfo=UTC)

@@ -147,6 +147,8 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print()
             waiting = f"batch {s.backlog_head!r}" if s.backlog_head else "the derived table"
             out.print(f"{s.table}: {waiting} waits for {'; '.join(s.waiting_for)}")
+            for rel, why in list(s.waiting_batches.items())[1:]:
+                out.print(f"  then {rel!r} waits for {'; '.join(why)}")
         if s.reprocess_pending:
             out.print()
             out.print(

@@ -148,6 +148,8 @@ class TableStatus:
     watermark: datetime | None = None  # tables with natural_time: committed with no gap up to here
     watermark_lag_seconds: float | None = None  # how far the watermark is behind the clock
     waiting_for: tuple[str, ...] = field(default=())  # what the head batch waits for
+    # The first queued batches that wait, each with what it waits for (dependencies, delay, order).
+    waiting_batches: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -266,6 +268,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         watermark=mark,
         watermark_lag_seconds=state.age(mark),
         waiting_for=waits,
+        waiting_batches=status_lineage.queued_waits(inv, state, errors) if waits else {},
     )
 
 

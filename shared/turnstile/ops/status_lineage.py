@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from turnstile.errors import ConfigError
-from turnstile.protocol import lineage
+from turnstile.protocol import dependencies, lineage
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.records import Lock, LockState
@@ -29,6 +29,29 @@ def waits(inv: Invocation, state: TableState, lock: Lock | None, errors: list[st
         return ()
     rel, blockers = step
     return (f"next step {rel}: " + blockers[0].describe(), *(b.describe() for b in blockers[1:]))
+
+
+SHOWN_WAITING = 10  # queued batches whose waits status spells out
+
+
+def queued_waits(inv: Invocation, state: TableState, errors: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each of the first queued batches of a table with dependencies or a delay: what it waits for
+    (the head's wait is `waits`'; one behind it also waits for the batches before it: order)."""
+    if state.lineage is None or not state.lineage.gated:
+        return {}
+    try:
+        queued = state.backlog(SHOWN_WAITING)
+        marks = lineage.watermarks(inv, state.lineage) if state.lineage.depends_on else {}
+    except ConfigError as exc:
+        errors.append(str(exc))
+        return {}
+    found: dict[str, tuple[str, ...]] = {}
+    for index, pointer in enumerate(queued):
+        own = tuple(b.describe() for b in dependencies.blockers(state.lineage, pointer.rel, marks, state.now))
+        behind = ("the batches queued before it (order)",) if index and found else ()
+        if own or behind:
+            found[pointer.rel] = own + behind
+    return found
 
 
 def watermark(inv: Invocation, state: TableState, errors: list[str]) -> datetime | None:
