@@ -82,6 +82,14 @@ class LoadConfig(BaseModel):
     time_column: str | None = None
     """Column whose min and max go into each batch's result record."""
 
+    snapshot_retention_days: int | None = Field(7, ge=0)
+    """The job expires the table's snapshots older than this many days (0: by count only), keeping
+    at least `snapshot_retention_min`; null: turnstile never expires them."""
+
+    snapshot_retention_min: int = Field(1000, ge=1)
+    """Snapshots always kept by that expiry (more than the exactly-once check looks back at); it
+    runs once the table holds a tenth more (at least 10 more) than this."""
+
     max_batches_per_job: int = Field(10, ge=1, le=100)
     """Ordered tables: how many consecutive backlog batches one job may apply (one commit each)."""
 

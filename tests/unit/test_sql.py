@@ -157,3 +157,13 @@ def test_transform_names_the_known_placeholders(text: str) -> None:
 
 def test_without_literals_empties_strings_and_drops_comments() -> None:
     assert sql.without_literals("SELECT 'it''s; here' -- x;\n/* y; */ FROM t") == "SELECT ''  \n  FROM t"
+
+
+def test_expire_snapshots_names_the_table_in_its_catalog_and_the_cutoff_in_utc() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    cutoff = datetime(2026, 11, 23, 1, 30, tzinfo=timezone(timedelta(hours=1)))
+    assert sql.expire_snapshots("local", "local.ds.t", cutoff, 1000) == (
+        "CALL local.system.expire_snapshots(table => 'ds.t', "
+        "older_than => TIMESTAMP '2026-11-23 00:30:00.000000+00:00', retain_last => 1000)"
+    )

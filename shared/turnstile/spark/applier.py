@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as f
+from pyspark.sql.types import StructType
 
 from turnstile import batchfiles
 from turnstile.errors import BatchFailed, CorruptRecord
@@ -41,6 +42,7 @@ class IcebergApplier:
         # Looked up once per job: a job is the only writer of its tables while it holds their lock.
         self._namespaces: set[str] = set()
         self._tables: set[str] = set()
+        self._schemas: dict[str, StructType] = {}  # table -> its schema, read again after a change
 
     def table(self, batch: ManifestBatch) -> str:
         return f"{self._catalog}.{batch.dataset}.{batch.table}"
@@ -261,7 +263,7 @@ class IcebergApplier:
     def _fit(self, table: str, frame: DataFrame, load: LoadConfig, batch: ManifestBatch) -> DataFrame:
         """Evolve the table if allowed, then shape the batch to the table's columns."""
         keep = {load.delete_column.lower()} if load.mode == "merge" and load.delete_column else set()
-        target = self._spark.table(table).schema
+        target = self._table_schema(table)
         columns = [
             (x.name, x.dataType.simpleString()) for x in frame.schema.fields if x.name.lower() not in keep
         ]
@@ -275,7 +277,7 @@ class IcebergApplier:
         for statement in changes:
             self._spark.sql(statement)
         if changes:
-            target = self._spark.table(table).schema
+            target = self._table_schema(table, fresh=True)
         present = {c.lower(): c for c in frame.columns}
         shaped = [
             (f.col(f"`{present[x.name.lower()]}`") if x.name.lower() in present else f.lit(None))
@@ -285,6 +287,11 @@ class IcebergApplier:
         ]
         extra = [f.col(f"`{present[k]}`") for k in keep if k in present]
         return frame.select(*shaped, *extra)
+
+    def _table_schema(self, table: str, *, fresh: bool = False) -> StructType:
+        if fresh or table not in self._schemas:
+            self._schemas[table] = self._spark.table(table).schema
+        return self._schemas[table]
 
     def _merge(self, table: str, frame: DataFrame, load: LoadConfig) -> None:
         keys = [f.col(f"`{k}`") for k in load.merge_keys]

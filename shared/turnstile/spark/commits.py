@@ -67,6 +67,13 @@ def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
     return {row["batch"]: int(row["id"]) for row in rows}
 
 
+def snapshot_count(spark: SparkSession, table: str) -> int:
+    """Snapshots in the table's log, read through Iceberg's Java API (no Spark job)."""
+    loaded = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded.refresh()
+    return int(loaded.history().size())
+
+
 def tagged_commit(spark: SparkSession, table: str, key: str, depth: int = 64) -> tuple[int, int] | None:
     """(snapshot id, added records) of the commit tagged `key` among the table's newest current
     ancestors, read through Iceberg's Java API: no Spark job, unlike a metadata-table query. The

@@ -75,7 +75,7 @@ def read(
         reader = reader.option("basePath", base_path)
     textual = load.format in ("csv", "json", "jsonl")
     if load.schema_ is not None:
-        schema = spark.createDataFrame([], load.schema_).schema  # Spark parses the DDL
+        schema = _parsed(spark, load.schema_)
         if textual and strict:
             reader = reader.option("mode", "FAILFAST")
         elif textual:  # rows that do not fit the schema land in CORRUPT instead of failing the read
@@ -106,6 +106,17 @@ def read(
     counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
     total, bad_rows = int(counted["total"]), int(counted["bad"])
     return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached)
+
+
+_SCHEMAS: dict[str, StructType] = {}  # DDL -> its schema: the same in any session of the driver
+
+
+def _parsed(spark: SparkSession, ddl: str) -> StructType:
+    """The schema a DDL string names, parsed by Spark once per process (a Spark call per batch
+    otherwise)."""
+    if ddl not in _SCHEMAS:
+        _SCHEMAS[ddl] = spark.createDataFrame([], ddl).schema
+    return _SCHEMAS[ddl]
 
 
 def _short_only(columns: list[str], load: LoadConfig) -> Column:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -12,11 +13,32 @@ from pyspark.sql import SparkSession
 from turnstile.clock import SystemClock
 from turnstile.errors import BatchFailed
 from turnstile.execution import execute, read_manifest
+from turnstile.records import BatchOutcome, JobDone, Manifest
 from turnstile.settings import Settings
+from turnstile.spark import hygiene
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
 from turnstile.store.port import ObjectStore
 from turnstile.uris import parse_bucket_uri
+
+
+def _expire_snapshots(
+    spark: SparkSession, catalog: str, applier: IcebergApplier, manifest: Manifest, done: JobDone
+) -> None:
+    """Snapshot expiry of the tables the job committed to; a failure is reported, never the job's."""
+    committed = {
+        applier.table(batch): batch.load
+        for batch in manifest.batches
+        if done.outcomes.get(batch.rel) in (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED)
+    }
+    for table, load in committed.items():
+        try:
+            gone = hygiene.expire(spark, catalog, table, load, datetime.now(UTC))
+        except Exception as exc:  # the batches are committed and recorded: expiry waits for next time
+            print(f"turnstile: expiring snapshots of {table} failed: {exc}", file=sys.stderr)
+            continue
+        if gone:
+            print(f"expired {gone} snapshot(s) of {table}")
 
 
 def run(
@@ -37,6 +59,7 @@ def run(
         return 1
     for rel, outcome in done.outcomes.items():
         print(f"{outcome.value:<9} {rel}")
+    _expire_snapshots(spark, settings.iceberg_catalog, applier, manifest, done)
     if not done.succeeded:
         print(f"turnstile job failed: {done.error}", file=sys.stderr)
     return 0 if done.succeeded else 1

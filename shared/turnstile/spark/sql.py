@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from string import Template
 
 from turnstile.errors import BatchFailed
@@ -30,6 +31,16 @@ def quote(name: str) -> str:
 
 def create_namespace(catalog: str, dataset: str) -> str:
     return f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{dataset}"
+
+
+def expire_snapshots(catalog: str, table: str, older_than: datetime, retain_last: int) -> str:
+    """Iceberg's expire_snapshots procedure on `table` (catalog.dataset.table)."""
+    name = table.removeprefix(f"{catalog}.")
+    stamp = older_than.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return (
+        f"CALL {catalog}.system.expire_snapshots(table => '{name}', "
+        f"older_than => TIMESTAMP '{stamp}+00:00', retain_last => {retain_last})"
+    )
 
 
 def column_definitions(columns: Sequence[Column]) -> str:
