@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from tests.functional.harness import Host
 from tests.functional.scenario import invocation
+from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops import status as status_ops
+from turnstile.ops.errors import Refused
 from turnstile.paths import Table
 from turnstile.protocol import lineage, sweeper
 from turnstile.protocol.state import TableState
@@ -212,3 +216,25 @@ def test_a_key_completed_below_the_table_does_not_hide_its_dependencies(host: Ho
     assert host.applied("ds/fact") == []  # waits for ds/a although the table level alone lacks merge_keys
     arrive(host, "ds/a", 0)
     assert host.applied("ds/fact") == [rel(0)]
+
+
+def test_a_derived_step_is_built_again_with_turnstile_reprocess(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(
+        host,
+        "ds/fact",
+        {"derived": {"step": "1h", "start": "2026-01-01T00:00:00Z"}, "depends_on": ["ds.a"]},
+        ordered=False,
+    )
+    sweeper.sweep(invocation(host))
+    arrive(host, "ds/a", 0, 1)
+    assert host.applied("ds/fact") == [rel(0), rel(1)]
+    # A source hour was reprocessed upstream: build step 00 again (a step has no _SUCCESS of its own).
+    done = reprocess_ops.request(invocation(host), f"ds/fact/{rel(0)}/_SUCCESS", reason="source fixed")
+    assert (done.rel, done.generation) == (rel(0), lineage.STEP_GENERATION)
+    host.drain()
+    assert [r for r, _ in host.tables.commits["ds/fact"]] == [rel(0), rel(1), rel(0)]
+    assert host.lock("ds/fact").state is LockState.FREE
+    assert host.backlog("ds/fact") == []
+    with pytest.raises(Refused, match="never committed"):  # a step not built yet: nothing to redo
+        reprocess_ops.request(invocation(host), f"ds/fact/{rel(5)}/_SUCCESS")

@@ -134,19 +134,25 @@ class LocalRunner:
             command += ["--conf", f"{key}={value}"]
         command += [str(job_main_file()), "--manifest", manifest_uri, "--stage-to", str(folder / "staged")]
         submitted = _now()
-        with (folder / LOG).open("ab") as log:
-            job = subprocess.Popen(
+        job = self._spawn(command, folder / LOG)
+        write_json(
+            folder / STATE, {"state": JobState.PENDING.value, "submitted_at": submitted, "pid": job.pid}
+        )
+
+    def _spawn(self, command: list[str], log: Path) -> subprocess.Popen[bytes]:
+        """`command` detached in a process group of its own (so `cancel` ends all of it), its
+        output appended to `log`, reaped when it exits."""
+        with log.open("ab") as output:
+            process = subprocess.Popen(
                 command,
-                stdout=log,
+                stdout=output,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 env=child_environment(self.environment),
                 start_new_session=True,
             )
-        write_json(
-            folder / STATE, {"state": JobState.PENDING.value, "submitted_at": submitted, "pid": job.pid}
-        )
-        threading.Thread(target=job.wait, daemon=True).start()  # reap it, or it lingers as a zombie
+        threading.Thread(target=process.wait, daemon=True).start()  # or it lingers as a zombie
+        return process
 
     def _driver(self, spool: Path) -> int:
         """The pid (and process group) of the spool's live driver, started now if there is none.
@@ -159,17 +165,8 @@ class LocalRunner:
         for key, value in self.conf.items():
             command += ["--conf", f"{key}={value}"]
         command += [str(warm_driver_file()), str(spool), str(self.idle_seconds)]
-        with (spool / DRIVER_LOG).open("ab") as log:
-            driver = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=child_environment(self.environment),
-                start_new_session=True,
-            )
+        driver = self._spawn(command, spool / DRIVER_LOG)
         write_json(spool / WORKER, {"pid": driver.pid, "started_at": _now()})
-        threading.Thread(target=driver.wait, daemon=True).start()  # reap it, or it lingers as a zombie
         return driver.pid
 
     def status(self, job_id: str) -> JobStatus | None:

@@ -36,18 +36,18 @@ class Requested:
 
 def request(inv: Invocation, success_name: str, reason: str | None = None) -> Requested:
     """Ask for the batch whose `_SUCCESS` is `success_name` to be committed once more."""
-    batch, _ = inv.batch(success_name)  # a path or config that does not resolve says why
+    batch, resolved = inv.batch(success_name)  # a path or config that does not resolve says why
     table = batch.table
     success_uri = object_uri(inv.store, success_name)
-    live = inv.store.stat(success_name)
+    live = reprocess.live_generation(inv, success_name, resolved)
     if live is None:
         raise Refused(
             f"{success_uri} does not exist: there is no batch to reprocess there; check the path "
             f"(turnstile history {table.uri} lists the committed batches)"
         )
-    if not reprocess.committed(inv, table, batch.rel, live.generation):
+    if not reprocess.committed(inv, table, batch.rel, live):
         raise Refused(
-            f"{batch.uri} (its _SUCCESS generation {live.generation}) was never committed, so there is "
+            f"{batch.uri} (its _SUCCESS generation {live}) was never committed, so there is "
             f"nothing to reprocess: it is queued, running or failed (turnstile status {table.uri}); "
             "wait for it to be applied, or apply a failed one with turnstile retry (unordered table) "
             "or turnstile unlock (ordered table)"
@@ -68,7 +68,7 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
     now = inv.clock.now()
     record = ReprocessRequest(
         success=success_name,
-        success_generation=live.generation,
+        success_generation=live,
         published_at=now,
         rel=batch.rel,
         after=after,
@@ -82,7 +82,7 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
         extra={"event": "reprocess_requested", "table": table.prefix, "rel": batch.rel, "request": name},
     )
     rel_after = table.rel_of_pointer(after, success) if after else None
-    return Requested(batch.uri, table.uri, batch.rel, live.generation, object_uri(inv.store, name), rel_after)
+    return Requested(batch.uri, table.uri, batch.rel, live, object_uri(inv.store, name), rel_after)
 
 
 MAX_ATTEMPTS = 100

@@ -15,9 +15,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from turnstile import logs
+from turnstile.config import ResolvedConfig
 from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import covering, lock
+from turnstile.protocol import covering, lineage, lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import reprocess_job_id
@@ -47,6 +48,15 @@ def request_name(table: Table, request_id: str) -> str:
 
 def request_id_of(name: str) -> str:
     return name.rpartition("/")[2].removesuffix(".json")
+
+
+def live_generation(inv: Invocation, success_name: str, resolved: ResolvedConfig) -> int | None:
+    """The generation of the batch to apply once more: its `_SUCCESS`'s (None when gone), or a
+    derived table's step's, which has no `_SUCCESS` (re-running a step after a source changed)."""
+    if resolved.load.derived is not None:
+        return lineage.STEP_GENERATION
+    live = inv.store.stat(success_name)
+    return None if live is None else live.generation
 
 
 def new_request_id(now: datetime, success_name: str, attempt: int = 0) -> str:
@@ -130,20 +140,20 @@ def acquire(
         success_generation=request.success_generation,
         reprocess=True,
     )
-    live = inv.store.stat(request.success)
-    if live is None or live.generation != request.success_generation:
-        now = "is gone" if live is None else f"is generation {live.generation} now"
+    try:
+        batch, resolved = inv.batch(request.success)
+    except (ConfigError, PathError) as exc:
+        fail(at, f"reprocess of {request.rel!r}: {exc}")
+        return None
+    live = live_generation(inv, request.success, resolved)
+    if live is None or live != request.success_generation:
+        now = "is gone" if live is None else f"is generation {live} now"
         fail(
             at,
             f"reprocess of {request.rel!r}: its _SUCCESS {object_uri(inv.store, request.success)} {now}, "
             f"not the committed generation {request.success_generation} the request names; drop the "
             "request with --skip-head (the new generation is a batch of its own)",
         )
-        return None
-    try:
-        batch, resolved = inv.batch(request.success)
-    except (ConfigError, PathError) as exc:
-        fail(at, f"reprocess of {request.rel!r}: {exc}")
         return None
     request_id = request_id_of(ref.name)
     planned = manifest_batch(inv, batch, resolved, request.success_generation).model_copy(
