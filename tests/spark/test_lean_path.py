@@ -90,3 +90,31 @@ def test_batches_not_written_as_read_take_the_careful_read(
     done = kit.run(kit.batch("1", csv("id,v", "1,7", "2,8")))
     assert done.succeeded, done.error
     assert reads == [False]
+
+
+def test_a_batch_in_another_column_order_and_case_lands_in_the_tables_columns(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    kit = Kit(spark, tmp_path)
+    first = kit.batch("1", csv("id,v", "1,a"), schema="id INT, v STRING")
+    # The same columns shuffled and upper-cased, then one with `v` only: shaped to the table.
+    second = kit.batch("2", csv("V,ID", "b,2"), schema="V STRING, ID INT")
+    third = kit.batch("3", csv("v", "c"), schema="v STRING")
+    done = kit.run(first, second, third)
+    assert done.succeeded, done.error
+    assert reads == [True, True, True]
+    assert kit.rows() == [(None, "c"), (1, "a"), (2, "b")]
+    assert [(x.name, x.dataType.simpleString()) for x in spark.table(kit.table).schema.fields] == [
+        ("id", "int"),
+        ("v", "string"),
+    ]
+
+
+def test_a_schema_in_pysparks_colon_form_is_read_on_the_lean_path(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    kit = Kit(spark, tmp_path, schema="id: int, v: string")
+    done = kit.run(kit.batch("1", csv("id,v", "1,a", "2,b")))
+    assert done.succeeded, done.error
+    assert reads == [True]
+    assert kit.rows() == [(1, "a"), (2, "b")]

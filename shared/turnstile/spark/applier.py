@@ -82,19 +82,16 @@ class IcebergApplier:
                 strict = False  # a row did not parse (or the write failed): nothing was committed
             finally:
                 read.release()
-        return BatchResult(
-            job_id=job_id,
-            rel=batch.rel,
-            success_generation=batch.success_generation,
-            outcome=BatchOutcome.COMMITTED,
+        return _committed(
+            batch,
+            job_id,
+            started,
+            snapshot,
+            (low, high),
             rows_read=written if read.strict else read.rows_read,
             rows_written=written,
             bad_rows=bad_rows,
             bytes_read=located.bytes,
-            seconds=round(time.monotonic() - started, 3),
-            snapshot_id=snapshot,
-            time_min=low,
-            time_max=high,
         )
 
     def _apply_step(self, batch: ManifestBatch, job_id: str) -> BatchResult:
@@ -116,17 +113,8 @@ class IcebergApplier:
             )
         finally:
             read.release()
-        return BatchResult(
-            job_id=job_id,
-            rel=batch.rel,
-            success_generation=batch.success_generation,
-            outcome=BatchOutcome.COMMITTED,
-            rows_read=read.rows_read,
-            rows_written=written,
-            seconds=round(time.monotonic() - started, 3),
-            snapshot_id=snapshot,
-            time_min=low,
-            time_max=high,
+        return _committed(
+            batch, job_id, started, snapshot, (low, high), rows_read=read.rows_read, rows_written=written
         )
 
     def _no_data_files(self, batch: ManifestBatch) -> str:
@@ -155,7 +143,8 @@ class IcebergApplier:
         if batch.dataset not in self._namespaces:
             self._spark.sql(sql.create_namespace(self._catalog, batch.dataset))
             self._namespaces.add(batch.dataset)
-        rows.createOrReplaceTempView("batch")
+        if batch.transform_sql:  # the statement reads the batch as the view `batch`
+            rows.createOrReplaceTempView("batch")
         properties = {
             commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation, batch.reprocess),
             "turnstile.table": batch.table_prefix,
@@ -169,7 +158,7 @@ class IcebergApplier:
             del properties["turnstile.position"]
             properties["turnstile.reprocess"] = batch.reprocess
         try:
-            self._write(table, batch, load, properties)
+            self._write(table, batch, load, properties, rows)
         except BatchFailed:
             raise
         except Exception as exc:
@@ -186,11 +175,13 @@ class IcebergApplier:
         snapshot, written = found
         self._committed(table)[key] = snapshot
         bad_rows = read.bad_rows + mapped.bad_rows
-        return written, bad_rows, snapshot, self._time_range(table, load, snapshot)
+        return written, bad_rows, snapshot, _time_range(rows, load)
 
     # --- writing ------------------------------------------------------------------------
-    def _write(self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str]) -> None:
-        """One commit, tagged with `properties`."""
+    def _write(
+        self, table: str, batch: ManifestBatch, load: LoadConfig, properties: dict[str, str], rows: DataFrame
+    ) -> None:
+        """One commit of `rows` (through transform.sql when the batch has one), tagged with `properties`."""
         spark = self._spark
         statement = self._transform(batch, table, batch.transform_sql) if batch.transform_sql else None
         if statement is not None and sql.is_dml(statement):
@@ -198,7 +189,7 @@ class IcebergApplier:
             with commits.commit_properties(spark, properties):
                 self._run_transform(batch, statement)
             return
-        frame = self._run_transform(batch, statement) if statement is not None else spark.table("batch")
+        frame = self._run_transform(batch, statement) if statement is not None else rows
         if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
             raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
         stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
@@ -278,6 +269,8 @@ class IcebergApplier:
             self._spark.sql(statement)
         if changes:
             target = self._table_schema(table, fresh=True)
+        if schema.fits_exactly(frame.schema, target, keep):
+            return frame
         present = {c.lower(): c for c in frame.columns}
         shaped = [
             (f.col(f"`{present[x.name.lower()]}`") if x.name.lower() in present else f.lit(None))
@@ -318,7 +311,7 @@ class IcebergApplier:
         CorruptRecord when together they are more than max_bad_records."""
         sample = [row[0] for row in read.bad.limit(BAD_ROW_SAMPLE).collect()] if read.bad is not None else []
         found = badrows.culprits(self._spark, sample, load)
-        lines = [_bad_row_line(row, why, load) for row, why in zip(sample, found, strict=True)]
+        lines = [badrows.report_line(row, why, load) for row, why in zip(sample, found, strict=True)]
         diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
         if mapped.bad is not None:
             cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, BAD_ROW_SAMPLE)
@@ -340,16 +333,47 @@ class IcebergApplier:
                 value=sample[0] if sample else row,
             )
 
-    def _time_range(self, table: str, load: LoadConfig, snapshot: int) -> tuple[str | None, str | None]:
-        if not load.time_column:
-            return None, None
-        column = f.col(f"`{load.time_column}`")
-        row = self._spark.table("batch").agg(f.min(column), f.max(column)).collect()[0]
-        return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))
-
 
 class _StrictWriteFailed(Exception):
     """The lean read's write failed, before any commit: read the batch again the careful way."""
+
+
+def _committed(
+    batch: ManifestBatch,
+    job_id: str,
+    started: float,
+    snapshot: int,
+    time_range: tuple[str | None, str | None],
+    *,
+    rows_read: int,
+    rows_written: int,
+    bad_rows: int = 0,
+    bytes_read: int = 0,
+) -> BatchResult:
+    """The result of a batch or step committed as `snapshot`, timed from `started` (monotonic)."""
+    return BatchResult(
+        job_id=job_id,
+        rel=batch.rel,
+        success_generation=batch.success_generation,
+        outcome=BatchOutcome.COMMITTED,
+        seconds=round(time.monotonic() - started, 3),
+        snapshot_id=snapshot,
+        time_min=time_range[0],
+        time_max=time_range[1],
+        rows_read=rows_read,
+        rows_written=rows_written,
+        bad_rows=bad_rows,
+        bytes_read=bytes_read,
+    )
+
+
+def _time_range(rows: DataFrame, load: LoadConfig) -> tuple[str | None, str | None]:
+    """The batch's earliest and latest `time_column` values (the rows read, before any transform)."""
+    if not load.time_column:
+        return None, None
+    column = f.col(f"`{load.time_column}`")
+    row = rows.agg(f.min(column), f.max(column)).collect()[0]
+    return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))
 
 
 def _written_as_read(batch: ManifestBatch) -> bool:
@@ -364,19 +388,6 @@ def _written_as_read(batch: ManifestBatch) -> bool:
         and not load.jagged_rows
         and not mapping.has_casts(load.mapping)
     )
-
-
-def _bad_row_line(row: str, culprit: badrows.Culprit | None, load: LoadConfig) -> dict[str, str]:
-    """One line of the bad-rows file: the raw row, why, and the column and value when known."""
-    reason = f"does not match the schema {load.schema_}"
-    if culprit is None:
-        return {"row": row, "reason": reason}
-    return {
-        "row": row,
-        "reason": f"{reason}: {culprit.describe()}",
-        "column": culprit.column,
-        "value": culprit.value,
-    }
 
 
 def _first_line(exc: BaseException) -> str:

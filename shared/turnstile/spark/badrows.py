@@ -67,3 +67,16 @@ def culprits(spark: SparkSession, rows: list[str], load: LoadConfig) -> list[Cul
                 break
         found.append(culprit)
     return found
+
+
+def report_line(row: str, culprit: Culprit | None, load: LoadConfig) -> dict[str, str]:
+    """One line of the bad-rows file: the raw row, why, and the column and value when known."""
+    reason = f"does not match the schema {load.schema_}"
+    if culprit is None:
+        return {"row": row, "reason": reason}
+    return {
+        "row": row,
+        "reason": f"{reason}: {culprit.describe()}",
+        "column": culprit.column,
+        "value": culprit.value,
+    }

@@ -37,14 +37,27 @@ def _jvm(spark: SparkSession) -> Any:
     return jvm
 
 
+_COMMIT_PROPERTIES: dict[int, tuple[Any, Any]] = {}  # id(JVM view) -> (that view, its ThreadLocal)
+
+
+def _commit_properties_local(spark: SparkSession) -> Any:
+    """Iceberg's static ThreadLocal of commit properties, looked up once per JVM (five round trips)."""
+    jvm = _jvm(spark)
+    cached = _COMMIT_PROPERTIES.get(id(jvm))
+    if cached is None or cached[0] is not jvm:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        field = loader.loadClass("org.apache.iceberg.spark.CommitMetadata").getDeclaredField(
+            "COMMIT_PROPERTIES"
+        )
+        field.setAccessible(True)
+        cached = _COMMIT_PROPERTIES[id(jvm)] = (jvm, field.get(None))
+    return cached[1]
+
+
 @contextmanager
 def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
-    jvm = _jvm(spark)
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
-    field = loader.loadClass("org.apache.iceberg.spark.CommitMetadata").getDeclaredField("COMMIT_PROPERTIES")
-    field.setAccessible(True)
-    local = field.get(None)
-    values = jvm.java.util.HashMap()
+    local = _commit_properties_local(spark)
+    values = _jvm(spark).java.util.HashMap()
     for key, value in properties.items():
         values.put(key, value)
     local.set(values)

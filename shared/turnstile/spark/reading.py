@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -74,11 +74,13 @@ def read(
     if base_path is not None:
         reader = reader.option("basePath", base_path)
     textual = load.format in ("csv", "json", "jsonl")
-    if load.schema_ is not None:
-        schema = _parsed(spark, load.schema_)
-        if textual and strict:
+    if load.schema_ is not None and strict:
+        reader = _with_schema(spark, reader, load.schema_)
+        if textual:
             reader = reader.option("mode", "FAILFAST")
-        elif textual:  # rows that do not fit the schema land in CORRUPT instead of failing the read
+    elif load.schema_ is not None:
+        schema = _parsed(spark, load.schema_)
+        if textual:  # rows that do not fit the schema land in CORRUPT instead of failing the read
             schema = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
         reader = reader.schema(schema)
@@ -106,6 +108,15 @@ def read(
     counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
     total, bad_rows = int(counted["total"]), int(counted["bad"])
     return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached)
+
+
+def _with_schema(spark: SparkSession, reader: DataFrameReader, ddl: str) -> DataFrameReader:
+    """The DDL as is: one round trip, where a StructType costs a session lookup and a JSON parse.
+    A form only PySpark's parser takes ("a: int, ...") goes through it."""
+    try:
+        return reader.schema(ddl)
+    except Exception:  # Spark's ParseException
+        return reader.schema(_parsed(spark, ddl))
 
 
 _SCHEMAS: dict[str, StructType] = {}  # DDL -> its schema: the same in any session of the driver

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from pyspark.sql.types import StructType
+
 from turnstile.errors import BatchFailed
 from turnstile.spark import sql
 
@@ -78,3 +80,12 @@ def plan(table: list[Column], batch: list[Column], *, evolve: bool, where: str) 
         )
         raise BatchFailed(f"the batch does not fit table {where}:\n" + "\n".join(problems) + hint)
     return Evolution(tuple(add), tuple(widen))
+
+
+def fits_exactly(batch: StructType, target: StructType, keep: set[str]) -> bool:
+    """The batch has the table's columns (names, types, order), then only `keep` columns: it is
+    written as it is, where shaping it costs a round trip to the JVM per column."""
+    fields = batch.fields
+    head = [(x.name, x.dataType) for x in fields[: len(target.fields)]]
+    tail = {x.name.lower() for x in fields[len(target.fields) :]}
+    return head == [(x.name, x.dataType) for x in target.fields] and tail <= keep
