@@ -167,6 +167,10 @@ class Demo:
         subprocess.run(
             status, env=child_environment({"TURNSTILE_HOME": info.home, "COLUMNS": "160"}), check=False
         )
+        say(
+            "(mart/climate is WAITING, not stuck: it is built up to hour 12, and its next step, hour 13, "
+            "waits for both sensors' hour 13)"
+        )
 
     def sensor_hour(self, table: str, hour: int, value: float) -> None:
         column = "celsius" if table.endswith("temp") else "percent"

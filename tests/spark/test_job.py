@@ -387,6 +387,14 @@ def test_a_rolled_back_batch_is_applied_again(spark: Any, tmp_path: Path) -> Non
     reapplied = result(kit, b2).snapshot_id
     assert reapplied not in (None, rolled_back)
     assert kit.run(b1, b2, job_id="job-3").outcomes == {"1": SKIPPED, "2": SKIPPED}
+    # The ledger read from the table's metadata agrees with Iceberg's own metadata tables.
+    current_ancestors = spark.sql(
+        f"SELECT s.summary['{commits.BATCH_KEY}'] AS batch, s.snapshot_id AS id FROM {kit.table}.snapshots s "
+        f"JOIN {kit.table}.history h ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor"
+    ).collect()
+    found = commits.committed_batches(spark, kit.table)
+    assert found == {row["batch"]: row["id"] for row in current_ancestors}
+    assert found == {key(b1): result(kit, b1).snapshot_id, key(b2): reapplied}
 
 
 # --- 4. bad rows --------------------------------------------------------------------------------

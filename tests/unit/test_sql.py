@@ -91,15 +91,6 @@ def test_merge_into_with_a_delete_column_deletes_first_and_never_inserts_a_delet
     assert statement.index("THEN DELETE") < statement.index("THEN UPDATE")  # the first match wins
 
 
-def test_committed_batches_reads_tagged_current_ancestors_only() -> None:
-    query = sql.committed_batches(TABLE, "turnstile.batch")
-    assert query == (
-        "SELECT s.summary['turnstile.batch'] AS batch, s.snapshot_id AS id FROM local.ds.t.snapshots s "
-        "JOIN local.ds.t.history h ON s.snapshot_id = h.snapshot_id "
-        "WHERE h.is_current_ancestor AND s.summary['turnstile.batch'] IS NOT NULL"
-    )
-
-
 @pytest.mark.parametrize(
     "statement",
     [

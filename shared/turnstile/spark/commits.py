@@ -10,6 +10,7 @@ tests check the tag on every kind of write, so an Iceberg upgrade that changes t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -17,7 +18,6 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from turnstile.errors import BatchFailed
-from turnstile.spark import sql
 
 BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
 
@@ -73,11 +73,31 @@ def table_exists(spark: SparkSession, table: str) -> bool:
 
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
     """batch key -> snapshot id, over the snapshots that are current ancestors (a rolled-back
-    snapshot stays in `snapshots` but does not count as applied)."""
+    snapshot stays in the table's metadata but does not count as applied). Read from the table's
+    metadata in one call through Iceberg's Java API: a query over its `snapshots` and `history`
+    tables costs a Spark job (0.2 s warm, seconds in a new application, growing with the history)."""
     if not table_exists(spark, table):
         return {}
-    rows = spark.sql(sql.committed_batches(table, BATCH_KEY)).collect()
-    return {row["batch"]: int(row["id"]) for row in rows}
+    jvm = _jvm(spark)
+    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded.refresh()
+    text = jvm.org.apache.iceberg.TableMetadataParser.toJson(loaded.operations().current())
+    return ledger(json.loads(text), BATCH_KEY)
+
+
+def ledger(metadata: Mapping[str, Any], batch_property: str) -> dict[str, int]:
+    """batch key -> snapshot id over the current snapshot and its ancestors in an Iceberg table
+    metadata document (the parent chain ends where a snapshot was expired)."""
+    snapshots = {int(x["snapshot-id"]): x for x in metadata.get("snapshots") or ()}
+    found: dict[str, int] = {}
+    current = metadata.get("current-snapshot-id")
+    while current is not None and int(current) in snapshots:
+        snapshot = snapshots[int(current)]
+        key = (snapshot.get("summary") or {}).get(batch_property)
+        if key is not None:
+            found.setdefault(key, int(current))  # the newest commit of a key, as the skip rule finds it
+        current = snapshot.get("parent-snapshot-id")
+    return found
 
 
 def snapshot_count(spark: SparkSession, table: str) -> int:

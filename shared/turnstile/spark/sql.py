@@ -106,16 +106,6 @@ def merge_into(
     return f"MERGE INTO {table} t USING {source} s ON {on} {clauses}"
 
 
-def committed_batches(table: str, batch_property: str) -> str:
-    """(batch, id) of every snapshot tagged with `batch_property` that is a current ancestor (a
-    rolled-back snapshot stays in `snapshots` but does not count as applied)."""
-    return (
-        f"SELECT s.summary['{batch_property}'] AS batch, s.snapshot_id AS id FROM {table}.snapshots s "
-        f"JOIN {table}.history h ON s.snapshot_id = h.snapshot_id "
-        f"WHERE h.is_current_ancestor AND s.summary['{batch_property}'] IS NOT NULL"
-    )
-
-
 def is_dml(sql: str) -> bool:
     """True for a MERGE/UPDATE/DELETE/INSERT (it writes the table itself), False for a query."""
     return _DML.match(sql) is not None
