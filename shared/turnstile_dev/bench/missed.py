@@ -110,7 +110,13 @@ def _invocations(r: dict[str, Any]) -> str:
         "`_SUCCESS`, and "
         + ", ".join(f"{v:g} {k}" for k, v in own.items())
         + f" are turnstile's own objects; {setup:g} are the configuration and gate files. "
-        f"{r['acting_invocations_per_batch']:g} per batch make any storage call, the rest return at once."
+        f"{r['acting_invocations_per_batch']:g} per batch make any storage call, the rest return at once. "
+        "The target cannot be met while every ordered batch gets its `_backlog/` pointer (the queue of "
+        "the protocol, which operators coming from gcs_ocn_bq_ingest add and remove by hand) and every "
+        "job a done signal (the event that wakes the subscriber): `_SUCCESS` + pointer + done/K is "
+        "above 2 for any K, even with one result object per job and nothing else written. Reaching 2 "
+        "needs the `_SUCCESS` itself to stand as the queue entry (the subscriber finding batches by "
+        "listing the table's folders past its position) and the results written per job."
     )
 
 
