@@ -37,20 +37,22 @@ def _jvm(spark: SparkSession) -> Any:
     return jvm
 
 
-_COMMIT_PROPERTIES: dict[int, tuple[Any, Any]] = {}  # id(JVM view) -> (that view, its ThreadLocal)
+_COMMIT_PROPERTIES: dict[int, tuple[Any, Any]] = {}  # id(SparkContext) -> (it, its ThreadLocal)
 
 
 def _commit_properties_local(spark: SparkSession) -> Any:
-    """Iceberg's static ThreadLocal of commit properties, looked up once per JVM (five round trips)."""
-    jvm = _jvm(spark)
-    cached = _COMMIT_PROPERTIES.get(id(jvm))
-    if cached is None or cached[0] is not jvm:
+    """Iceberg's static ThreadLocal of commit properties, looked up once per Spark context (five
+    round trips; a new context may load Iceberg's classes anew)."""
+    context = spark.sparkContext
+    cached = _COMMIT_PROPERTIES.get(id(context))
+    if cached is None or cached[0] is not context:
+        jvm = _jvm(spark)
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         field = loader.loadClass("org.apache.iceberg.spark.CommitMetadata").getDeclaredField(
             "COMMIT_PROPERTIES"
         )
         field.setAccessible(True)
-        cached = _COMMIT_PROPERTIES[id(jvm)] = (jvm, field.get(None))
+        cached = _COMMIT_PROPERTIES[id(context)] = (context, field.get(None))
     return cached[1]
 
 
