@@ -61,7 +61,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help="batches per table for one job per batch, whose cost per batch is flat (default 5; --quick: 1)",
     )
     parser.add_argument(
-        "--job-cost-batches", type=int, help="batches of the job-overhead figure (default 20)"
+        "--job-cost-batches", type=int, help="batches of the job-overhead figure (default 40)"
     )
     parser.add_argument(
         "--latency-runs",
@@ -95,7 +95,7 @@ class Bench:
             rows=args.rows or (100 if quick else 1000),
         )
         self.per_batch_batches = min(args.per_batch_batches or (1 if quick else 5), self.workload.batches)
-        self.job_cost_batches = args.job_cost_batches or (2 if quick else 20)
+        self.job_cost_batches = args.job_cost_batches or (2 if quick else 40)
         self.latency_runs = args.latency_runs or (3 if quick else 15)
         self.startup_repeats = 0 if quick else 2  # quick: the start-up of (b')'s one-batch jobs
         self.metadata_commits = 50 if quick else 1_000
