@@ -15,7 +15,7 @@ from turnstile import logs
 from turnstile.errors import PreconditionFailed
 from turnstile.ops.errors import Failed, Refused
 from turnstile.paths import Table
-from turnstile.protocol import lock, reprocess
+from turnstile.protocol import backlog, lock, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.records import LockState, ReprocessRequest
@@ -45,7 +45,7 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
             f"{success_uri} does not exist: there is no batch to reprocess there; check the path "
             f"(turnstile history {table.uri} lists the committed batches)"
         )
-    if not reprocess.committed(inv, table, batch.rel, live):
+    if not backlog.recorded_applied(inv, table, batch.rel, live):
         raise Refused(
             f"{batch.uri} (its _SUCCESS generation {live}) was never committed, so there is "
             f"nothing to reprocess: it is queued, running or failed (turnstile status {table.uri}); "

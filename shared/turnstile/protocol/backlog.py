@@ -65,10 +65,10 @@ def already_applied(inv: Invocation, table: Table, ref: PointerRef) -> bool:
     record, or upstream deleted it: nothing to apply. Read only when the pointer sorts at or before
     the position: a duplicate or stale event delivered after its batch was applied."""
     generation = live_generation(inv, table, ref.rel)
-    return generation is None or _recorded_applied(inv, table, ref.rel, generation)
+    return generation is None or recorded_applied(inv, table, ref.rel, generation)
 
 
-def _recorded_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
+def recorded_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
     """The result record of this `_SUCCESS` generation says it is committed."""
     result = inv.store.read(table.result(rel, success_generation))
     if result is None:
@@ -158,7 +158,7 @@ def unannounced(
             continue
         # No position: a new table, or a `_bqlock` deleted by hand (it held the position). Its
         # result record tells whether this batch was applied; queued again, a job would skip it.
-        if applied_up_to is None and _recorded_applied(inv, table, batch.rel, info.generation):
+        if applied_up_to is None and recorded_applied(inv, table, batch.rel, info.generation):
             continue
         found.append(info.name)
     return found

@@ -24,8 +24,6 @@ from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import reprocess_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
 from turnstile.records import (
-    BatchOutcome,
-    BatchResult,
     CoveredBatch,
     Lock,
     LockState,
@@ -70,18 +68,6 @@ def result_name(table: Table, rel: str, success_generation: int, request_id: str
     """Result record of a reprocess: next to the batch's own record, which it never replaces."""
     own = table.result(rel, success_generation)
     return f"{own.removesuffix('.json')}.reprocess-{request_id}.json"
-
-
-def committed(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
-    """The result record of this `_SUCCESS` generation says it is committed."""
-    found = inv.store.read(table.result(rel, success_generation))
-    if found is None:
-        return False
-    try:
-        outcome = BatchResult.decode(found.data, found.name).outcome
-    except ConfigError:
-        return False
-    return outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
 
 
 def pending(inv: Invocation, table: Table) -> bool:
