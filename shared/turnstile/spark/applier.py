@@ -15,7 +15,7 @@ from turnstile import batchfiles
 from turnstile.errors import BatchFailed, CorruptRecord
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import badrows, commits, mapping, reading, schema, sql, steps
+from turnstile.spark import badrows, commits, mapping, messages, reading, schema, sql, steps
 from turnstile.spark.staging import Staging, base_path
 from turnstile.store.port import ObjectStore
 
@@ -74,7 +74,7 @@ class IcebergApplier:
             except ValueError as exc:
                 raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
             except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
-                raise BatchFailed(f"reading {batch.rel!r} failed: {_first_line(exc)}") from exc
+                raise BatchFailed(f"reading {batch.rel!r} failed: {reading.failure_text(exc)}") from exc
             try:
                 written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
                 break
@@ -164,7 +164,7 @@ class IcebergApplier:
         except Exception as exc:
             if read.strict:
                 raise _StrictWriteFailed from exc
-            raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {_first_line(exc)}") from exc
+            raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {messages.reason(exc)}") from exc
         key = properties[commits.BATCH_KEY]
         found = commits.tagged_commit(self._spark, table, key)
         if found is None:
@@ -229,7 +229,7 @@ class IcebergApplier:
         except AnalysisException as exc:  # ParseException is one too: the statement's fault, not the data's
             source = batch.transform_source or "transform.sql"
             raise BatchFailed(
-                f"{source} fails on batch {batch.rel!r}: {_first_line(exc)}; fix the statement in that "
+                f"{source} fails on batch {batch.rel!r}: {messages.reason(exc)}; fix the statement in that "
                 "file (it reads the view `batch`), then apply the batch again (turnstile status shows "
                 "the command)"
             ) from exc
@@ -388,8 +388,3 @@ def _written_as_read(batch: ManifestBatch) -> bool:
         and not load.jagged_rows
         and not mapping.has_casts(load.mapping)
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -15,10 +15,7 @@ from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
 from turnstile.load_config import LoadConfig
-from turnstile.spark.reading import _options as reader_options  # the reader's own options, not a copy
-
-# Options of the file reader that mean nothing to a single parsed line (or would change its result).
-_READER_ONLY = {"header", "inferschema", "mode", "columnnameofcorruptrecord", "multiline", "samplingratio"}
+from turnstile.spark.reading import line_options
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ def culprits(spark: SparkSession, rows: list[str], load: LoadConfig) -> list[Cul
     if not rows or load.schema_ is None or load.format not in ("csv", "json", "jsonl"):
         return [None] * len(rows)
     fields = spark.createDataFrame([], load.schema_).schema.fields  # Spark parses the DDL
-    options = {k: v for k, v in reader_options(load).items() if k.lower() not in _READER_ONLY}
+    options = line_options(load)
     # CSV is positional: parse under neutral names, so any column name is safe in the DDL string.
     typed = StructType([StructField(f"c{i}", x.dataType, True) for i, x in enumerate(fields)])
     texts = StructType([StructField(f"c{i}", StringType(), True) for i in range(len(fields))])

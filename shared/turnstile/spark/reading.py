@@ -9,6 +9,7 @@ from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
 from turnstile.load_config import LoadConfig
+from turnstile.spark import messages
 
 CORRUPT = "_turnstile_unparsed"
 _SPARK_FORMAT = {
@@ -50,6 +51,10 @@ def _options(load: LoadConfig) -> dict[str, str]:
     options: dict[str, str] = {}
     if load.format == "csv":
         options |= {"header": "true", "inferSchema": "true"}
+        if load.schema_ is not None:
+            # Spark's default maps a header's columns to the schema by position whatever they are
+            # named: a file with its columns in another order would load into the wrong columns.
+            options["enforceSchema"] = "false"
     options |= {
         key: str(value).lower() if isinstance(value, bool) else str(value)
         for key, value in load.reader_options.items()
@@ -110,6 +115,21 @@ def read(
     return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached)
 
 
+HEADER_MISMATCH = "CSV header does not conform to the schema"
+
+
+def failure_text(exc: BaseException) -> str:
+    """Why a read failed, and for a header that does not name the schema's columns, what to do."""
+    text = messages.reason(exc)
+    if HEADER_MISMATCH in text:
+        text += (
+            "; the header must name the columns of load.json's schema in its order (any case): fix "
+            "the files' header or the schema, or set reader_options.enforceSchema to true to map "
+            "columns by position whatever the header says (as a BigQuery load does)"
+        )
+    return text
+
+
 def _with_schema(spark: SparkSession, reader: DataFrameReader, ddl: str) -> DataFrameReader:
     """The DDL as is: one round trip, where a StructType costs a session lookup and a JSON parse.
     A form only PySpark's parser takes ("a: int, ...") goes through it."""
@@ -137,7 +157,7 @@ def _short_only(columns: list[str], load: LoadConfig) -> Column:
     the schema has, has no field past the schema's and no field whose typed value came out null."""
     spare = "_turnstile_spare"
     ddl = ", ".join(f"`{i}` STRING" for i in range(len(columns))) + f", {spare} STRING"
-    options = {k: v for k, v in _options(load).items() if k not in _NOT_FOR_ONE_LINE}
+    options = line_options(load)
     fields = f.from_csv(f.col(CORRUPT), ddl, options)
     fits = fields[spare].isNull()
     for i, name in enumerate(columns):
@@ -147,5 +167,19 @@ def _short_only(columns: list[str], load: LoadConfig) -> Column:
 
 # Reader options about files or the whole read, not about how one line splits into fields.
 _NOT_FOR_ONE_LINE = frozenset(
-    {"header", "inferSchema", "mode", "columnNameOfCorruptRecord", "multiLine", "encoding"}
+    {
+        "header",
+        "enforceschema",
+        "inferschema",
+        "samplingratio",
+        "mode",
+        "columnnameofcorruptrecord",
+        "multiline",
+        "encoding",
+    }
 )
+
+
+def line_options(load: LoadConfig) -> dict[str, str]:
+    """The reader's options that also apply to parsing one raw line (`from_csv`, `from_json`)."""
+    return {k: v for k, v in _options(load).items() if k.lower() not in _NOT_FOR_ONE_LINE}

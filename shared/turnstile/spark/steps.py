@@ -11,13 +11,12 @@ the table's mode, as one commit tagged with the step's identity; the applier doe
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from turnstile.errors import BatchFailed
 from turnstile.records import ManifestBatch
-from turnstile.spark import sql
+from turnstile.spark import messages, sql
 from turnstile.spark.reading import ReadBatch
 
 WINDOW_PLACEHOLDERS = ("window_start", "window_end")
@@ -77,7 +76,7 @@ def read(spark: SparkSession, batch: ManifestBatch, statement: str) -> ReadBatch
 
 def transform_failed(batch: ManifestBatch, exc: BaseException) -> BatchFailed:
     """The error of a transform.sql Spark could not parse, resolve or run for this step."""
-    reason = _first_line(exc)
+    reason = messages.reason(exc)
     return BatchFailed(
         f"{_source(batch)} fails on {describe(batch)}: {reason}; fix the statement in that file (it "
         "reads the committed source tables for ${window_start} <= time < ${window_end}), then apply "
@@ -88,20 +87,6 @@ def transform_failed(batch: ManifestBatch, exc: BaseException) -> BatchFailed:
 def as_rows(batch: ManifestBatch) -> ManifestBatch:
     """The step as the applier writes it: its rows are already the transform's, so none runs again."""
     return batch.model_copy(update={"transform_sql": None})
-
-
-def _first_line(exc: BaseException) -> str:
-    """The first line of Spark's message; for an error while the query ran, that of its root cause
-    (py4j's own first line only names the JVM call)."""
-    cause: Any = getattr(exc, "java_exception", None)
-    if cause is not None:
-        while cause.getCause() is not None:
-            cause = cause.getCause()
-        text = str(cause.getMessage() or cause.toString())
-    else:
-        text = str(exc)
-    text = text.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _source(batch: ManifestBatch) -> str:
