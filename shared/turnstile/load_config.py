@@ -8,8 +8,19 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from turnstile import ddl
 from turnstile import mapping as field_mapping
 from turnstile.lineage_config import Dependency as _Dependency
 from turnstile.lineage_config import (
@@ -28,6 +39,7 @@ NESTED_BY_DEFAULT = frozenset({"parquet", "orc", "avro"})
 class LoadConfig(BaseModel):
     """How to read a batch and write it to its Iceberg table (the merged `load.json`)."""
 
+    # Field types are strict where JSON has the type: `"5"` is not 5, and `"yes"` or 1 not true.
     model_config = ConfigDict(
         extra="forbid", frozen=True, use_attribute_docstrings=True, populate_by_name=True
     )
@@ -36,11 +48,11 @@ class LoadConfig(BaseModel):
     """File format of the data files (`json` and `jsonl` both mean one JSON object per line).
     Gzip-compressed files (`.gz`) are read transparently."""
 
-    nested: bool | None = None
+    nested: StrictBool | None = None
     """Whether a batch is every data file under its folder at any depth (`key=value` folders become
     columns), as Spark and Hive write; default true for parquet, orc and avro, false otherwise."""
 
-    jagged_rows: bool = False
+    jagged_rows: StrictBool = False
     """CSV: a row with missing trailing columns is read with nulls for them instead of being a
     bad row (checked when a `schema` is given)."""
 
@@ -73,7 +85,7 @@ class LoadConfig(BaseModel):
     table_properties: dict[str, str] = Field(default_factory=dict)
     """Iceberg table properties set when the table is created."""
 
-    max_bad_records: int = Field(0, ge=0)
+    max_bad_records: StrictInt = Field(0, ge=0)
     """Rows that fail to parse or cast and may be set aside in `_failed/` before the batch fails."""
 
     schema_evolution: Literal["none", "add_columns"] = "none"
@@ -82,30 +94,30 @@ class LoadConfig(BaseModel):
     time_column: str | None = None
     """Column whose min and max go into each batch's result record."""
 
-    snapshot_retention_days: int | None = Field(7, ge=0)
+    snapshot_retention_days: StrictInt | None = Field(7, ge=0)
     """The job expires the table's snapshots older than this many days (0: by count only), keeping
     at least `snapshot_retention_min`; null: turnstile never expires them."""
 
-    snapshot_retention_min: int = Field(1000, ge=1)
+    snapshot_retention_min: StrictInt = Field(1000, ge=1)
     """Snapshots always kept by that expiry (more than the exactly-once check looks back at); it
     runs once the table holds a tenth more (at least 10 more) than this."""
 
-    max_batches_per_job: int = Field(10, ge=1, le=100)
+    max_batches_per_job: StrictInt = Field(10, ge=1, le=100)
     """Ordered tables: how many consecutive backlog batches one job may apply (one commit each)."""
 
-    max_bytes_per_job: int = Field(1 << 30, ge=1)
+    max_bytes_per_job: StrictInt = Field(1 << 30, ge=1)
     """Ordered tables: a job stops taking further batches once their data files would pass this
     many bytes (the first batch always goes, whatever its size)."""
 
-    job_retries: int = Field(3, ge=0, le=10)
+    job_retries: StrictInt = Field(3, ge=0, le=10)
     """How many times a job that failed for a transient reason (the service, the machine, a job
     that never started; not the batch's data or SQL) is retried, with exponential backoff."""
 
-    job_retry_backoff_seconds: int = Field(60, ge=1, le=3600)
+    job_retry_backoff_seconds: StrictInt = Field(60, ge=1, le=3600)
     """Wait before the first retry of a transient failure; each further retry waits twice as long
     (at most 15 minutes), plus a jitter."""
 
-    job_timeout_seconds: int = Field(6 * 3600, ge=60)
+    job_timeout_seconds: StrictInt = Field(6 * 3600, ge=60)
     """A job still running after this long is cancelled by the sweeper's watchdog and counts as a
     transient failure."""
 
@@ -144,6 +156,20 @@ class LoadConfig(BaseModel):
         """`nested` as set, else its default for the format: the columnar formats Spark writes
         partitioned are nested by default; text formats keep sub-folders as other batches."""
         return self.nested if self.nested is not None else self.format in NESTED_BY_DEFAULT
+
+    @field_validator("schema_", "table_schema")
+    @classmethod
+    def _spark_ddl(cls, value: str | None) -> str | None:
+        if value is not None:
+            ddl.fields(value)  # ValueError naming the column and what is wrong with it
+        return value
+
+    @field_validator("partition_by")
+    @classmethod
+    def _partition_transforms(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            ddl.partition_transform(entry)
+        return value
 
     @model_validator(mode="after")
     def _merge_needs_keys(self, info: ValidationInfo) -> LoadConfig:

@@ -3,7 +3,8 @@
 The job (before it touches a row) and `turnstile validate` (against a schema or a sample of a
 batch) both play the mapping over the fields the batch has, so a wrong entry is named the same way
 in both: its index, its field, and what to do. Names compare case-insensitively, as Spark's do.
-Also here: the value a `from_path` entry takes from a batch's path, and Spark DDL read into fields.
+Also here: the value a `from_path` entry takes from a batch's path (Spark DDL is read into fields
+by `turnstile.ddl`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
+from turnstile.ddl import Fields
 from turnstile.mapping import Cast, Entry, FromPath, describe, source, target
-
-Fields = dict[str, "Fields | None"]
-"""Field name -> its sub-fields (a struct) or None (any other type), in the batch's order."""
 
 
 def lookup(fields: Fields, dotted: str) -> tuple[str, ...] | None:
@@ -130,35 +129,6 @@ def path_value(index: int, entry: FromPath, rel: str, natural_time: datetime | N
 
 
 # --- Spark DDL and samples ----------------------------------------------------------------------
-def ddl_fields(ddl: str) -> Fields:
-    """The fields of Spark DDL (`id INT, payload STRUCT<user: STRUCT<id: INT>>`); ValueError when
-    it cannot be read."""
-    fields: Fields = {}
-    for column in _split(ddl):
-        match = re.fullmatch(r"\s*(`(?:[^`]|``)+`|[^\s:`]+)\s*:?\s*(.+?)\s*", column, re.DOTALL)
-        if match is None:
-            raise ValueError(f"cannot read {column.strip()!r} as 'name TYPE'")
-        name = match.group(1)
-        name = name[1:-1].replace("``", "`") if name.startswith("`") else name
-        kind = re.sub(r"\s+(NOT\s+NULL|COMMENT\s+'.*')\s*$", "", match.group(2), flags=re.IGNORECASE)
-        struct = re.fullmatch(r"struct\s*<(.*)>", kind.strip(), re.IGNORECASE | re.DOTALL)
-        fields[name] = ddl_fields(struct.group(1)) if struct else None
-    return fields
-
-
-def _split(ddl: str) -> list[str]:
-    """Split on the commas outside <...> and (...)."""
-    parts, depth, current = [], 0, ""
-    for char in ddl:
-        depth += 1 if char in "<(" else -1 if char in ">)" else 0
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    return [part for part in [*parts, current] if part.strip()]
-
-
 def sample_fields(value: object) -> Fields | None:
     """The fields of one decoded JSON value (a struct for an object, None for anything else)."""
     if not isinstance(value, dict):

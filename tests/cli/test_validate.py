@@ -371,3 +371,22 @@ def test_a_batch_naming_no_period_of_its_tables_natural_time_is_a_warning(run: R
     }
     assert set(warnings) == {"incremental/2024/05/01/_SUCCESS"}
     assert "names no period for the table's natural_time" in warnings["incremental/2024/05/01/_SUCCESS"]
+
+
+def test_a_schema_spark_would_refuse_and_a_value_of_the_wrong_type_name_the_file_and_key(
+    run: Run, world: World
+) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        b'{"schema": "id BIGINTT, item STRING", "partition_by": ["dayz(ts)"], "nested": "yes"}',
+    )
+    world.upload("2024/05/01/13")
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 1
+    bad = f"gs://{world.store.bucket}/sales/orders/_config/load.json"
+    text = result.stdout
+    assert f"  {bad}" in text.splitlines()
+    assert "key 'schema': got 'id BIGINTT, item STRING'; column 'id': 'BIGINTT' is not a Spark type" in text
+    assert "key 'partition_by': got ['dayz(ts)']; 'dayz(ts)' is not a partition of Iceberg's" in text
+    assert "key 'nested': got 'yes'; Input should be a valid boolean" in text
+    assert "sales/orders/2024/05/01/13/_SUCCESS" in text  # the batch it breaks

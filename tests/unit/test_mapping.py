@@ -9,13 +9,13 @@ import pytest
 
 from turnstile.clock import SystemClock
 from turnstile.config import ConfigReader, _parse_load_json
+from turnstile.ddl import fields as ddl_fields
 from turnstile.errors import ConfigError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.load_config import LoadConfig
 from turnstile.mapping import Cast, Constant, Default, FromPath, Remove, Rename, known_type
 from turnstile.mapping_fields import (
     check,
-    ddl_fields,
     lookup,
     path_value,
     play,

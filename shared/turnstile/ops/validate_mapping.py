@@ -15,9 +15,11 @@ import json
 import zlib
 
 from turnstile.batchfiles import data_files
+from turnstile.ddl import Fields
+from turnstile.ddl import fields as ddl_fields
 from turnstile.load_config import LoadConfig
 from turnstile.mapping import FromPath
-from turnstile.mapping_fields import Fields, ddl_fields, path_value, play, sample_fields
+from turnstile.mapping_fields import path_value, play, sample_fields
 from turnstile.paths import Batch
 from turnstile.store.port import ObjectStore
 
