@@ -176,6 +176,13 @@ class Table:
         return f"{self.internal}paused.json"
 
     @property
+    def held(self) -> str:  # unordered batches that arrived while the table was paused
+        return f"{self.internal}held/"
+
+    def held_batch(self, rel: str, success_generation: int) -> str:
+        return f"{self.held}{rel + '/' if rel else ''}{success_generation}.json"
+
+    @property
     def open_jobs(self) -> str:
         """Folder of the markers of unordered jobs not yet ended, with trailing slash."""
         return f"{self.internal}open/"

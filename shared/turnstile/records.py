@@ -255,6 +255,16 @@ class OpenJob(Record):
     submitted_at: AwareDatetime
 
 
+class HeldBatch(Record):
+    """`<table>/_turnstile/held/<rel>/<generation>.json`: an unordered batch that arrived while the
+    table was paused; `turnstile resume` (or the next sweep after it) submits its job."""
+
+    success: str  # the `_SUCCESS` object of the batch
+    success_generation: int
+    rel: str
+    held_at: AwareDatetime
+
+
 class BatchFailure(Record):
     """`<table>/_turnstile/failures/<rel>/<generation>.json`: an unordered batch whose job failed.
     Transient failures are retried by the sweeper at `retry_at` until the attempts run out; the

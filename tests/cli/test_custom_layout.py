@@ -73,6 +73,7 @@ def test_table_commands_take_a_custom_regex_table(
 ) -> None:
     monkeypatch.setenv("DESTINATION_REGEX", REGEX)
     store = world.store
+    store.write(f"{PREFIX}/2024/05/01/13/part-0.csv", b"id\n1\n")
     paused = run("pause", f"gs://{store.bucket}/{PREFIX}")
     assert paused.exit_code == 0, paused.output
     assert store.stat(f"{PREFIX}/_turnstile/paused.json") is not None

@@ -97,6 +97,20 @@ def test_refuses_a_destination_turnstile_would_reject(run: Run, world: World, ba
     assert nothing_under(world)
 
 
+@pytest.mark.parametrize("below", [f"{REL}/_SUCCESS", "2024/_tmp", "_backlog/2024"])
+def test_refuses_a_destination_in_a_folder_turnstile_keeps_for_itself(
+    run: Run, world: World, batch_dir: Path, below: str
+) -> None:
+    """Such a `_SUCCESS` would be one of turnstile's own objects, never a batch: not uploaded."""
+    result = run("put", str(batch_dir), f"{world.uri}/{below}")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "would never be applied: a batch folder may not be, or sit below, a folder whose name" in line
+    if below.endswith("/_SUCCESS"):
+        assert f"pass the batch folder: {world.uri}/{REL}" in line
+    assert nothing_under(world)
+
+
 def test_refuses_an_existing_batch_unless_forced(run: Run, world: World, batch_dir: Path) -> None:
     first = world.upload(REL)
     result = run("put", str(batch_dir), f"{world.uri}/{REL}")

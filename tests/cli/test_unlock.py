@@ -154,6 +154,7 @@ def test_unlock_needs_a_table(run: Run, world: World) -> None:
 
 
 def test_resume_writes_a_new_backfill(run: Run, world: World) -> None:
+    world.upload("2024/05/01/13")
     result = run("resume", world.uri, "-o", "json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)

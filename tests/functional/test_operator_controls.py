@@ -7,6 +7,7 @@ import pytest
 from tests.functional.harness import start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from tests.functional.test_job_failures import inv, with_runner
+from turnstile.ops.status import Health, table_status
 from turnstile.protocol import operator, sweeper
 from turnstile.protocol.operator import CancelRefused
 from turnstile.records import CancelChoice, LockState
@@ -31,6 +32,51 @@ def test_a_paused_table_queues_in_order_and_drains_after_resume(
     host.drain()
     assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02", "03"])
     assert host.backlog(TABLE) == []
+
+
+def test_a_paused_unordered_table_holds_its_batches_and_submits_them_on_resume(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)  # no ORDERME: one job per batch, as it arrives
+    put_all(host, ["01"])
+    host.drain()
+    assert host.applied(TABLE) == ["01"]
+    operator.pause(invocation(host), table(host), reason="upstream is re-sending")
+    shown = table_status(invocation(host), table(host))
+    assert shown.health is Health.PAUSED  # with nothing queued too
+    assert shown.paused is not None and shown.paused.reason == "upstream is re-sending"
+    assert shown.paused.resume_command == f"turnstile resume gs://{host.bucket}/{TABLE}"
+    put_all(host, ["02", "03"])
+    host.drain()
+    assert host.applied(TABLE) == ["01"]  # no job started
+    held = [r for r in host.log_records() if r.get("event") == "batch_held"]
+    assert sorted(str(r["rel"]) for r in held) == ["02", "03"]
+    assert table_status(invocation(host), table(host)).held == 2
+    [report] = sweeper.sweep(invocation(host))
+    assert report["jobs"]["released"] == 0  # still paused: the sweeper holds them too
+    host.drain()
+    assert host.applied(TABLE) == ["01"]
+    operator.resume(invocation(host), table(host))
+    host.drain()
+    assert sorted(host.applied(TABLE)) == ["01", "02", "03"]
+    after = table_status(invocation(host), table(host))
+    assert after.paused is None and after.held == 0 and after.health is not Health.PAUSED
+
+
+def test_held_batches_whose_resume_wake_up_was_lost_are_submitted_by_the_sweeper(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)
+    operator.pause(invocation(host), table(host))
+    put_all(host, ["01"])
+    host.drain()
+    assert host.applied(TABLE) == []
+    gcs_store.remove(table(host).pause)  # the pause is gone but no _BACKFILL woke the table
+    [report] = sweeper.sweep(invocation(host))
+    assert report["jobs"]["released"] == 1
+    host.drain()
+    assert host.applied(TABLE) == ["01"]
+    assert gcs_store.list_objects(table(host).held) == []
 
 
 @pytest.mark.parametrize("choice", list(CancelChoice))

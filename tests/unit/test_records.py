@@ -21,6 +21,7 @@ from turnstile.records import (
     ClaimState,
     CoveredBatch,
     Dependent,
+    HeldBatch,
     JobDone,
     Lock,
     LockState,
@@ -125,6 +126,7 @@ EXAMPLES: dict[str, Record] = {
     "lock-retrying": Lock(
         position="2024/01", attempt=2, retry_at=T0 + timedelta(minutes=2), last_error="the job died"
     ),
+    "held": HeldBatch(success="ds/tbl/a/_SUCCESS", success_generation=4, rel="a", held_at=T0),
     "open-job": OpenJob(
         job_id="j", success="ds/tbl/a/_SUCCESS", success_generation=4, rel="a", attempt=1, submitted_at=T0
     ),
@@ -155,6 +157,7 @@ RECORD_TYPES = [
     Manifest,
     BatchResult,
     JobDone,
+    HeldBatch,
     OpenJob,
     BatchFailure,
     Pause,

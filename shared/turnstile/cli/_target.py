@@ -9,14 +9,14 @@ from pathlib import Path
 from turnstile import wiring, wiring_aws
 from turnstile.cli._errors import SCHEME, STORAGE
 from turnstile.config import ConfigReader
-from turnstile.errors import SettingsError
+from turnstile.errors import PathError, SettingsError
 from turnstile.jobs.port import JobRunner
 from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops.errors import Refused
-from turnstile.paths import LOCK, Table, table_of_state_object
+from turnstile.paths import LOCK, Table, parse_success, table_of_state_object
 from turnstile.settings import Settings
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 from turnstile.uris import parse_bucket_uri
 
 
@@ -115,4 +115,21 @@ def table_of(uri: str, destination_regex: str | None = None) -> Table:
     bucket, prefix = parse(uri)
     if len([p for p in prefix.split("/") if p]) < 2:
         raise Refused(f"{uri} does not name a table; pass gs://BUCKET/DATASET/TABLE")
+    try:
+        batch = parse_success(bucket, f"{prefix.strip('/')}/_SUCCESS", destination_regex)
+    except PathError:
+        batch = None  # not a batch folder either: the table's own parse says what is wrong
+    if batch is not None and batch.rel:
+        table = batch.table.uri.replace("gs://", f"{uri.partition('://')[0]}://", 1)
+        raise Refused(f"{uri} names batch {batch.rel!r} of table {table}, not a table; pass {table}")
     return table_of_state_object(bucket, f"{prefix.strip('/')}/{LOCK}", destination_regex)
+
+
+def require_table(store: ObjectStore, table: Table) -> None:
+    """Refuse a table prefix with nothing under it: a typo would otherwise be paused, resumed or
+    unlocked as if it were a table, while the real one went on."""
+    if not store.list_objects(f"{table.prefix}/", limit=1):
+        raise Refused(
+            f"nothing is stored under {object_uri(store, table.prefix)}: no table there; check the name "
+            f"(turnstile status {object_uri(store, '').rstrip('/')} lists the tables)"
+        )

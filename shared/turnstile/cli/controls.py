@@ -24,7 +24,9 @@ def pause_command(
     queuing in order, the sweeper leaves the table alone."""
     target = _target.current()
     table = _target.table_of(uri, target.settings.destination_regex)
-    operator.pause(session.invocation(target.store(table.bucket), target.settings), table, reason)
+    store = target.store(table.bucket)
+    _target.require_table(store, table)
+    operator.pause(session.invocation(store, target.settings), table, reason)
     if output is Output.json:
         emit_json({"table": table.uri, "paused": True, "reason": reason})
         return
@@ -50,6 +52,7 @@ def cancel_command(
     target = _target.current()
     table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
+    _target.require_table(store, table)
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
     job_id = operator.cancel(session.invocation(store, target.settings, runner), table, choice)

@@ -149,6 +149,14 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print(f"{s.table}: {waiting} waits for {'; '.join(s.waiting_for)}")
             for rel, why in list(s.waiting_batches.items())[1:]:
                 out.print(f"  then {rel!r} waits for {'; '.join(why)}")
+        if s.paused is not None:
+            out.print()
+            reason = f" ({s.paused.reason})" if s.paused.reason else ""
+            held = f"; {s.held} unordered batch(es) held" if s.held else ""
+            out.print(
+                f"{s.table} is paused since {s.paused.at:%Y-%m-%d %H:%M:%S}{reason}: no job starts{held}; "
+                f"run: {s.paused.resume_command}"
+            )
         if s.reprocess_pending:
             out.print()
             out.print(
@@ -196,7 +204,9 @@ def unlock_command(
     Without --skip-head the failed batch is applied again; with it, its pointer is dropped."""
     target = _target.current()
     table = _target.table_of(uri, target.settings.destination_regex)
-    inv = session.invocation(target.store(table.bucket), target.settings)
+    store = target.store(table.bucket)
+    _target.require_table(store, table)
+    inv = session.invocation(store, target.settings)
     lock, generation = read_lock(inv, table)
     if expect_generation is not None and generation != expect_generation:
         raise Refused(
@@ -274,7 +284,9 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     also the go-ahead under WAIT_FOR_VALIDATION."""
     target = _target.current()
     table = _target.table_of(uri, target.settings.destination_regex)
-    inv = session.invocation(target.store(table.bucket), target.settings)
+    store = target.store(table.bucket)
+    _target.require_table(store, table)
+    inv = session.invocation(store, target.settings)
     lock, lock_generation = read_lock(inv, table)
     generation = operator.resume(inv, table)
     if output is Output.json:

@@ -124,6 +124,13 @@ class FailedView:
 
 
 @dataclass(frozen=True)
+class PauseView:
+    reason: str | None
+    at: datetime
+    resume_command: str
+
+
+@dataclass(frozen=True)
 class TableStatus:
     table: str  # dataset.table
     uri: str
@@ -145,6 +152,8 @@ class TableStatus:
     failed_batches: tuple[FailedView, ...] = field(default=())  # unordered batches whose job failed
     retrying: int = 0  # of those, how many the sweeper retries by itself
     reprocess_pending: int = 0  # operators' `turnstile reprocess` requests not applied yet
+    paused: PauseView | None = None  # `turnstile pause`: no job starts until `turnstile resume`
+    held: int = 0  # unordered batches that arrived while paused, submitted on resume
     watermark: datetime | None = None  # tables with natural_time: committed with no gap up to here
     watermark_lag_seconds: float | None = None  # how far the watermark is behind the clock
     waiting_for: tuple[str, ...] = field(default=())  # what the head batch waits for
@@ -229,14 +238,16 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             unlock_options=UNLOCK_OPTIONS if failed else (),
             position=lock.position,
         )
-    paused = lock is not None and (state.paused or state.operator_pause is not None)
+    pause = state.operator_pause
+    paused = lock is not None and (state.paused or pause is not None)
     result, result_error = last_result(inv.store, table, lock.position if lock else None)
     if result_error:
         errors.append(result_error)
     failed_batches = tuple(_failed_view(table, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
     waiting = [f for f in failed_batches if f.retry_at is None]
+    held = pause is not None
     health = _health(
-        lock, errors, backlog=len(head), gate_present=gate_present, paused=paused, live=subscriber.live
+        lock, errors, len(head), gate=gate_present, paused=paused, held=held, live=subscriber.live
     )
     if waiting and not health.is_problem:
         health = Health.FAILED
@@ -269,6 +280,8 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         watermark_lag_seconds=state.age(mark),
         waiting_for=waits,
         waiting_batches=status_lineage.queued_waits(inv, state, errors) if waits else {},
+        paused=PauseView(pause.reason, pause.at, f"turnstile resume {table.uri}") if pause else None,
+        held=len(inv.store.list_objects(table.held, limit=BACKLOG_CAP)) if pause else 0,
     )
 
 
@@ -295,21 +308,25 @@ def _failed_view(table: Table, failure: BatchFailure) -> FailedView:
 def _health(
     lock: Lock | None,
     errors: list[str],
-    *,
     backlog: int,
-    gate_present: bool | None,
+    *,
+    gate: bool | None,
     paused: bool,
+    held: bool,
     live: bool,
 ) -> Health:
+    """`held`: an operator's pause, shown with nothing queued too (`paused`: also WAIT_FOR_VALIDATION)."""
     if lock is None or errors:
         return Health.UNREADABLE
     if lock.state is LockState.FAILED:
         return Health.BLOCKED
     if lock.state is LockState.RUNNING:
         return Health.RUNNING
+    if held:
+        return Health.PAUSED
     if not backlog:
         return Health.IDLE
-    if gate_present is False:
+    if gate is False:
         return Health.GATED
     if paused:
         return Health.PAUSED

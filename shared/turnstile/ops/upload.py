@@ -23,7 +23,7 @@ from turnstile.batchfiles import NESTED_OPTION, is_data_file, is_data_name
 from turnstile.config import ConfigReader
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops.errors import Refused
-from turnstile.paths import Batch, parse_success
+from turnstile.paths import Batch, ObjectKind, classify, parse_success
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore, object_uri
 
@@ -52,6 +52,13 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
         raise Refused(f"{local_dir} is not a folder; pass the folder holding the batch's data files")
     name = f"{folder.strip('/')}/{success}"
     where = object_uri(store, folder.strip("/"))
+    if classify(name, success) is not ObjectKind.SUCCESS:
+        parent = folder.strip("/").removesuffix(f"/{success}")
+        hint = f"; pass the batch folder: {object_uri(store, parent)}" if parent != folder.strip("/") else ""
+        raise Refused(
+            f"{where} would never be applied: a batch folder may not be, or sit below, a folder whose "
+            f"name starts with '_' (turnstile's own objects and markers live there){hint}"
+        )
     try:
         resolved = ConfigReader(store).resolve(name.rpartition("/")[0] + "/")
         batch = parse_success(

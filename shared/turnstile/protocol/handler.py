@@ -31,6 +31,7 @@ class Handled(StrEnum):
     STALE = "stale"  # an older generation than the live one
     QUEUED = "queued"  # an ordered batch's pointer is written
     SUBMITTED = "submitted"  # an unordered batch's job is submitted
+    HELD = "held"  # an unordered batch of a paused table: submitted on `turnstile resume`
     DUPLICATE = "duplicate"  # already handled
     ENSURED = "ensured"  # a subscriber run is scheduled
     REPORTED = "reported"  # an unordered job's end is reported
@@ -68,6 +69,7 @@ def _route(inv: Invocation, ref: ObjectRef) -> str:
         if held is None:
             return Handled.DUPLICATE
         with _settled(held):
+            unordered.release_held(inv, table)  # `turnstile resume` of a paused unordered table
             return subscriber.run(inv, table)
     # JOB_DONE: wake the subscriber of an ordered table; report the end of an unordered job.
     found = inv.store.read(ref.name)
@@ -128,6 +130,8 @@ def _success(inv: Invocation, ref: ObjectRef) -> str:
     live = inv.store.stat(ref.name)
     if live is None or live.generation != ref.generation:
         return Handled.STALE
+    if unordered.hold(inv, batch, ref.generation):
+        return Handled.HELD
     submitted = unordered.apply(inv, batch, resolved, ref.generation)
     return Handled.SUBMITTED if submitted else Handled.DUPLICATE
 

@@ -6,6 +6,9 @@ From its submit until its end is handled, a job has a marker `<table>/_turnstile
 which the sweeper's watchdog looks at. A job that fails leaves a failure record
 `<table>/_turnstile/failures/<rel>/<generation>.json` and an alert: a transient failure is retried
 by the sweeper with backoff until `job_retries` run out; any other waits for `turnstile retry`.
+While the table is paused (`turnstile pause`) no job starts: a batch that arrives is held
+(`<table>/_turnstile/held/<rel>/<generation>.json`) and submitted once `turnstile resume` wakes the
+table (or, should that wake-up be lost, by the next sweep); due retries wait for the resume too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from turnstile.protocol import retries
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
-from turnstile.records import BatchFailure, BatchOutcome, JobDone, Manifest, OpenJob
+from turnstile.records import BatchFailure, BatchOutcome, HeldBatch, JobDone, Manifest, OpenJob
 
 log = logs.get("unordered")
 
@@ -63,6 +66,78 @@ def apply(
         return True
     log.info("job submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
     return True
+
+
+def hold(inv: Invocation, batch: Batch, success_generation: int) -> bool:
+    """While the table is paused, record the batch instead of submitting its job; False when the
+    table is not paused (then the caller submits it)."""
+    table = batch.table
+    if inv.store.stat(table.pause) is None:
+        return False
+    name = table.held_batch(batch.rel, success_generation)
+    record = HeldBatch(
+        success=batch.success(inv.settings.success_filename),
+        success_generation=success_generation,
+        rel=batch.rel,
+        held_at=inv.clock.now(),
+    )
+    try:
+        inv.store.create(name, record.encode())
+    except PreconditionFailed:
+        pass  # a duplicate event: held already
+    if inv.store.stat(table.pause) is None:
+        # Resumed meanwhile: the resume's release may have listed the held batches before this one.
+        inv.store.remove(name)
+        return False
+    log.warning(
+        f"{table.uri} is paused: batch {batch.rel!r} is held until turnstile resume {table.uri}",
+        extra={"event": "batch_held", "table": table.prefix, "rel": batch.rel},
+    )
+    return True
+
+
+def release_held(inv: Invocation, table: Table) -> int:
+    """Submit the jobs of the batches held while the table was paused (none while it still is);
+    returns how many were submitted. A held batch whose `_SUCCESS` was uploaded again or deleted
+    since is let go (a new generation has an event of its own); one whose config no longer resolves
+    stays held, reported at every try, until it is fixed."""
+    held = inv.store.list_objects(table.held)
+    if not held or inv.store.stat(table.pause) is not None:
+        return 0
+    submitted = 0
+    for info in held:
+        found = inv.store.read(info.name)
+        if found is None:
+            continue  # released by another invocation meanwhile
+        record = HeldBatch.decode(found.data, f"gs://{inv.store.bucket}/{info.name}")
+        live = inv.store.stat(record.success)
+        if live is not None and live.generation == record.success_generation:
+            try:
+                batch, resolved = inv.batch(record.success)
+            except (ConfigError, PathError) as exc:
+                log.error(
+                    f"held batch {record.rel!r} of {table.uri} cannot be submitted: {exc}; it stays held "
+                    "until this is fixed",
+                    extra={"event": "held_batch_rejected", "table": table.prefix, "rel": record.rel},
+                )
+                continue
+            submitted += apply(inv, batch, resolved, record.success_generation)
+        inv.store.remove(info.name)
+    return submitted
+
+
+def resubmit(inv: Invocation, success: str, generation: int, attempt: int) -> bool:
+    """Submit attempt `attempt` of the batch, if its `_SUCCESS` still has that generation (a newer
+    upload is a new batch, handled by its own event) and its config resolves (if not, its failure
+    record says why, and `turnstile retry` applies it after the fix)."""
+    live = inv.store.stat(success)
+    if live is None or live.generation != generation:
+        return False
+    try:
+        batch, resolved = inv.batch(success)
+    except (ConfigError, PathError):
+        return False
+    return apply(inv, batch, resolved, generation, attempt)
 
 
 def ended(inv: Invocation, table: Table, done: JobDone) -> None:

@@ -8,7 +8,9 @@ batch past their expected time, and acts on the answer; starts the due retries o
   signal is handled as ended (a transient failure when nothing says otherwise); one running past
   its timeout is cancelled.
 - An unordered failure record (`_turnstile/failures/`) whose retry is due is submitted again under
-  the next attempt's job id.
+  the next attempt's job id, unless the table is paused.
+- Unordered batches held while the table was paused are submitted once it is not (a lost wake-up
+  of `turnstile resume`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Watched:
     ended: int = 0
     resubmitted: int = 0
     retried: int = 0
+    released: int = 0  # batches held while the table was paused
 
 
 def watch(state: TableState) -> Watched:
@@ -44,6 +47,9 @@ def watch(state: TableState) -> Watched:
         read = inv.store.read(info.name)
         if read is not None:
             _watch_open_job(state, OpenJob.decode(read.data, f"gs://{inv.store.bucket}/{info.name}"), found)
+    if state.operator_pause is not None:
+        return found  # no job starts, retries included, until `turnstile resume`
+    found.released = unordered.release_held(inv, table)
     for info in inv.store.list_objects(table.failures):
         read = inv.store.read(info.name)
         if read is not None:
@@ -73,7 +79,7 @@ def _watch_open_job(state: TableState, marker: OpenJob, found: Watched) -> None:
         return  # its submit or its done event may still be on the way
     status = inv.runner.status(marker.job_id)
     if status is None:
-        if _resubmit(inv, marker.success, marker.success_generation, marker.attempt):
+        if unordered.resubmit(inv, marker.success, marker.success_generation, marker.attempt):
             found.resubmitted += 1
         return
     if status.state.finished:
@@ -94,21 +100,8 @@ def _watch_open_job(state: TableState, marker: OpenJob, found: Watched) -> None:
 def _retry_if_due(state: TableState, failure: BatchFailure, found: Watched) -> None:
     if failure.retry_at is None or failure.retry_at > state.now:
         return
-    if _resubmit(state.inv, failure.success, failure.success_generation, failure.attempt):
+    if unordered.resubmit(state.inv, failure.success, failure.success_generation, failure.attempt):
         found.retried += 1
-
-
-def _resubmit(inv: Invocation, success: str, generation: int, attempt: int) -> bool:
-    """Submit attempt `attempt` of the batch, if its `_SUCCESS` still has that generation (a newer
-    upload is a new batch, handled by its own event)."""
-    live = inv.store.stat(success)
-    if live is None or live.generation != generation:
-        return False
-    try:
-        batch, resolved = inv.batch(success)
-    except (ConfigError, PathError):
-        return False  # its failure record says why; `turnstile retry` after the fix
-    return unordered.apply(inv, batch, resolved, generation, attempt)
 
 
 def _cancel(inv: Invocation, table: Table, job_id: str, rel: str, *, age: float, found: Watched) -> None:

@@ -281,6 +281,7 @@ class World:
                 if held.state is LockState.FAILED and fix:  # only a failed reprocess locks it
                     self.tables.failing.discard((prefix, held.failed_rel or ""))
                     operator.unlock(inv, _table(prefix), skip_head=False)
+                self._pause_or_cancel(inv, prefix, LockState.FREE)  # its batches are held meanwhile
                 continue
             lock, generation = table_lock.read(inv, _table(prefix))
             self._pause_or_cancel(inv, prefix, lock.state)
@@ -342,8 +343,8 @@ class World:
             if self.reprocesses.pending(self.memory, prefix):
                 return False
             table = _table(prefix)
-            if self.memory.list_objects(table.open_jobs, limit=1) or self.memory.list_objects(
-                table.failures, limit=1
+            if any(
+                self.memory.list_objects(f, limit=1) for f in (table.open_jobs, table.failures, table.held)
             ):
                 return False
         expected = [r for rels in self.plan.tables.values() for r in rels]

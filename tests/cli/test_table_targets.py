@@ -1,0 +1,57 @@
+"""A command that acts on a table (pause, resume, cancel, unlock) refuses a URI that names no table
+at all: a batch folder, or a prefix with nothing under it (a typo), and changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.conftest import Run, World, one_error_line
+
+COMMANDS = [["pause"], ["resume"], ["cancel"], ["unlock", "--yes"]]
+
+
+def names(world: World) -> list[str]:
+    return [o.name for o in world.store.list_objects("")]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_batch_uri_is_refused_naming_its_table(run: Run, world: World, command: list[str]) -> None:
+    world.upload("2024/05/01/13")
+    before = names(world)
+    result = run(command[0], f"{world.uri}/2024/05/01/13", *command[1:])
+    assert result.exit_code == 2
+    assert one_error_line(result) == (
+        f"error: {world.uri}/2024/05/01/13 names batch '2024/05/01/13' of table {world.uri}, not a table; "
+        f"pass {world.uri}"
+    )
+    assert names(world) == before
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_table_with_nothing_stored_under_it_is_refused(run: Run, world: World, command: list[str]) -> None:
+    world.upload("2024/05/01/13")  # sales/orders exists; sales/order does not
+    before = names(world)
+    typo = f"gs://{world.store.bucket}/sales/order"
+    result = run(command[0], typo, *command[1:])
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert f"nothing is stored under {typo}: no table there; check the name" in line
+    assert f"turnstile status gs://{world.store.bucket}" in line
+    assert names(world) == before  # no phantom pause, _BACKFILL or claim
+
+
+def test_an_existing_table_is_paused_and_resumed(run: Run, world: World) -> None:
+    world.upload("2024/05/01/13")
+    assert run("pause", world.uri).exit_code == 0
+    assert world.store.stat(world.table.pause) is not None
+    assert run("resume", world.uri).exit_code == 0
+    assert world.store.stat(world.table.pause) is None
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[0])
+def test_a_bucket_that_does_not_exist_is_named_as_such(run: Run, world: World, command: list[str]) -> None:
+    result = run(command[0], "gs://no-such-bucket-xyz/sales/orders", *command[1:])
+    assert result.exit_code != 0
+    line = one_error_line(result)
+    assert "no-such-bucket-xyz" in line and "does not exist" in line
+    assert "FREE" not in line and '{"error"' not in line
