@@ -55,3 +55,14 @@ def test_a_bucket_that_does_not_exist_is_named_as_such(run: Run, world: World, c
     line = one_error_line(result)
     assert "no-such-bucket-xyz" in line and "does not exist" in line
     assert "FREE" not in line and '{"error"' not in line
+
+
+def test_cancel_without_a_running_job_changes_nothing_and_exits_2(run: Run, world: World) -> None:
+    world.upload("2024/05/01/13")
+    before = names(world)
+    result = run("cancel", world.uri)
+    assert result.exit_code == 2
+    assert one_error_line(result) == (
+        f"error: {world.uri}: no job holds the table (the lock is FREE); nothing was changed"
+    )
+    assert names(world) == before

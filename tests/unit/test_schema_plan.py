@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from turnstile.errors import BatchFailed
-from turnstile.spark.schema import Evolution, plan, widens
+from turnstile.spark.schema import CLASH_HINT, EVOLVE_HINT, Evolution, plan, widens
 
 TABLE = [("id", "int"), ("name", "string"), ("price", "decimal(10,2)"), ("score", "float")]
-HINT = 'Set "schema_evolution": "add_columns" in load.json to add columns and widen types.'
+HINT = EVOLVE_HINT
 
 
 def failure(table: list[tuple[str, str]], batch: list[tuple[str, str]], *, evolve: bool) -> str:
@@ -114,6 +114,7 @@ def test_without_evolution_every_problem_is_listed_column_by_column_with_the_hin
             "  new_one: new column (string), not in the table",
             "  more: new column (date), not in the table",
             HINT,
+            CLASH_HINT,
         ]
     )
 
@@ -127,6 +128,7 @@ def test_with_evolution_only_changes_iceberg_forbids_fail_and_there_is_no_hint()
             "  id: table has int, batch has string: not a change Iceberg allows",
             "  price: table has decimal(10,2), batch has decimal(10,3): not a change Iceberg allows",
             "  score: table has float, batch has int: not a change Iceberg allows",
+            CLASH_HINT,
         ]
     )
     assert "schema_evolution" not in message
@@ -149,3 +151,11 @@ def test_a_new_column_with_no_type_is_refused(evolve: bool) -> None:
 def test_names_compare_case_insensitively_and_keep_the_batch_spelling() -> None:
     evolution = plan([("ID", "int")], [("id", "bigint"), ("New", "string")], evolve=True, where="t")
     assert evolution == Evolution(add=(("New", "string"),), widen=(("id", "bigint"),))
+
+
+def test_a_type_iceberg_cannot_change_to_is_not_sent_to_schema_evolution() -> None:
+    """Only new columns and widenings are what `schema_evolution` allows: a clash alone gets the
+    advice that can fix it."""
+    message = failure([("qty", "int")], [("qty", "string")], evolve=False)
+    assert message.splitlines()[-1] == CLASH_HINT
+    assert "schema_evolution" not in message

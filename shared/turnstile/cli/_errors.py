@@ -16,7 +16,7 @@ from google.auth import exceptions as auth_exc
 from turnstile.errors import PathError, SettingsError, StoreUnavailable, TurnstileError
 from turnstile.ops import session
 from turnstile.ops.errors import EXIT_PROBLEMS, EXIT_USAGE, Refused
-from turnstile.protocol.operator import UnlockRefused
+from turnstile.protocol.operator import CancelRefused, UnlockRefused
 
 P = ParamSpec("P")
 STORAGE: ContextVar[str] = ContextVar("storage", default="storage")  # for the hints of storage errors
@@ -38,7 +38,7 @@ def describe(exc: BaseException, storage: str = "storage") -> tuple[int, str] | 
         return what if ";" in what else f"{what}; {hint}"
 
     match exc:
-        case Refused() | UnlockRefused():
+        case Refused() | UnlockRefused() | CancelRefused():
             return EXIT_USAGE, line("nothing was changed")
         case PathError():
             return EXIT_USAGE, line("use gs://BUCKET/DATASET/TABLE[/REL] with the layout of README.md")

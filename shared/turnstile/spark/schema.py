@@ -42,11 +42,18 @@ class Evolution:
         ]
 
 
+EVOLVE_HINT = 'Set "schema_evolution": "add_columns" in load.json to add columns and widen types.'
+CLASH_HINT = (
+    "A type Iceberg cannot change to: fix the data, or read the column as the table's type (a "
+    "`schema` in load.json, or a `cast` entry in its `mapping`)."
+)
+
+
 def plan(table: list[Column], batch: list[Column], *, evolve: bool, where: str) -> Evolution:
     """What must change for `batch` to be written to `table`; BatchFailed with a column-by-column
     diff when something cannot (or, without `evolve`, may not) change."""
     existing = {name.lower(): kind for name, kind in table}
-    add, widen, problems = [], [], []
+    add, widen, problems, clashes = [], [], [], 0
     for name, kind in batch:
         current = existing.get(name.lower())
         if current is None:
@@ -72,13 +79,11 @@ def plan(table: list[Column], batch: list[Column], *, evolve: bool, where: str) 
                 problems.append(f"  {name}: table has {current}, batch has {kind} (a widening)")
         else:
             problems.append(f"  {name}: table has {current}, batch has {kind}: not a change Iceberg allows")
+            clashes += 1
     if problems:
-        hint = (
-            ""
-            if evolve
-            else '\nSet "schema_evolution": "add_columns" in load.json to add columns and widen types.'
-        )
-        raise BatchFailed(f"the batch does not fit table {where}:\n" + "\n".join(problems) + hint)
+        hints = [EVOLVE_HINT] if len(problems) > clashes and not evolve else []
+        hints += [CLASH_HINT] if clashes else []
+        raise BatchFailed(f"the batch does not fit table {where}:\n" + "\n".join([*problems, *hints]))
     return Evolution(tuple(add), tuple(widen))
 
 
