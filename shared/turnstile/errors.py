@@ -76,10 +76,20 @@ class BatchFailed(TurnstileError, Terminal):
 class CorruptRecord(BatchFailed):
     """Rows of a batch do not fit its schema; `column` and `value` name the culprit when known."""
 
-    def __init__(self, message: str, *, column: str | None = None, value: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        column: str | None = None,
+        value: str | None = None,
+        rows_read: int = 0,
+        bad_rows: int = 0,
+    ) -> None:
         super().__init__(message)
         self.column = column
         self.value = value
+        self.rows_read = rows_read  # what the failed attempt read, for its result record
+        self.bad_rows = bad_rows
 
 
 @dataclass

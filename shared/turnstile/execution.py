@@ -12,7 +12,7 @@ import time
 from typing import Protocol
 
 from turnstile.clock import Clock
-from turnstile.errors import BatchFailed, TurnstileError
+from turnstile.errors import BatchFailed, CorruptRecord, TurnstileError
 from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.port import ObjectStore
 from turnstile.uris import parse_bucket_uri
@@ -81,6 +81,9 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
                     success_generation=batch.success_generation,
                     outcome=BatchOutcome.FAILED,
                     error=str(exc),
+                    # Too many bad rows: the record counts them, as their rows in `_failed/` do.
+                    rows_read=exc.rows_read if isinstance(exc, CorruptRecord) else 0,
+                    bad_rows=exc.bad_rows if isinstance(exc, CorruptRecord) else 0,
                 )
         result = result.model_copy(
             update={

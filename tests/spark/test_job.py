@@ -424,6 +424,8 @@ def test_bad_rows_over_the_limit_fail_the_batch_and_commit_nothing(spark: Any, t
     assert error is not None and error.startswith("2 row") and "could not be parsed" in error
     assert where in error
     assert "max_bad_records is 0" in error
+    failed = result(kit, bad)  # the failed attempt counts what it read and set aside
+    assert (failed.rows_read, failed.rows_written, failed.bad_rows) == (3, 0, 2)
     assert done.error is not None and where in done.error
     assert kit.rows() == [(1, "a")]
     assert list(tagged(kit)) == [key(good)]

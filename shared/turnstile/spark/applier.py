@@ -331,6 +331,8 @@ class IcebergApplier:
                 "re-upload, or raise max_bad_records.",
                 column=column,
                 value=sample[0] if sample else row,
+                rows_read=read.rows_read,
+                bad_rows=count,
             )
 
 
