@@ -177,9 +177,13 @@ class ConfigReader:
         (`everywhere`, or an ORDERME on its path) and no load.json on its path can move it to
         another table (none mentions destinationRegex): its batch can then be queued, to block its
         table until the config is fixed."""
-        found = [self._level(level) for level in levels(folder)]
-        ordered = everywhere or any(f.orderme for f in found)
-        return ordered and not any(f.may_move_tables for f in found)
+        ordered = everywhere or any(self._level(level).orderme for level in levels(folder))
+        return ordered and self.keeps_table(folder)
+
+    def keeps_table(self, folder: str) -> bool:
+        """For a folder whose config does not validate: True when no load.json on its path can move
+        its batches to another table (none mentions destinationRegex), so the layout names it."""
+        return not any(self._level(level).may_move_tables for level in levels(folder))
 
 
 def _parse_load_json(bucket: str, name: str, data: bytes) -> dict[str, Any]:

@@ -18,6 +18,8 @@ from turnstile import wiring
 from turnstile.errors import JobServiceUnavailable
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobStatus
+from turnstile.ops import retry as retry_ops
+from turnstile.ops.status import Health, table_status
 from turnstile.protocol import operator
 from turnstile.protocol.operator import UnlockRefused
 from turnstile.records import BatchOutcome, BatchResult, LockState
@@ -356,17 +358,38 @@ def test_an_unknown_load_json_key_on_an_unordered_table_is_reported_and_acknowle
     host.drain()
     assert all(status < 500 for _, _, status in host.delivered)
     assert host.applied(TABLE) == []
-    [rejected] = [r for r in host.log_records() if r.get("event") == "rejected"]
-    assert rejected["severity"] == "ERROR"
-    assert rejected["object"] == f"gs://{host.bucket}/{TABLE}/01/_SUCCESS"
-    assert "fromat" in str(rejected["error"]) and "load.json" in str(rejected["error"])
-    assert f"upload gs://{host.bucket}/{TABLE}/01/_SUCCESS again" in str(rejected["message"])
-    # Fixed and re-uploaded: applied (the re-upload is a new generation, a new event).
+    # Recorded as failed, with the alert: status shows it, and says how to apply it after the fix.
+    [alert] = [r for r in host.log_records() if r.get("event") == "batch_failed"]
+    assert alert["severity"] == "ERROR" and alert["rel"] == "01"
+    assert "fromat" in str(alert["error"]) and "load.json" in str(alert["error"])
+    assert f"turnstile retry gs://{host.bucket}/{TABLE}/01" in str(alert["message"])
+    shown = table_status(invocation(host), table(host))
+    assert shown.health is Health.FAILED
+    [failed] = shown.failed_batches
+    assert (failed.rel, failed.success_generation, failed.retry_at) == ("01", generation, None)
+    # Fixed, then retried as status says: applied once, and the failure is gone.
+    host.upload(f"{TABLE}/_config/load.json", json.dumps({"format": "csv"}).encode())
+    retry_ops.retry(invocation(host), f"{TABLE}/01/_SUCCESS")
+    host.drain()
+    assert host.tables.commits[TABLE] == [("01", generation)]
+    assert table_status(invocation(host), table(host)).failed_batches == ()
+
+
+def test_an_unordered_failure_is_cleared_by_the_re_upload_that_commits(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """The runbook's other way out, re-uploading the batch, must not leave the old failure alarming."""
+    host = start_host(monkeypatch, gcs_store)
+    host.upload(f"{TABLE}/_config/load.json", json.dumps({"fromat": "csv"}).encode())
+    host.put_batch(f"{TABLE}/01")
+    host.drain()
+    assert len(table_status(invocation(host), table(host)).failed_batches) == 1
     host.upload(f"{TABLE}/_config/load.json", json.dumps({"format": "csv"}).encode())
     again = host.upload(f"{TABLE}/01/_SUCCESS")
     host.drain()
     assert host.tables.commits[TABLE] == [("01", again)]
-    assert again != generation
+    shown = table_status(invocation(host), table(host))
+    assert shown.failed_batches == () and shown.health is not Health.FAILED
 
 
 def test_a_broken_load_json_that_may_rename_the_table_is_rejected_not_queued(

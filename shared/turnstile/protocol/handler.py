@@ -107,7 +107,7 @@ def _success(inv: Invocation, ref: ObjectRef) -> str:
     except ConfigError as exc:
         queued = _ordered_despite_config(inv, ref)
         if queued is None:
-            raise
+            return _refuse_unordered(inv, ref, exc)
         # Rejecting it would lose it (its claim is done); queued, it blocks its table with this
         # error, and the unlock after the fix applies it in order.
         log.warning(
@@ -157,6 +157,23 @@ def _ordered_from_above(inv: Invocation, ref: ObjectRef) -> Batch | None:
         )
     except PathError:
         return None
+
+
+def _refuse_unordered(inv: Invocation, ref: ObjectRef, exc: ConfigError) -> str:
+    """A batch of an unordered table whose config does not validate: recorded as failed (status
+    shows it, `turnstile retry` applies it after the fix) when the layout names its table; else
+    rejected as a whole (the error says what to fix and which `_SUCCESS` to upload again)."""
+    if not inv.configs.keeps_table(ref.folder):
+        raise exc
+    try:
+        batch = parse_success(inv.store.bucket, ref.name, inv.settings.destination_regex)
+    except PathError:
+        raise exc from None
+    live = inv.store.stat(ref.name)
+    if live is None or live.generation != ref.generation:
+        return Handled.STALE
+    unordered.refused(inv, batch, ref.generation, str(exc))
+    return Handled.REJECTED
 
 
 def _ordered_despite_config(inv: Invocation, ref: ObjectRef) -> Batch | None:

@@ -147,7 +147,7 @@ def ended(inv: Invocation, table: Table, done: JobDone) -> None:
         return  # handled already (a duplicate done event, or the watchdog got there first)
     marker = OpenJob.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
     if done.succeeded:
-        inv.store.remove(table.failure(marker.rel, marker.success_generation))
+        _clear_failures(inv, table, marker.rel, up_to=marker.success_generation)
         inv.store.remove(table.open_job(done.job_id))
         return
     recorded = done.outcomes.get(marker.rel) is BatchOutcome.FAILED
@@ -185,28 +185,62 @@ def failed(
         retry_at=when,
         failed_at=now,
     )
-    inv.store.write(table.failure(marker.rel, marker.success_generation), failure.encode())
+    _record(inv, table, failure)
     inv.store.remove(table.open_job(marker.job_id))
+    return failure
+
+
+def _clear_failures(inv: Invocation, table: Table, rel: str, *, up_to: int) -> None:
+    """Remove the batch's failure records up to this committed generation: an older generation's
+    failure is fixed by the re-upload that committed, and would otherwise alarm for good."""
+    folder = table.failure(rel, 0).removesuffix("0.json")
+    for info in inv.store.list_objects(folder):
+        generation = info.name[len(folder) :].removesuffix(".json")
+        if generation.isdigit() and int(generation) <= up_to:
+            inv.store.remove(info.name)
+
+
+def refused(inv: Invocation, batch: Batch, success_generation: int, error: str) -> BatchFailure:
+    """Record a batch whose job cannot even be built (its `load.json` does not validate) as failed,
+    with the alert, so `status` shows it and `turnstile retry` applies it once the config is fixed."""
+    table = batch.table
+    failure = BatchFailure(
+        job_id=unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation, 0),
+        success=batch.success(inv.settings.success_filename),
+        success_generation=success_generation,
+        rel=batch.rel,
+        error=error,
+        transient=False,
+        attempt=0,  # no job ran: `retry` submits the first attempt
+        retry_at=None,
+        failed_at=inv.clock.now(),
+    )
+    _record(inv, table, failure)
+    return failure
+
+
+def _record(inv: Invocation, table: Table, failure: BatchFailure) -> None:
+    """Write the failure record and raise its alert (or announce its retry)."""
+    inv.store.write(table.failure(failure.rel, failure.success_generation), failure.encode())
     fields = {
         "table": table.prefix,
-        "job_id": marker.job_id,
-        "rel": marker.rel,
-        "attempt": attempt,
-        "error": error,
+        "job_id": failure.job_id,
+        "rel": failure.rel,
+        "attempt": failure.attempt,
+        "error": failure.error,
     }
-    if when is not None:
+    if failure.retry_at is not None:
         log.warning(
-            f"job {marker.job_id} for batch {marker.rel!r} of {table.uri} failed for a transient reason "
-            f"({error}); retried at {when.isoformat()}",
-            extra={"event": "job_retry_scheduled", "retry_at": when.isoformat(), **fields},
+            f"job {failure.job_id} for batch {failure.rel!r} of {table.uri} failed for a transient reason "
+            f"({failure.error}); retried at {failure.retry_at.isoformat()}",
+            extra={"event": "job_retry_scheduled", "retry_at": failure.retry_at.isoformat(), **fields},
         )
     else:
         log.error(
-            f"batch {marker.rel!r} of {table.uri} failed ({error}); fix the cause, then run: "
-            f"turnstile retry {table.uri}/{marker.rel}",
+            f"batch {failure.rel!r} of {table.uri} failed ({failure.error}); fix the cause, then run: "
+            f"turnstile retry {table.uri}/{failure.rel}",
             extra={"event": "batch_failed", "bucket": table.bucket, **fields},
         )
-    return failure
 
 
 def _load(inv: Invocation, marker: OpenJob) -> LoadConfig:
