@@ -66,3 +66,14 @@ def test_cancel_without_a_running_job_changes_nothing_and_exits_2(run: Run, worl
         f"error: {world.uri}: no job holds the table (the lock is FREE); nothing was changed"
     )
     assert names(world) == before
+
+
+def test_status_of_a_batch_folder_or_of_a_typo_says_so(run: Run, world: World) -> None:
+    world.upload("2024/05/01/13")
+    inside = run("status", f"{world.uri}/2024")
+    assert inside.exit_code == 2
+    assert f"names batch '2024' of table {world.uri}, not a table; pass {world.uri}" in one_error_line(inside)
+    typo = run("status", f"gs://{world.store.bucket}/sales/order")
+    assert typo.exit_code == 2
+    assert "nothing is stored under" in one_error_line(typo)
+    assert run("status", world.uri).exit_code == 0

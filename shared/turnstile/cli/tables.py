@@ -51,6 +51,9 @@ def status_command(
     bucket, prefix = _target.bucket_and_prefix(target, uri)
     store = target.store(bucket)
     inv = session.invocation(store, _target.layout_settings(target.settings, store, prefix))
+    if len([p for p in prefix.split("/") if p]) >= 2 and not inv.settings.destination_regex:
+        # A table folder: not one of its batches, and not a typo with nothing under it.
+        _target.require_table(store, _target.table_of(f"{SCHEME.get()}://{bucket}/{prefix}"))
     cache: dict[str, bool] = {}
     found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
     problems = any(s.health.is_problem for s in found)
