@@ -165,6 +165,9 @@ def ensure_jars(target_dir: Path, *, jarjar: Path = JARJAR) -> list[Path]:
     return [runtime, target]
 
 
+LOGGING = Path(__file__).with_name("log4j2-local.properties")
+
+
 def spark_conf(jars: list[Path], warehouse: Path, catalog: str = "local") -> dict[str, str]:
     """Settings for a local session with a Hadoop Iceberg catalog `catalog` rooted at warehouse."""
     return {
@@ -184,7 +187,9 @@ def spark_conf(jars: list[Path], warehouse: Path, catalog: str = "local") -> dic
         "spark.driver.bindAddress": "127.0.0.1",
         # Local sessions are short and tables tiny: C1-only JIT and the serial collector start
         # about 1.5 s faster on 2 cores than the default C2 and G1.
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.driver.extraJavaOptions": (
+            f"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Dlog4j2.configurationFile={LOGGING.as_uri()}"
+        ),
         # Python workers (UDFs) run the driver's interpreter, so the same pyspark.
         "spark.pyspark.python": sys.executable,
         # Tiny tables: 200 shuffle partitions would mean 200 tasks (and files) per MERGE.
