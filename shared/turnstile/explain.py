@@ -39,7 +39,8 @@ def explain(
         if kind not in (ObjectKind.CONFIG, ObjectKind.INTERNAL):
             table = table_of_state_object(bucket, name, settings.destination_regex)
             described |= {"table": f"{table.dataset}.{table.table}", "table_prefix": table.prefix}
-        note = f"not read: a {kind.value} object has no load config (nothing was read from storage)"
+        article = "an" if kind.value[0] in "aeiou" else "a"
+        note = f"not read: {article} {kind.value} object has no load config (nothing was read from storage)"
         if kind is ObjectKind.CONFIG:
             note = "not read: this is a _config/ file itself; turnstile validate checks it (nothing was read)"
         return described | {"config_read": False, "config_note": note}

@@ -14,7 +14,14 @@ def parse_gs_uri(uri: str) -> tuple[str, str]:
     """`gs://bucket/some/path` -> ("bucket", "some/path")."""
     match = re.fullmatch(r"gs://([a-z0-9][a-z0-9._-]{1,221}[a-z0-9])(?:/(.*))?", uri)
     if match is None:
-        raise PathError(f"{uri!r} is not a gs://BUCKET[/PATH] URI")
+        bucket = uri.removeprefix("gs://").partition("/")[0] if uri.startswith("gs://") else None
+        why = (
+            f": bucket name {bucket!r} is not one (3 to 222 lowercase letters, digits, '.', '-' or '_', "
+            "starting and ending with a letter or digit)"
+            if bucket is not None
+            else ""
+        )
+        raise PathError(f"{uri!r} is not a gs://BUCKET[/PATH] URI{why}")
     return match.group(1), (match.group(2) or "").strip("/")
 
 

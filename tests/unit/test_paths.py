@@ -769,3 +769,10 @@ def test_a_custom_regex_finds_the_table_of_a_state_object_at_any_depth_by_its_gr
     assert parse_success("b", "landing/sales/feeds/orders/b1/_SUCCESS", regex).table == table
     with pytest.raises(PathError, match="is not a table prefix of the destination regex"):
         table_of_state_object("b", "landing/sales/_BACKFILL", regex)
+
+
+def test_a_bucket_name_gcs_would_refuse_is_named_with_the_rule() -> None:
+    with pytest.raises(PathError, match=r"bucket name 'x' is not one \(3 to 222 lowercase letters"):
+        parse_gs_uri("gs://x/a/b/_SUCCESS")
+    with pytest.raises(PathError, match=r"is not a gs://BUCKET\[/PATH\] URI$"):
+        parse_gs_uri("http://x/a")

@@ -129,7 +129,8 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print()
             out.print(
                 f"{s.table} is BLOCKED at batch {lock.failed_rel!r} since {render.age(lock.age_seconds)} ago "
-                f"(job {lock.job_id or '-'}, lock generation {lock.generation})"
+                f"(job {lock.job_id or 'none: stopped before one was submitted'}, "
+                f"lock generation {lock.generation})"
             )
             out.print(f"  error:  {lock.error}")
             if lock.covers:
