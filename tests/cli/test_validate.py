@@ -268,7 +268,9 @@ def test_a_mapping_is_checked_against_the_schema_and_table_schema_given(run: Run
             }
         ).encode(),
     )
-    world.upload("2024/05/01/13")  # its sample (a header `id`) is not read: `schema` says the fields
+    world.upload("2024/05/01/13")
+    # Its header names the schema's columns: the fields come from `schema` all the same.
+    world.store.write("sales/orders/2024/05/01/13/part-0.csv", b"id,v,extra\n1,a,b\n")
     name = "sales/orders/2024/05/01/13/_SUCCESS"
     assert mapping_problems(run, world) == {
         name: [
@@ -390,3 +392,24 @@ def test_a_schema_spark_would_refuse_and_a_value_of_the_wrong_type_name_the_file
     assert "key 'partition_by': got ['dayz(ts)']; 'dayz(ts)' is not a partition of Iceberg's" in text
     assert "key 'nested': got 'yes'; Input should be a valid boolean" in text
     assert "sales/orders/2024/05/01/13/_SUCCESS" in text  # the batch it breaks
+
+
+def test_a_csv_header_that_does_not_name_the_schemas_columns_in_order_is_a_problem(
+    run: Run, world: World
+) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"schema": "id BIGINT, item STRING, qty INT"}')
+    for rel, header in (("b1", "ID,Item,Qty"), ("b2", "id,qty,item")):
+        world.store.write(f"sales/orders/{rel}/part-0.csv", f"{header}\n1,2,3\n".encode())
+        world.store.write(f"sales/orders/{rel}/_SUCCESS", b"")
+    assert mapping_problems(run, world) == {
+        "sales/orders/b2/_SUCCESS": [
+            f"the header of gs://{world.store.bucket}/sales/orders/b2/part-0.csv names id, qty, item where "
+            "`schema` in load.json has id, item, qty: the batch would fail; fix the header or the schema, "
+            "or set reader_options.enforceSchema to true to map columns by position"
+        ]
+    }
+    world.store.write(
+        "sales/orders/_config/load.json",
+        b'{"schema": "id BIGINT, item STRING, qty INT", "reader_options": {"enforceSchema": true}}',
+    )
+    assert mapping_problems(run, world) == {}  # by position, as asked

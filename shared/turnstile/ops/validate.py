@@ -195,7 +195,10 @@ def _check_batch(
     )
     if sub_folders is not None:
         return [sub_folders]
-    return validate_mapping.problems(
+    header = validate_mapping.header_problems(
+        store, batch, resolved.load, (names, sizes), settings.success_filename
+    )
+    return header + validate_mapping.problems(
         store,
         batch,
         resolved.load,

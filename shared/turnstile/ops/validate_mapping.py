@@ -3,7 +3,8 @@
 The batch's fields come from `schema` in load.json when it is set, else from a sample of its
 first data file (the CSV header, or the first JSON lines; other formats are not sampled). Then
 the `from_path` entries are tried on the batch's path, and, when load.json gives `table_schema`
-(and no transform.sql reshapes the rows), the mapped columns are checked against it.
+(and no transform.sql reshapes the rows), the mapped columns are checked against it. A CSV batch
+with a `schema` has its header checked against it too, as the job checks it.
 """
 
 from __future__ import annotations
@@ -62,7 +63,6 @@ def _batch_fields(
     listing: tuple[list[str], dict[str, int]],
     success_filename: str,
 ) -> tuple[Fields | None, str]:
-    names, sizes = listing
     if load.schema_ is not None:
         try:
             return ddl_fields(load.schema_), "`schema` in load.json"
@@ -70,20 +70,61 @@ def _batch_fields(
             return None, ""  # Spark is the judge of DDL this reader cannot follow
     if load.format not in ("csv", "json", "jsonl"):
         return None, ""
+    sample = _sample(store, batch, load, listing, success_filename)
+    if sample is None:
+        return None, ""
+    name, text = sample
+    fields = _csv_fields(text, load) if load.format == "csv" else _json_fields(text)
+    if fields is not None and load.nested_folders:
+        fields |= _partition_columns(name.removeprefix(batch.folder))
+    return fields, f"a sample of gs://{store.bucket}/{name}"
+
+
+def header_problems(
+    store: ObjectStore,
+    batch: Batch,
+    load: LoadConfig,
+    listing: tuple[list[str], dict[str, int]],
+    success_filename: str,
+) -> list[str]:
+    """A CSV header that does not name `schema`'s columns in order: the job would fail the batch
+    (reading.py), so it is said before the batch is applied."""
+    options = {k.lower(): str(v).lower() for k, v in load.reader_options.items()}
+    if load.format != "csv" or load.schema_ is None:
+        return []
+    if options.get("header", "true") == "false" or options.get("enforceschema") == "true":
+        return []
+    try:
+        expected = list(ddl_fields(load.schema_))
+    except ValueError:
+        return []
+    sample = _sample(store, batch, load, listing, success_filename)
+    header = list(_csv_fields(sample[1], load) or {}) if sample else []
+    if not sample or [n.lower() for n in header] == [n.lower() for n in expected]:
+        return []
+    return [
+        f"the header of gs://{store.bucket}/{sample[0]} names {', '.join(header)} where `schema` in "
+        f"load.json has {', '.join(expected)}: the batch would fail; fix the header or the schema, or "
+        "set reader_options.enforceSchema to true to map columns by position"
+    ]
+
+
+def _sample(
+    store: ObjectStore,
+    batch: Batch,
+    load: LoadConfig,
+    listing: tuple[list[str], dict[str, int]],
+    success_filename: str,
+) -> tuple[str, str] | None:
+    """The name and text of the batch's first data file, when it is small enough to read whole."""
+    names, sizes = listing
     below = [n for n in names if n.startswith(batch.folder)]
     files = data_files(batch.folder, below, nested=load.nested_folders, success_filename=success_filename)
     if not files or sizes.get(files[0], 0) > SAMPLE_MAX_BYTES:
-        return None, ""
+        return None
     stored = store.read(files[0])
-    if stored is None:
-        return None, ""
-    text = _text(stored.data, gzipped=files[0].endswith(".gz"))
-    if text is None:
-        return None, ""
-    fields = _csv_fields(text, load) if load.format == "csv" else _json_fields(text)
-    if fields is not None and load.nested_folders:
-        fields |= _partition_columns(files[0].removeprefix(batch.folder))
-    return fields, f"a sample of gs://{store.bucket}/{files[0]}"
+    text = None if stored is None else _text(stored.data, gzipped=files[0].endswith(".gz"))
+    return None if text is None else (files[0], text)
 
 
 def _partition_columns(below: str) -> Fields:
