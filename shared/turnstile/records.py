@@ -253,6 +253,7 @@ class OpenJob(Record):
     rel: str
     attempt: int = 0
     submitted_at: AwareDatetime
+    cancel: CancelChoice | None = None  # `turnstile cancel`: what its end means (block or retry)
 
 
 class HeldBatch(Record):

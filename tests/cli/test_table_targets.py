@@ -63,7 +63,8 @@ def test_cancel_without_a_running_job_changes_nothing_and_exits_2(run: Run, worl
     result = run("cancel", world.uri)
     assert result.exit_code == 2
     assert one_error_line(result) == (
-        f"error: {world.uri}: no job holds the table (the lock is FREE); nothing was changed"
+        f"error: {world.uri}: no job holds the table (the lock is FREE) and no unordered job of it is "
+        "running; nothing was changed"
     )
     assert names(world) == before
 

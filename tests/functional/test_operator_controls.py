@@ -7,10 +7,13 @@ import pytest
 from tests.functional.harness import start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from tests.functional.test_job_failures import inv, with_runner
+from tests.functional.test_sweeper import ManualClock
+from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
 from turnstile.protocol import operator, sweeper
 from turnstile.protocol.operator import CancelRefused
 from turnstile.records import CancelChoice, LockState
+from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
 
 
@@ -89,7 +92,7 @@ def test_cancel_keeps_what_was_committed_and_blocks_or_requeues_the_rest(
     host.drain()
     [job] = runner.submitted
     assert host.lock(TABLE).state is LockState.RUNNING
-    assert operator.cancel(inv(host, runner), table(host), choice) == job
+    assert operator.cancel(inv(host, runner), table(host), choice) == (job,)
     assert runner.cancelled == [job]
     runner.hanging = False  # the job service works again
     [report] = sweeper.sweep(inv(host, runner))  # the cancelled job has ended
@@ -105,6 +108,36 @@ def test_cancel_keeps_what_was_committed_and_blocks_or_requeues_the_rest(
     assert host.lock(TABLE).state is LockState.FREE and host.lock(TABLE).retry_at is None
 
 
+@pytest.mark.parametrize("choice", list(CancelChoice))
+def test_cancel_of_an_unordered_table_cancels_its_open_jobs_and_their_batches_wait_or_go_again(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, choice: CancelChoice
+) -> None:
+    host = start_host(monkeypatch, gcs_store)  # no ORDERME: one job per batch
+    runner = with_runner(monkeypatch, host, hanging=True)
+    generations = put_all(host, ["01"])
+    host.drain()
+    [job] = runner.submitted
+    assert operator.cancel(inv(host, runner), table(host), choice) == (job,)
+    assert runner.cancelled == [job]
+    runner.hanging = False
+    clock = ManualClock()
+    clock.sleep(Settings.from_env().function_timeout_sec + 1)
+    sweeper.sweep(inv(host, runner, clock))  # the cancelled job ended without a done signal
+    host.drain()
+    if choice is CancelChoice.BLOCK:  # failed, and waits for `turnstile retry` like any failed batch
+        [failed] = table_status(invocation(host), table(host)).failed_batches
+        assert failed.rel == "01" and failed.retry_at is None
+        assert "cancelled by an operator (block)" in failed.error
+        assert host.applied(TABLE) == []
+        retry_ops.retry(inv(host, runner), f"{TABLE}/01/_SUCCESS")
+        host.drain()
+    else:  # submitted again by that same sweep, whatever backoff its attempts would have had
+        [requeued] = [r for r in host.log_records() if r.get("event") == "job_retry_scheduled"]
+        assert "cancelled by an operator (requeue)" in str(requeued["error"])
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01"])
+    assert table_status(invocation(host), table(host)).failed_batches == ()
+
+
 def test_cancel_without_a_running_job_is_refused(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
 ) -> None:
@@ -112,6 +145,8 @@ def test_cancel_without_a_running_job_is_refused(
     runner = with_runner(monkeypatch, host)
     put_all(host, ["01"])
     host.drain()
-    with pytest.raises(CancelRefused, match="no job holds the table"):
+    with pytest.raises(
+        CancelRefused, match=r"no job holds the table .* and no unordered job of it is running"
+    ):
         operator.cancel(inv(host, runner), table(host), CancelChoice.BLOCK)
     assert host.applied(TABLE) == ["01"]

@@ -11,7 +11,8 @@ from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.ops import render, session
 from turnstile.protocol import operator
-from turnstile.records import CancelChoice
+from turnstile.protocol.lock import read as read_lock
+from turnstile.records import CancelChoice, LockState
 
 
 @guarded
@@ -47,20 +48,29 @@ def cancel_command(
     ] = False,
     output: OutputOption = Output.text,
 ) -> None:
-    """Cancel the job that holds the table. What it committed stays (each batch is its own commit);
-    the batch it had not committed blocks the table, or with --requeue is applied by the next job."""
+    """Cancel the job that holds the table (an unordered table: its running jobs). What it committed
+    stays (each batch is its own commit); the batch it had not committed blocks the table (unordered:
+    waits for turnstile retry), or with --requeue is applied by the next job."""
     target = _target.current()
     table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
     _target.require_table(store, table)
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
-    job_id = operator.cancel(session.invocation(store, target.settings, runner), table, choice)
+    inv = session.invocation(store, target.settings, runner)
+    held, _ = read_lock(inv, table)
+    job_ids = operator.cancel(inv, table, choice)
     if output is Output.json:
-        emit_json({"table": table.uri, "job_id": job_id, "then": choice.value})
+        emit_json({"table": table.uri, "job_id": job_ids[0], "job_ids": list(job_ids), "then": choice.value})
         return
     out = render.console()
-    out.print(f"asked the job service to cancel {job_id}")
+    out.print(f"asked the job service to cancel {', '.join(job_ids)}")
+    if held.state is not LockState.RUNNING:  # an unordered table's jobs, one batch each
+        then = "is applied again by a new job" if requeue else f"waits for: turnstile retry {table.uri}/REL"
+        out.print(
+            f"when each has stopped, its batch, if not committed, {then}; follow it with: turnstile status"
+        )
+        return
     then = (
         "stays first in the backlog" if requeue else f"blocks the table until: turnstile unlock {table.uri}"
     )

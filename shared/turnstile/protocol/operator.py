@@ -12,6 +12,7 @@ from turnstile import logs
 from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
+from turnstile.protocol import unordered
 from turnstile.protocol.context import Invocation
 from turnstile.records import CancelChoice, Lock, LockState, Pause, wake_body
 
@@ -106,13 +107,24 @@ class CancelRefused(TurnstileError, Terminal):
     """There is no running job to cancel, or the lock changed meanwhile."""
 
 
-def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> str:
+def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ...]:
     """Cancel the job that holds the table. Each batch is its own Iceberg commit, so what it
     committed stays committed and nothing is half applied; the batch it had not committed blocks
-    the table (BLOCK, until `unlock`) or stays first in the backlog (REQUEUE). Returns the job id."""
+    the table (BLOCK, until `unlock`) or stays first in the backlog (REQUEUE). An unordered table
+    has no lock: its open jobs are cancelled (`unordered.cancel`). Returns the job ids."""
     held, generation = table_lock.read(inv, table)
     if held.state is not LockState.RUNNING or not held.job_id:
-        raise CancelRefused(f"{table.uri}: no job holds the table (the lock is {held.state.value})")
+        cancelled = unordered.cancel(inv, table, choice) if held.state is LockState.FREE else ()
+        if not cancelled:
+            raise CancelRefused(
+                f"{table.uri}: no job holds the table (the lock is {held.state.value}) and no unordered "
+                "job of it is running"
+            )
+        log.warning(
+            f"unordered jobs {', '.join(cancelled)} of {table.uri} cancelled by an operator ({choice.value})",
+            extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": cancelled[0]},
+        )
+        return cancelled
     try:
         table_lock.write(inv, table, held.model_copy(update={"cancel": choice}), generation)
     except PreconditionFailed as exc:
@@ -122,4 +134,4 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> str:
         f"job {held.job_id} of {table.uri} cancelled by an operator ({choice.value})",
         extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": held.job_id},
     )
-    return held.job_id
+    return (held.job_id,)

@@ -22,7 +22,7 @@ from turnstile.protocol import retries
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
-from turnstile.records import BatchFailure, BatchOutcome, HeldBatch, JobDone, Manifest, OpenJob
+from turnstile.records import BatchFailure, BatchOutcome, CancelChoice, HeldBatch, JobDone, Manifest, OpenJob
 
 log = logs.get("unordered")
 
@@ -66,6 +66,30 @@ def apply(
         return True
     log.info("job submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
     return True
+
+
+def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ...]:
+    """Cancel the table's open unordered jobs: each marker records the choice first (compare-and-
+    swap), so the job's end reads as the operator's, then the runner is asked to cancel it. What a
+    job committed stays; its batch, if not committed, waits for `turnstile retry` (BLOCK) or is
+    submitted again at once (REQUEUE). Returns the ids of the jobs asked to cancel."""
+    cancelled = []
+    for info in inv.store.list_objects(table.open_jobs):
+        found = inv.store.read(info.name)
+        if found is None:
+            continue  # ended meanwhile
+        marker = OpenJob.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+        try:
+            inv.store.replace(
+                info.name,
+                marker.model_copy(update={"cancel": choice}).encode(),
+                if_generation=found.generation,
+            )
+        except PreconditionFailed:
+            continue  # its end is being handled: nothing left to cancel
+        inv.runner.cancel(marker.job_id)
+        cancelled.append(marker.job_id)
+    return tuple(cancelled)
 
 
 def hold(inv: Invocation, batch: Batch, success_generation: int) -> bool:
@@ -167,13 +191,17 @@ def failed(
     """Record the failure of the job `marker` names, schedule its retry when it is transient and
     retries are left, raise the alert, and clear the marker."""
     load = config.load if config is not None else _load(inv, marker)
+    if marker.cancel is not None:  # an operator's cancel: retried at once (requeue) or not at all
+        transient = marker.cancel is CancelChoice.REQUEUE
+        error = f"cancelled by an operator ({marker.cancel.value}): {error}"
     attempt = marker.attempt + 1
     now = inv.clock.now()
-    when = (
-        retries.retry_at(attempt, load.job_retries, load.job_retry_backoff_seconds, marker.job_id, now)
-        if transient
-        else None
-    )
+    if not transient:
+        when = None
+    elif marker.cancel is CancelChoice.REQUEUE:
+        when = now  # asked for by an operator: at the next sweep, whatever the attempts so far
+    else:
+        when = retries.retry_at(attempt, load.job_retries, load.job_retry_backoff_seconds, marker.job_id, now)
     failure = BatchFailure(
         job_id=marker.job_id,
         success=marker.success,

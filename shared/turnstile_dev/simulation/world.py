@@ -281,7 +281,9 @@ class World:
                 if held.state is LockState.FAILED and fix:  # only a failed reprocess locks it
                     self.tables.failing.discard((prefix, held.failed_rel or ""))
                     operator.unlock(inv, _table(prefix), skip_head=False)
-                self._pause_or_cancel(inv, prefix, LockState.FREE)  # its batches are held meanwhile
+                # Paused, its batches are held; its open jobs are what a cancel stops.
+                running = bool(self.memory.list_objects(_table(prefix).open_jobs, limit=1))
+                self._pause_or_cancel(inv, prefix, LockState.RUNNING if running else LockState.FREE)
                 continue
             lock, generation = table_lock.read(inv, _table(prefix))
             self._pause_or_cancel(inv, prefix, lock.state)
@@ -367,8 +369,11 @@ class World:
                 found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
             found.extend(self._history_disagrees(prefix, committed))
             found.extend(self.reprocesses.violations(self.memory, prefix, committed))
+            # An unordered table's lock serialises only its reprocesses (a failed or cancelled one
+            # holds it FAILED): its own batches go on, each job on its own.
+            held_back = [c for c in committed if prefix not in self.plan.unordered or c.reprocess is not None]
             for start, end in self.failed_windows.get(prefix, []):
-                during = [c.rel for c in committed if start < c.at < (end if end >= 0 else float("inf"))]
+                during = [c.rel for c in held_back if start < c.at < (end if end >= 0 else float("inf"))]
                 if during:
                     found.append(f"{prefix}: committed {during} while the table was FAILED")
             inv = self.invocation()
