@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
+from turnstile.records import Lock
 
 REL = "incremental/2024/05/01/13"
 
@@ -151,3 +152,19 @@ def test_a_sub_folder_refusal_names_the_nested_option(run: Run, world: World, ba
     assert result.exit_code == 2
     assert 'set "nested": true' in one_error_line(result)
     assert nothing_under(world)
+
+
+def test_refuses_the_root_of_an_ordered_table_whose_batches_sit_in_folders(
+    run: Run, world: World, batch_dir: Path
+) -> None:
+    world.store.write("sales/orders/_config/ORDERME", b"")
+    world.store.write("sales/orders/_bqlock", Lock(position="2024/05/01/13").encode())
+    result = run("put", str(batch_dir), world.uri)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "is a batch at the root of ordered table sales.orders" in line
+    assert f"{world.uri}/<batch>/" in line
+    assert [o.name for o in world.store.list_objects("")] == [
+        "sales/orders/_bqlock",
+        "sales/orders/_config/ORDERME",
+    ]

@@ -413,3 +413,16 @@ def test_a_csv_header_that_does_not_name_the_schemas_columns_in_order_is_a_probl
         b'{"schema": "id BIGINT, item STRING, qty INT", "reader_options": {"enforceSchema": true}}',
     )
     assert mapping_problems(run, world) == {}  # by position, as asked
+
+
+def test_a_batch_at_the_root_of_an_ordered_table_with_batch_folders_is_a_problem(
+    run: Run, world: World
+) -> None:
+    world.store.write("sales/orders/_config/ORDERME", b"")
+    world.store.write("sales/orders/part-0.csv", b"id\n1\n")
+    world.store.write("sales/orders/_SUCCESS", b"")
+    assert mapping_problems(run, world) == {}  # a flat table: every batch at its root, in turn
+    world.upload("2024/05/01/13")
+    [problem] = mapping_problems(run, world)["sales/orders/_SUCCESS"]
+    assert "is a batch at the root of ordered table sales.orders, whose batches sit in folders" in problem
+    assert "('2024/05/01/13')" in problem

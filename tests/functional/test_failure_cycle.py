@@ -20,7 +20,7 @@ from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobStatus
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
-from turnstile.protocol import operator
+from turnstile.protocol import operator, sweeper
 from turnstile.protocol.operator import UnlockRefused
 from turnstile.records import BatchOutcome, BatchResult, LockState
 from turnstile.store.gcs import GcsStore
@@ -410,3 +410,45 @@ def test_a_broken_load_json_that_may_rename_the_table_is_rejected_not_queued(
         rejected["error"]
     )
     assert "upload" in str(rejected["message"])
+
+
+def test_a_batch_at_the_root_of_an_ordered_table_is_rejected_and_the_table_goes_on(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """Its pointer would sort after every dated folder: each later batch would be late for good."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    generations = put_all(host, ["2024/01/05"])
+    host.drain()
+    host.put_batch(TABLE)  # data files and _SUCCESS right in ds/tbl/
+    host.drain()
+    [rejected] = records(host, "rejected")
+    assert rejected["object"] == f"gs://{host.bucket}/{TABLE}/_SUCCESS"
+    assert "is a batch at the root of ordered table ds.tbl" in str(rejected["error"])
+    assert f"gs://{host.bucket}/{TABLE}/<batch>/" in str(rejected["error"])
+    assert host.backlog(TABLE) == []
+    generations |= put_all(host, ["2024/01/07"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["2024/01/05", "2024/01/07"])
+    assert host.lock(TABLE).state is LockState.FREE
+
+
+def test_a_flat_ordered_table_stops_on_a_batch_folder_and_a_dropped_one_stays_dropped(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """Position '' (a batch at the root applied last): a folder batch after it is late; once dropped
+    with --skip-head, the sweeper's reconciliation must not publish it again."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    root = host.put_batch(TABLE)
+    host.drain()
+    assert host.lock(TABLE).position == ""
+    put_all(host, ["2024/01/02"])
+    host.drain()
+    lock = host.lock(TABLE)
+    assert lock.state is LockState.FAILED and lock.failed_rel == "2024/01/02"
+    operator.unlock(invocation(host), table(host), skip_head=True)
+    host.drain()
+    [report] = sweeper.sweep(invocation(host))
+    host.drain()
+    assert report["reconciled"] == 0 and records(host, "batch_reconciled") == []
+    assert host.tables.commits[TABLE] == [("", root)]
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []

@@ -22,8 +22,11 @@ from pathlib import Path
 from turnstile.batchfiles import NESTED_OPTION, is_data_file, is_data_name
 from turnstile.config import ConfigReader
 from turnstile.errors import ConfigError, PathError
+from turnstile.ops import session
 from turnstile.ops.errors import Refused
 from turnstile.paths import Batch, ObjectKind, classify, parse_success
+from turnstile.protocol import lock as table_lock
+from turnstile.protocol import publisher
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore, object_uri
 
@@ -66,6 +69,11 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
         )
     except (PathError, ConfigError) as exc:
         raise Refused(f"{where} would be rejected: {exc}") from exc
+    if not batch.rel and (resolved.ordered or settings.order_per_table):
+        position = table_lock.read(session.invocation(store, settings), batch.table)[0].position
+        refusal = publisher.root_batch_refusal(batch, position)
+        if refusal is not None:
+            raise Refused(refusal)
     nested = resolved.load.nested_folders
     files, skipped = _nested_files(local_dir, success) if nested else _own_files(local_dir, success)
     if not files:

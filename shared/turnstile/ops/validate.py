@@ -27,7 +27,8 @@ from turnstile.config import _parse_load_json as check_load_json  # the per-file
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import validate_mapping
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
-from turnstile.paths import CONFIG, ObjectKind, classify, parse_success
+from turnstile.paths import CONFIG, Batch, ObjectKind, classify, parse_success
+from turnstile.protocol import publisher
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore
 
@@ -190,6 +191,13 @@ def _check_batch(
         batch = parse_success(store.bucket, name, regex)
     except (ConfigError, PathError) as exc:
         return [_without_uri(str(exc), f"gs://{store.bucket}/{name}")]
+    refusal = (
+        publisher.root_batch_refusal(batch, _folder_batch(batch, names, settings.success_filename))
+        if resolved.ordered or settings.order_per_table
+        else None
+    )
+    if refusal is not None:
+        return [_without_uri(refusal, f"gs://{store.bucket}/{name}")]
     sub_folders = _check_sub_folders(
         store.bucket, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
     )
@@ -207,6 +215,21 @@ def _check_batch(
         transform_sql=resolved.transform_sql,
         success_filename=settings.success_filename,
     )
+
+
+def _folder_batch(batch: Batch, names: list[str], success: str) -> str | None:
+    """The rel of a batch folder of `batch`'s table, when `batch` sits at its root (else None)."""
+    if batch.rel:
+        return None
+    below = f"{batch.table.prefix}/"
+    for name in (n for n in names if n != f"{below}{success}"):
+        if (
+            name.startswith(below)
+            and name.endswith(f"/{success}")
+            and classify(name, success) is ObjectKind.SUCCESS
+        ):
+            return name.removeprefix(below).removesuffix(f"/{success}")
+    return None
 
 
 def _check_sub_folders(

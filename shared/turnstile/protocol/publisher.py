@@ -9,8 +9,9 @@ docs/PROTOCOL.md).
 from __future__ import annotations
 
 from turnstile import logs
-from turnstile.errors import PreconditionFailed
+from turnstile.errors import PathError, PreconditionFailed
 from turnstile.paths import Batch, Table
+from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.records import Pointer, wake_body
 
@@ -22,8 +23,28 @@ def publish(inv: Invocation, batch: Batch, success_generation: int) -> None:
     ensure_subscriber(inv, batch.table)
 
 
+def root_batch_refusal(batch: Batch, other: str | None) -> str | None:
+    """Why an ordered table whose batches sit in folders (`other`: the last applied, or one of
+    them) cannot take a batch at its root (rel ''): None for any other batch, or a flat table."""
+    if batch.rel or not other:
+        return None
+    table = batch.table
+    return (
+        f"{batch.uri} is a batch at the root of ordered table {table.dataset}.{table.table}, whose "
+        f"batches sit in folders below it ({other!r}): it has no place in their order (its pointer, "
+        "_backlog/_SUCCESS, sorts after every folder named with a digit or capital, each of which "
+        f"would then arrive late and stop the table); upload it into a batch folder, e.g. "
+        f"{table.uri}/<batch>/"
+    )
+
+
 def queue(inv: Invocation, batch: Batch, success_generation: int) -> None:
-    """Write (or advance) the batch's pointer in the table's backlog."""
+    """Write (or advance) the batch's pointer in the table's backlog; PathError for a batch at the
+    root of a table whose batches sit in folders (`root_batch_refusal`)."""
+    if not batch.rel:  # one more read, for this layout only
+        refusal = root_batch_refusal(batch, table_lock.read(inv, batch.table)[0].position)
+        if refusal is not None:
+            raise PathError(refusal)
     settings = inv.settings
     pointer = batch.pointer(settings.success_filename)
     record = Pointer(

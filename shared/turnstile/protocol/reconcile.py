@@ -38,6 +38,8 @@ def reconcile(state: TableState) -> int:
     position = state.lock.position
     stored = None if position is not None else inv.store.read(cursor_name(table))
     start = table.batch_folder(position) if position is not None else f"{table.prefix}/"
+    if position == "":  # a flat table (its batches at its root): its folder holds nothing after that
+        start = table.success("", inv.settings.success_filename)
     if stored is not None:
         start = max(start, stored.text())
     settings = inv.settings
