@@ -303,6 +303,8 @@ def test_merge_resolves_duplicates_deterministically_deletes_and_converges(
         assert_tagged(kit, b1, "job-1")
         assert assert_tagged(kit, b2, "job-1")["operation"] == "overwrite"
         assert result(kit, b2).rows_read == len(CHANGES)
+        # The batch's rows merged, not the rows of the data files the copy-on-write rewrote.
+        assert result(kit, b2).rows_written == len(CHANGES)
         finals.append(kit.rows())
     assert finals[0] == finals[1]
     rows = {r[0]: r[1:] for r in finals[0]}

@@ -175,6 +175,9 @@ class IcebergApplier:
         snapshot, written = found
         self._committed(table)[key] = snapshot
         bad_rows = read.bad_rows + mapped.bad_rows
+        if load.mode == "merge" and not batch.transform_sql:
+            # A copy-on-write MERGE adds whole rewritten files: the batch's rows are what it merged.
+            written = read.rows_read - bad_rows
         return written, bad_rows, snapshot, _time_range(rows, load)
 
     # --- writing ------------------------------------------------------------------------
