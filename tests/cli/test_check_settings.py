@@ -94,6 +94,28 @@ def test_each_bad_value_is_named_with_its_variable_and_fix(tmp_path: Path) -> No
         Settings.from_env(bad)
 
 
+def test_a_bad_value_does_not_hide_the_problems_checked_after_it(tmp_path: Path) -> None:
+    """Rules across variables and the runner's needs want valid values: the variables at fault are
+    set aside, so one run reports everything."""
+    bad = {
+        "JOB_RUNNER": "dataproc",
+        "ORDER_PER_TABLE": "maybe",
+        "FUNCTION_TIMEOUT_SEC": "20",
+        "RESTART_BUFFER_SECONDS": "30",
+    }
+    result = check("--env-file", env_file(tmp_path, bad))
+    assert result.exit_code == 1
+    found = problem_lines(result)
+    assert set(found) == {
+        "ORDER_PER_TABLE",
+        "RESTART_BUFFER_SECONDS",
+        "GOOGLE_CLOUD_PROJECT",
+        "JOB_MAIN_URI",
+        "ICEBERG_CATALOG_TYPE",
+    }
+    assert "must be less than FUNCTION_TIMEOUT_SEC (20)" in found["RESTART_BUFFER_SECONDS"]
+
+
 def test_what_the_dataproc_runner_needs_is_checked_as_the_runner_builds_it(tmp_path: Path) -> None:
     lacking = {k: v for k, v in DEPLOYED.items() if k not in ("JOB_MAIN_URI", "GOOGLE_CLOUD_PROJECT")}
     result = check("--env-file", env_file(tmp_path, lacking))

@@ -91,11 +91,26 @@ def check(environ: Mapping[str, str], *, unknown_are_problems: bool) -> list[Pro
     a name that is no setting is reported (a file holds only settings; a process's environment holds
     much else)."""
     docs = Settings.variables()
-    problems = [Problem(var, what, _fix(var, docs)) for var, what in Settings.problems(environ)]
-    if not problems:  # the runner's needs are read from valid settings only
-        settings = Settings.from_env(environ)
-        if settings.job_runner == "dataproc":
-            problems += dataproc_problems(settings)
+    problems: list[Problem] = []
+    # A bad value hides the checks that need valid settings (across variables, the runner's): each
+    # round sets the variables at fault aside, so one run reports every problem.
+    rest = dict(environ)
+    seen: set[tuple[str, str]] = set()
+    for _ in range(len(docs)):
+        found = Settings.problems(rest)
+        problems += [Problem(var, what, _fix(var, docs)) for var, what in found if (var, what) not in seen]
+        seen |= set(found)
+        if not found:
+            settings = Settings.from_env(rest)
+            aside = set(environ) - set(rest)  # reported already
+            if settings.job_runner == "dataproc":
+                problems += [p for p in dataproc_problems(settings) if p.variable not in aside]
+            break
+        # The variables named, by the problem or in its text (a rule across variables names both).
+        at_fault = {name for name in rest if any(name == var or name in what for var, what in found)}
+        if not at_fault:
+            break  # nothing left to set aside: the rest needs these fixed first
+        rest = {name: value for name, value in rest.items() if name not in at_fault}
     if unknown_are_problems:
         problems += [_unknown(name, docs) for name in sorted(environ) if name not in docs]
     return problems
