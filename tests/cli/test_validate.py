@@ -426,3 +426,17 @@ def test_a_batch_at_the_root_of_an_ordered_table_with_batch_folders_is_a_problem
     [problem] = mapping_problems(run, world)["sales/orders/_SUCCESS"]
     assert "is a batch at the root of ordered table sales.orders, whose batches sit in folders" in problem
     assert "('2024/05/01/13')" in problem
+
+
+def test_a_reader_option_spark_does_not_know_is_a_warning_with_the_likely_name(
+    run: Run, world: World
+) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json", b'{"reader_options": {"delimter": ";", "header": true}}'
+    )
+    result = run("validate", f"gs://{world.store.bucket}")
+    assert result.exit_code == 0  # a warning: Spark may know options this list does not
+    assert "warnings (1):" in result.stdout
+    assert "reader_options 'delimter' is no option of Spark's file readers (did you mean 'delimiter'?)" in (
+        " ".join(result.stdout.split())
+    )

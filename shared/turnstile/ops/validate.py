@@ -13,7 +13,8 @@ rules the functions apply, with nothing applied or written.
 - each `depends_on`: the tables it names exist, and no dependency cycle closes
   (`ops.validate_lineage`);
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql, a
-  batch whose path names no period of its table's `natural_time`.
+  `reader_options` key no Spark file reader knows (`turnstile.reader_options`), a batch whose path
+  names no period of its table's `natural_time`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from turnstile import reader_options
 from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
 from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
@@ -131,10 +133,11 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
             return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
         return None
     try:
-        check_load_json(store.bucket, name, found.data)
+        load = check_load_json(store.bucket, name, found.data)
     except ConfigError as exc:
         return False, _without_uri(str(exc), f"gs://{store.bucket}/{name}")
-    return None
+    misspelt = reader_options.unknown(load.get("reader_options") or {})
+    return (True, "; ".join(misspelt)) if misspelt else None
 
 
 def _folder(prefix: str) -> str:
