@@ -56,6 +56,10 @@ class LoadConfig(BaseModel):
     """CSV: a row with missing trailing columns is read with nulls for them instead of being a
     bad row (checked when a `schema` is given)."""
 
+    ignore_unknown_values: StrictBool = False
+    """JSON with a `schema`: fields the schema does not have are dropped (as BigQuery's option
+    does); by default a batch holding such a field fails, naming it, so no value is lost unseen."""
+
     reader_options: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Spark DataFrameReader options, e.g. `{"delimiter": ";"}`; CSV defaults to `header: true`."""
 

@@ -83,3 +83,20 @@ def test_query_without_a_warehouse(run: Run, stack: StackInfo) -> None:
 def test_the_cli_does_not_import_pyspark() -> None:
     code = "import sys, turnstile.cli; sys.exit('pyspark' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_reader_that_stops_reading_is_no_error() -> None:
+    """`turnstile status | head`: the pipe closes under the command; it ends quietly."""
+    code = (
+        "import typer\n"
+        "from turnstile.cli._errors import guarded\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "@guarded\n"
+        "def command() -> None:\n"
+        "    print('the first line the reader took')\n"
+        "    raise BrokenPipeError(32, 'Broken pipe')\n"
+        "app()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stderr) == (0, "")

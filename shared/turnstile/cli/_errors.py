@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
+import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import ParamSpec
@@ -81,6 +83,11 @@ def guarded(func: Callable[P, int | None]) -> Callable[P, None]:
                 code = func(*args, **kwargs)
             except typer.Exit:
                 raise
+            except BrokenPipeError:
+                # The reader stopped reading (`| head`): nothing went wrong here, and nothing more
+                # can be written; Python would print the error again as it flushes stdout at exit.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                raise typer.Exit(0) from None
             except Exception as exc:
                 described = describe(exc, STORAGE.get())
                 if described is None:

@@ -68,6 +68,7 @@ class IcebergApplier:
         folder_uri = f"gs://{self._bucket}/{batch.folder}"
         base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
         strict = _written_as_read(batch)
+        reading.refuse_unknown_fields(self._spark, located.paths, load, batch.rel)
         while True:
             try:
                 read = reading.read(self._spark, located.paths, load, base_path=base, strict=strict)

@@ -8,6 +8,8 @@ from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
+from turnstile import ddl
+from turnstile.errors import BatchFailed
 from turnstile.load_config import LoadConfig
 from turnstile.spark import messages
 
@@ -113,6 +115,40 @@ def read(
     counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
     total, bad_rows = int(counted["total"]), int(counted["bad"])
     return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached)
+
+
+def refuse_unknown_fields(spark: SparkSession, paths: list[str], load: LoadConfig, rel: str) -> None:
+    """BatchFailed naming the fields of a JSON batch its schema lacks (see `unknown_fields`)."""
+    dropped = unknown_fields(spark, paths, load)
+    if dropped:
+        raise BatchFailed(
+            f"batch {rel!r} has field(s) {', '.join(map(repr, dropped[:10]))} that the schema in "
+            "load.json does not, whose values Spark would drop (names match exactly, case included): "
+            'add them to the schema, or set "ignore_unknown_values": true to drop them'
+        )
+
+
+def unknown_fields(spark: SparkSession, paths: list[str], load: LoadConfig) -> list[str]:
+    """Top-level fields of a JSON batch that `schema` lacks, which Spark's reader drops without a
+    word; it matches names exactly, so `ID` for the schema's `id` is one too (none unless the format
+    is json with a schema, one object a line, and ignore_unknown_values is off). One pass over the
+    files' text."""
+    multiline = any(
+        k.lower() == "multiline" and str(v).lower() == "true" for k, v in load.reader_options.items()
+    )
+    if (
+        load.format not in ("json", "jsonl")
+        or load.schema_ is None
+        or load.ignore_unknown_values
+        or multiline
+    ):
+        return []
+    try:
+        known = set(ddl.fields(load.schema_))
+    except ValueError:
+        return []
+    keys = spark.read.text(paths).select(f.explode(f.json_object_keys("value")).alias("key")).distinct()
+    return sorted(row["key"] for row in keys.collect() if row["key"] not in known)
 
 
 HEADER_MISMATCH = "CSV header does not conform to the schema"
