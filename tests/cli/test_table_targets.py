@@ -44,7 +44,9 @@ def test_an_existing_table_is_paused_and_resumed(run: Run, world: World) -> None
     world.upload("2024/05/01/13")
     assert run("pause", world.uri).exit_code == 0
     assert world.store.stat(world.table.pause) is not None
-    assert run("resume", world.uri).exit_code == 0
+    resumed = run("resume", world.uri)
+    assert resumed.exit_code == 0
+    assert f"lifted the pause of {world.uri}: jobs start again" in resumed.stdout
     assert world.store.stat(world.table.pause) is None
 
 

@@ -158,7 +158,12 @@ def test_resume_writes_a_new_backfill(run: Run, world: World) -> None:
     result = run("resume", world.uri, "-o", "json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
-    assert report == {"table": world.uri, "backfill_generation": backfill_generation(world), "lock": "FREE"}
+    assert report == {
+        "table": world.uri,
+        "backfill_generation": backfill_generation(world),
+        "lock": "FREE",
+        "pause_lifted": False,
+    }
     again = run("resume", world.uri)
     assert again.exit_code == 0
     generation = backfill_generation(world)

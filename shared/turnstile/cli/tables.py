@@ -292,11 +292,21 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     _target.require_table(store, table)
     inv = session.invocation(store, target.settings)
     lock, lock_generation = read_lock(inv, table)
+    paused = store.stat(table.pause) is not None
     generation = operator.resume(inv, table)
     if output is Output.json:
-        emit_json({"table": table.uri, "backfill_generation": generation, "lock": lock.state.value})
+        emit_json(
+            {
+                "table": table.uri,
+                "backfill_generation": generation,
+                "lock": lock.state.value,
+                "pause_lifted": paused,
+            }
+        )
         return
     out = render.console()
+    if paused:
+        out.print(f"lifted the pause of {table.uri}: jobs start again")
     out.print(f"restarted the subscriber of {table.uri} (_BACKFILL generation {generation})")
     if lock.state is LockState.FAILED:
         out.print(
