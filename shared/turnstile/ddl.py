@@ -59,6 +59,19 @@ def fields(ddl: str) -> Fields:
     return found
 
 
+def is_primitive(text: str) -> bool:
+    """True for a Spark type without fields or elements that a value can be cast to (`int`,
+    `decimal(10,2)`, `varchar(5)`, `timestamp`); False for `array<...>`, `void` or no type at all."""
+    word = _WORD.match(text.strip())
+    if word is None or word.group(0).lower() in _NESTED | {"interval", "void"}:
+        return False
+    try:
+        _, end = _type(text, "type")
+    except ValueError:
+        return False
+    return not text[end:].strip()
+
+
 def split(text: str, separator: str = ",") -> list[str]:
     """Split on `separator` outside <...>, (...) and quotes; blank parts dropped."""
     parts, depth, start, i = [], 0, 0, 0

@@ -23,29 +23,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+from turnstile import ddl
+
 KINDS = ("rename", "remove", "cast", "constant", "default", "from_path")
 
-_PRIMITIVES = {
-    "boolean",
-    "byte",
-    "tinyint",
-    "short",
-    "smallint",
-    "int",
-    "integer",
-    "long",
-    "bigint",
-    "float",
-    "real",
-    "double",
-    "date",
-    "timestamp",
-    "timestamp_ltz",
-    "timestamp_ntz",
-    "string",
-    "binary",
-}
-_SIZED = re.compile(r"(?:decimal|dec|numeric)(?:\(\s*\d+\s*(?:,\s*\d+\s*)?\))?|(?:var)?char\(\s*\d+\s*\)")
 # A top-level column name a mapping creates: no dot (a dotted target would read as a nested path).
 _TARGET = re.compile(r"[^.`]+")
 _FIELD = re.compile(r"[^.`]+(?:\.[^.`]+)*")
@@ -53,8 +34,7 @@ _FIELD = re.compile(r"[^.`]+(?:\.[^.`]+)*")
 
 def known_type(name: str) -> bool:
     """True for a Spark primitive type name (`int`, `decimal(10,2)`, `timestamp`...)."""
-    text = name.strip().lower()
-    return text in _PRIMITIVES or _SIZED.fullmatch(text) is not None
+    return ddl.is_primitive(name)
 
 
 def _type(value: str) -> str:

@@ -81,3 +81,22 @@ def test_load_json_refuses_a_bad_value_under_its_key(document: dict[str, object]
     """A string is not a number nor a flag: `"5"`, `"yes"` and 1 are refused, not guessed at."""
     with pytest.raises(ValueError, match=f"(?m)^{key}$"):
         LoadConfig.model_validate(document, context={"partial": True})
+
+
+@pytest.mark.parametrize(
+    ("text", "primitive"),
+    [
+        ("int", True),
+        (" DECIMAL(10, 2) ", True),
+        ("varchar(5)", True),
+        ("timestamp_ntz", True),
+        ("varchar", False),
+        ("array<int>", False),
+        ("void", False),
+        ("intt", False),
+        ("int extra", False),
+        ("", False),
+    ],
+)
+def test_a_cast_target_is_a_primitive_spark_type(text: str, primitive: bool) -> None:
+    assert ddl.is_primitive(text) is primitive
