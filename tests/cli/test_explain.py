@@ -99,6 +99,11 @@ def test_a_batch_without_credentials_is_explained_from_its_name_and_says_its_con
         ),
         ("abc/sales/orders/_bqlock", "is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI"),
         (f"gs://abc/sales/or-ders/{SUCCESS[13:]}", "table name 'or-ders' is not allowed"),
+        (
+            "gs://abc/sales/orders",
+            "error: gs://abc/sales/orders names no object of a batch; if it is a folder, it is table "
+            "sales.orders: explain an object in it, e.g. gs://abc/sales/orders/<batch>/_SUCCESS (as an",
+        ),
     ],
 )
 @pytest.mark.usefixtures("nowhere")

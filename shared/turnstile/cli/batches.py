@@ -22,6 +22,8 @@ from turnstile.ops import retry as retry_ops
 from turnstile.ops import upload as upload_ops
 from turnstile.ops import validate as validate_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS
+from turnstile.paths import parse_success
+from turnstile.settings import Settings
 from turnstile.store.port import object_uri
 
 
@@ -41,13 +43,34 @@ def explain_command(uri: str, output: OutputOption = Output.text) -> None:
                 f"no Google credentials to read gs://{bucket} (gcloud auth application-default login, "
                 "or turnstile up for the local stack)"
             )
-    described = explain(name, bucket, target.settings, configs, unread)
+    try:
+        described = explain(name, bucket, target.settings, configs, unread)
+    except PathError as exc:
+        hint = _folder_hint(uri, bucket, name, target.settings)
+        raise PathError(f"{hint} (as an object: {exc})" if hint else str(exc)) from None
     if output is Output.json:
         emit_json(described)
         return
     width = max(len(k) for k in described)
     for key, value in described.items():
         typer.echo(f"{key:<{width}}  {value}")
+
+
+def _folder_hint(uri: str, bucket: str, name: str, settings: Settings) -> str:
+    """For a name that reads as no object of a batch but is a table's folder: say so."""
+    try:
+        batch = parse_success(
+            bucket, f"{name.rstrip('/')}/{settings.success_filename}", settings.destination_regex
+        )
+    except PathError:
+        return ""
+    table = batch.table
+    return (
+        f"{uri} names no object of a batch; if it is a folder, it is "
+        f"{'table' if not batch.rel else 'a batch of table'} "
+        f"{table.dataset}.{table.table}: explain an object in it, e.g. "
+        f"{uri.rstrip('/')}/{'<batch>/' if not batch.rel else ''}{settings.success_filename}"
+    )
 
 
 @guarded
