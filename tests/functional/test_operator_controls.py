@@ -82,6 +82,27 @@ def test_held_batches_whose_resume_wake_up_was_lost_are_submitted_by_the_sweeper
     assert gcs_store.list_objects(table(host).held) == []
 
 
+def test_a_held_batch_whose_config_broke_meanwhile_stays_held_reported_until_fixed(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)
+    operator.pause(invocation(host), table(host))
+    generations = put_all(host, ["01"])
+    host.drain()
+    host.upload(f"{TABLE}/_config/load.json", b'{"fromat": "csv"}')
+    operator.resume(invocation(host), table(host))
+    host.drain()
+    [rejected] = [r for r in host.log_records() if r.get("event") == "rejected"]
+    assert rejected["severity"] == "ERROR" and "stays held until this is fixed" in str(rejected["message"])
+    assert rejected["object"] == f"gs://{host.bucket}/{TABLE}/01/_SUCCESS"
+    assert len(gcs_store.list_objects(table(host).held)) == 1 and host.applied(TABLE) == []
+    host.upload(f"{TABLE}/_config/load.json", b'{"format": "csv"}')
+    [report] = sweeper.sweep(invocation(host))
+    assert report["jobs"]["released"] == 1
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01"])
+
+
 @pytest.mark.parametrize("choice", list(CancelChoice))
 def test_cancel_keeps_what_was_committed_and_blocks_or_requeues_the_rest(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, choice: CancelChoice

@@ -23,6 +23,7 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
 from turnstile.records import BatchFailure, BatchOutcome, CancelChoice, HeldBatch, JobDone, Manifest, OpenJob
+from turnstile.store.port import object_uri
 
 log = logs.get("unordered")
 
@@ -140,9 +141,15 @@ def release_held(inv: Invocation, table: Table) -> int:
                 batch, resolved = inv.batch(record.success)
             except (ConfigError, PathError) as exc:
                 log.error(
-                    f"held batch {record.rel!r} of {table.uri} cannot be submitted: {exc}; it stays held "
-                    "until this is fixed",
-                    extra={"event": "held_batch_rejected", "table": table.prefix, "rel": record.rel},
+                    f"rejected: held batch {record.rel!r} of {table.uri} cannot be submitted: {exc}; it "
+                    "stays held until this is fixed, then the next sweep submits it",
+                    extra={
+                        "event": "rejected",
+                        "table": table.prefix,
+                        "rel": record.rel,
+                        "object": object_uri(inv.store, record.success),
+                        "error": str(exc),
+                    },
                 )
                 continue
             submitted += apply(inv, batch, resolved, record.success_generation)
