@@ -163,12 +163,9 @@ def _refuse_unordered(inv: Invocation, ref: ObjectRef, exc: ConfigError) -> str:
     """A batch of an unordered table whose config does not validate: recorded as failed (status
     shows it, `turnstile retry` applies it after the fix) when the layout names its table; else
     rejected as a whole (the error says what to fix and which `_SUCCESS` to upload again)."""
-    if not inv.configs.keeps_table(ref.folder):
+    batch = _batch_despite_config(inv, ref)
+    if batch is None:
         raise exc
-    try:
-        batch = parse_success(inv.store.bucket, ref.name, inv.settings.destination_regex)
-    except PathError:
-        raise exc from None
     live = inv.store.stat(ref.name)
     if live is None or live.generation != ref.generation:
         return Handled.STALE
@@ -180,6 +177,14 @@ def _ordered_despite_config(inv: Invocation, ref: ObjectRef) -> Batch | None:
     """The batch of a `_SUCCESS` whose config does not validate, when it is certainly ordered and
     of the table the layout names; else None (it is rejected)."""
     if not inv.configs.certainly_ordered(ref.folder, everywhere=inv.settings.order_per_table):
+        return None
+    return _batch_despite_config(inv, ref)
+
+
+def _batch_despite_config(inv: Invocation, ref: ObjectRef) -> Batch | None:
+    """The batch of a `_SUCCESS` whose config does not validate, parsed with DESTINATION_REGEX,
+    when no load.json on its path can move it to another table; else None."""
+    if not inv.configs.keeps_table(ref.folder):
         return None
     try:
         return parse_success(inv.store.bucket, ref.name, inv.settings.destination_regex)

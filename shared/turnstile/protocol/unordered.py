@@ -135,24 +135,23 @@ def release_held(inv: Invocation, table: Table) -> int:
         if found is None:
             continue  # released by another invocation meanwhile
         record = HeldBatch.decode(found.data, f"gs://{inv.store.bucket}/{info.name}")
-        live = inv.store.stat(record.success)
-        if live is not None and live.generation == record.success_generation:
-            try:
-                batch, resolved = inv.batch(record.success)
-            except (ConfigError, PathError) as exc:
-                log.error(
-                    f"rejected: held batch {record.rel!r} of {table.uri} cannot be submitted: {exc}; it "
-                    "stays held until this is fixed, then the next sweep submits it",
-                    extra={
-                        "event": "rejected",
-                        "table": table.prefix,
-                        "rel": record.rel,
-                        "object": object_uri(inv.store, record.success),
-                        "error": str(exc),
-                    },
-                )
-                continue
-            submitted += apply(inv, batch, resolved, record.success_generation)
+        try:
+            live = _live_batch(inv, record.success, record.success_generation)
+        except (ConfigError, PathError) as exc:
+            log.error(
+                f"rejected: held batch {record.rel!r} of {table.uri} cannot be submitted: {exc}; it "
+                "stays held until this is fixed, then the next sweep submits it",
+                extra={
+                    "event": "rejected",
+                    "table": table.prefix,
+                    "rel": record.rel,
+                    "object": object_uri(inv.store, record.success),
+                    "error": str(exc),
+                },
+            )
+            continue
+        if live is not None:
+            submitted += apply(inv, *live, record.success_generation)
         inv.store.remove(info.name)
     return submitted
 
@@ -161,14 +160,20 @@ def resubmit(inv: Invocation, success: str, generation: int, attempt: int) -> bo
     """Submit attempt `attempt` of the batch, if its `_SUCCESS` still has that generation (a newer
     upload is a new batch, handled by its own event) and its config resolves (if not, its failure
     record says why, and `turnstile retry` applies it after the fix)."""
-    live = inv.store.stat(success)
-    if live is None or live.generation != generation:
-        return False
     try:
-        batch, resolved = inv.batch(success)
+        live = _live_batch(inv, success, generation)
     except (ConfigError, PathError):
         return False
-    return apply(inv, batch, resolved, generation, attempt)
+    return live is not None and apply(inv, *live, generation, attempt)
+
+
+def _live_batch(inv: Invocation, success: str, generation: int) -> tuple[Batch, ResolvedConfig] | None:
+    """The batch and its config when its `_SUCCESS` still has `generation` (None: uploaded again or
+    deleted since). Raises ConfigError or PathError when its config no longer resolves."""
+    live = inv.store.stat(success)
+    if live is None or live.generation != generation:
+        return None
+    return inv.batch(success)
 
 
 def ended(inv: Invocation, table: Table, done: JobDone) -> None:
