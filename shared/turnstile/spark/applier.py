@@ -16,7 +16,7 @@ from turnstile.errors import BatchFailed, CorruptRecord
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.spark import badrows, commits, mapping, messages, reading, schema, sql, steps
-from turnstile.spark.staging import Staging, base_path
+from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.store.port import ObjectStore
 
 BAD_ROW_SAMPLE = 1000
@@ -75,7 +75,8 @@ class IcebergApplier:
             except ValueError as exc:
                 raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
             except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
-                raise BatchFailed(f"reading {batch.rel!r} failed: {reading.failure_text(exc)}") from exc
+                why = as_uploaded(reading.failure_text(exc), batch.data_uris, located.paths)
+                raise BatchFailed(f"reading {batch.rel!r} failed: {why}") from exc
             try:
                 written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
                 break

@@ -35,6 +35,16 @@ def base_path(folder_uri: str, uris: Sequence[str], paths: Sequence[str]) -> str
     return None
 
 
+def as_uploaded(text: str, uris: Sequence[str], paths: Sequence[str]) -> str:
+    """`text` (Spark's message) with each located path named by its URI: the user looks for the
+    object they uploaded, not for the local copy Spark read."""
+    for uri, path in zip(uris, paths, strict=True):
+        if path != uri:
+            for form in (f"file://{path}", f"file:{path}", path):
+                text = text.replace(form, uri)
+    return text
+
+
 class Staging(Protocol):
     def locate(self, uris: Sequence[str], sizes: Sequence[int] | None = None) -> Located:
         """Where Spark reads `uris` from; `sizes`, when the manifest carries them, are their bytes."""
