@@ -186,6 +186,21 @@ def test_defaults_constants_with_types_and_the_rel(spark: Any, tmp_path: Path) -
     ]
 
 
+def test_a_typed_default_converts_the_batchs_own_values_and_sets_aside_those_that_do_not(
+    spark: Any, tmp_path: Path
+) -> None:
+    mapping = [{"default": "amount", "value": 0, "type": "double"}]
+    kit = Kit(spark, tmp_path, mapping=mapping, reader_options={"inferSchema": False}, max_bad_records=1)
+    batch = kit.batch("1", csv("id,amount", "1,12.5", "2,12.5x", "3,"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert kit.rows() == [("1", 12.5), ("3", 0.0)]  # 12.5x is not replaced by the default: a bad row
+    [line] = bad_rows(kit, batch)
+    assert (line["column"], line["value"]) == ("amount", "12.5x")
+    assert line["reason"] == "mapping[0] (default 'amount'): field 'amount' (double) cannot hold '12.5x'"
+    assert result(kit, batch).bad_rows == 1
+
+
 def test_a_mapping_spark_cannot_apply_fails_the_batch_naming_the_mapping(spark: Any, tmp_path: Path) -> None:
     kit = Kit(spark, tmp_path, format="json", mapping=[{"default": "payload", "value": "none"}])
     batch = kit.batch("1", jsonl(row(1, "1", "FR")))

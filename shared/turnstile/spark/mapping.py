@@ -76,8 +76,9 @@ def apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Map
 
 
 def has_casts(entries: tuple[Entry, ...]) -> bool:
-    """Whether a value may fail the mapping (a cast that does not convert is a bad row)."""
-    return any(isinstance(entry, Cast) for entry in entries)
+    """Whether a value may fail the mapping: a cast, or a typed default over a column the batch
+    has, that does not convert is a bad row."""
+    return any(isinstance(entry, Cast) or (isinstance(entry, Default) and entry.type) for entry in entries)
 
 
 def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Mapped:
@@ -126,7 +127,7 @@ def _step(frame: DataFrame, index: int, entry: Entry, where: BatchPath) -> DataF
         constant = f.lit(entry.value)
         return _put(frame, entry.constant, constant.cast(entry.type) if entry.type else constant)
     if isinstance(entry, Default):
-        return _default(frame, entry)
+        return _default(frame, index, entry)
     try:
         found = path_value(index, entry, where.rel, where.natural_time)
     except ValueError as exc:
@@ -176,15 +177,17 @@ def _cast(frame: DataFrame, index: int, entry: Cast, path: tuple[str, ...]) -> D
     return _put(frame, path[0], f.col(quote(path[0])).withField(".".join(path[1:]), converted))
 
 
-def _default(frame: DataFrame, entry: Default) -> DataFrame:
+def _default(frame: DataFrame, index: int, entry: Default) -> DataFrame:
     existing = next((x for x in frame.schema.fields if x.name.lower() == entry.default.lower()), None)
     fallback = f.lit(entry.value)
     if entry.type:
         fallback = fallback.cast(entry.type)
     if existing is None:
         return _put(frame, entry.default, fallback)
+    if entry.type:  # the batch's own values convert as a cast's do: one that does not is a bad row
+        frame = _cast(frame, index, Cast.model_construct(cast=existing.name, type=entry.type), (existing.name,))
     kind = entry.type or existing.dataType.simpleString()
-    return _put(frame, existing.name, f.coalesce(f.col(quote(existing.name)).cast(kind), fallback.cast(kind)))
+    return _put(frame, existing.name, f.coalesce(f.col(quote(existing.name)), fallback.cast(kind)))
 
 
 def bad_row_lines(bad: DataFrame, entries: tuple[Entry, ...], limit: int) -> list[dict[str, str]]:
