@@ -185,7 +185,8 @@ def _default(frame: DataFrame, index: int, entry: Default) -> DataFrame:
     if existing is None:
         return _put(frame, entry.default, fallback)
     if entry.type:  # the batch's own values convert as a cast's do: one that does not is a bad row
-        frame = _cast(frame, index, Cast.model_construct(cast=existing.name, type=entry.type), (existing.name,))
+        own = Cast.model_construct(cast=existing.name, type=entry.type)
+        frame = _cast(frame, index, own, (existing.name,))
     kind = entry.type or existing.dataType.simpleString()
     return _put(frame, existing.name, f.coalesce(f.col(quote(existing.name)), fallback.cast(kind)))
 
