@@ -15,6 +15,7 @@ import pytest
 from tests.functional.harness import Host
 from tests.functional.scenario import invocation
 from turnstile.ops import reprocess as reprocess_ops
+from turnstile.ops import retry as retry_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
 from turnstile.paths import Table
@@ -238,3 +239,22 @@ def test_a_derived_step_is_built_again_with_turnstile_reprocess(host: Host) -> N
     assert host.backlog("ds/fact") == []
     with pytest.raises(Refused, match="never committed"):  # a step not built yet: nothing to redo
         reprocess_ops.request(invocation(host), f"ds/fact/{rel(5)}/_SUCCESS")
+
+
+def test_an_unordered_table_that_asks_to_wait_is_recorded_as_failed_not_applied_early(host: Host) -> None:
+    configure(host, "ds/a", HOURLY)
+    configure(host, "ds/late", HOURLY | {"depends_on": ["ds.a"]}, ordered=False)
+    arrive(host, "ds/late", 0)
+    assert host.applied("ds/late") == []  # not before ds/a has anything
+    [alert] = [r for r in host.log_records() if r.get("event") == "batch_failed"]
+    assert alert["severity"] == "ERROR"
+    assert f"gs://{host.bucket}/ds/late/_config/load.json sets depends_on or delay" in str(alert["error"])
+    assert "put an ORDERME in its _config/" in str(alert["error"])
+    shown = status_ops.table_status(invocation(host), Table(host.bucket, "ds/late", "ds", "late"))
+    [failed] = shown.failed_batches
+    assert failed.rel == rel(0)
+    # Without the keys, `retry` applies it.
+    configure(host, "ds/late", HOURLY, ordered=False)
+    retry_ops.retry(invocation(host), f"{hour('ds/late', 0)}/_SUCCESS")
+    host.drain()
+    assert host.applied("ds/late") == [rel(0)]

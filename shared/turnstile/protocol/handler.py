@@ -130,6 +130,10 @@ def _success(inv: Invocation, ref: ObjectRef) -> str:
     live = inv.store.stat(ref.name)
     if live is None or live.generation != ref.generation:
         return Handled.STALE
+    refusal = unordered.lineage_refusal(inv, batch, resolved)
+    if refusal is not None:
+        unordered.refused(inv, batch, ref.generation, refusal)
+        return Handled.REJECTED
     if unordered.hold(inv, batch, ref.generation):
         return Handled.HELD
     submitted = unordered.apply(inv, batch, resolved, ref.generation)

@@ -31,8 +31,13 @@ log = logs.get("unordered")
 def apply(
     inv: Invocation, batch: Batch, resolved: ResolvedConfig, success_generation: int, attempt: int = 0
 ) -> bool:
-    """Submit the batch's job; False when that job exists already (a duplicate event)."""
+    """Submit the batch's job; False when that job exists already (a duplicate event). A batch
+    whose config asks it to wait is recorded as failed instead (`lineage_refusal`)."""
     table = batch.table
+    refusal = lineage_refusal(inv, batch, resolved)
+    if refusal is not None:
+        refused(inv, batch, success_generation, refusal)
+        return True
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation, attempt)
     if inv.runner.status(job_id) is not None:
         log.info("job already submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
@@ -238,6 +243,21 @@ def _clear_failures(inv: Invocation, table: Table, rel: str, *, up_to: int) -> N
         generation = info.name[len(folder) :].removesuffix(".json")
         if generation.isdigit() and int(generation) <= up_to:
             inv.store.remove(info.name)
+
+
+def lineage_refusal(inv: Invocation, batch: Batch, resolved: ResolvedConfig) -> str | None:
+    """Why the batch of an unordered table cannot honour its config's `depends_on` or `delay`, or
+    None: they hold back the batches of ordered tables, which wait in their order; an unordered
+    batch that ignored them would be applied before what it waits for."""
+    if not resolved.load.lineage.gated:
+        return None
+    files = ", ".join(object_uri(inv.store, s) for s in resolved.sources if s.endswith("/load.json"))
+    success = object_uri(inv.store, batch.success(inv.settings.success_filename))
+    return (
+        f"{files or 'load.json'} sets depends_on or delay, which only ordered tables honour, and "
+        f"{object_uri(inv.store, batch.table.prefix)} is not ordered: either put an ORDERME in its "
+        f"_config/ and upload {success} again, or remove those keys"
+    )
 
 
 def refused(inv: Invocation, batch: Batch, success_generation: int, error: str) -> BatchFailure:
