@@ -12,6 +12,7 @@ wake the subscriber's finish path, then moves the batch to SUCCEEDED or FAILED a
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -131,3 +132,66 @@ def test_an_unordered_flow_through_the_dataproc_runner(
     before = len(created_ids(stub))
     host.deliver(f"{TABLE}/2024/05/01/10/_SUCCESS", generations["2024/05/01/10"])
     assert len(created_ids(stub)) == before
+
+
+def _run_writing(stub: DataprocStub, host: Host, done_body: bytes | None, result_body: bytes | None) -> None:
+    """Dataproc's part for the one pending batch, with its done signal (None: lost) and result
+    records (None: as written) replaced: written by another version, or by hand."""
+    [batch_id] = stub.pending()
+    manifest = read_manifest(host.store, stub.manifest_of(batch_id))
+    done = execute(host.store.inner, manifest, host.tables, SystemClock())  # inner: no events yet
+    if result_body is not None:
+        for batch in manifest.batches:
+            host.store.inner.write(batch.result, result_body)
+    stub.set_state(batch_id, "SUCCEEDED" if done.succeeded else "FAILED")
+    if done_body is None:
+        host.store.inner.remove(manifest.done_signal)
+    else:
+        host.store.write(manifest.done_signal, done_body)
+
+
+def test_a_done_signal_that_does_not_decode_is_read_from_the_job_service_and_the_records(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, stub: DataprocStub
+) -> None:
+    host = start_host(
+        monkeypatch, gcs_store, dataproc_env(stub, ORDERED), tables=MemoryTables(), runner_from_settings=True
+    )
+    generations = put_all(host, ["2024/05/01/10", "2024/05/01/11"])
+    host.drain()
+    _run_writing(stub, host, done_body=b"\x00not a done signal", result_body=None)
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["2024/05/01/10", "2024/05/01/11"])
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+    assert not [r for r in host.log_records() if r.get("event") == "rejected"]
+    warned = [r for r in host.log_records() if r.get("event") == "record_unreadable"]
+    assert warned and all(".done" in str(w["message"]) and "job service" in str(w["message"]) for w in warned)
+
+
+def test_a_result_record_that_does_not_decode_counts_as_not_applied_and_the_retry_records_it(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, stub: DataprocStub
+) -> None:
+    host = start_host(
+        monkeypatch, gcs_store, dataproc_env(stub, ORDERED), tables=MemoryTables(), runner_from_settings=True
+    )
+    host.upload(f"{TABLE}/_config/load.json", b'{"job_retry_backoff_seconds": 1}')
+    generations = put_all(host, ["2024/05/01/10"])
+    host.drain()
+    # The job committed, its record is garbage and its done signal was lost: the sweeper finds it ended.
+    _run_writing(stub, host, done_body=None, result_body=b"{not json")
+    lock = host.lock(TABLE)
+    assert lock.state is LockState.RUNNING
+    host.store.write(TABLE + "/_BACKFILL", b"{}")  # what the sweeper's watchdog does for a job that ended
+    host.drain()
+    retried = host.lock(TABLE)
+    assert retried.state is LockState.FREE and retried.retry_at is not None  # transient: retried
+    time.sleep(max(0.0, retried.retry_at.timestamp() - time.time()) + 0.05)
+    host.store.write(TABLE + "/_BACKFILL", b"{}")
+    host.drain()
+    play(stub, host)
+    host.drain()
+    # Applied once: the retry found the commit (SKIPPED) and wrote a readable record.
+    assert host.tables.commits[TABLE] == commits_in(generations, ["2024/05/01/10"])
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+    generation = generations["2024/05/01/10"]
+    found = host.store.inner.read(f"{TABLE}/_turnstile/results/2024/05/01/10/{generation}.json")
+    assert found is not None and b'"outcome":"SKIPPED"' in found.data.replace(b" ", b"")

@@ -14,15 +14,16 @@ import time
 import pytest
 
 from tests.functional.harness import Host, start_host
-from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all
+from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile import wiring
 from turnstile.clock import SystemClock
-from turnstile.errors import JobDeferred
+from turnstile.errors import JobDeferred, JobServiceUnavailable
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.protocol import sweeper
+from turnstile.ops.status import Health, table_status
+from turnstile.protocol import operator, sweeper
 from turnstile.protocol.context import Invocation
-from turnstile.records import LockState
+from turnstile.records import CancelChoice, LockState
 from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
 
@@ -33,17 +34,25 @@ class Flaky:
     """The job service: the first `crashes` jobs die at once without a trace (FAILED, no result, no
     done signal); the first `refusals` submits are refused with PERMISSION_DENIED."""
 
-    def __init__(self, inner: InlineRunner, *, crashes: int = 0, refusals: int = 0) -> None:
+    def __init__(
+        self, inner: InlineRunner, *, crashes: int = 0, refusals: int = 0, unavailable: int = 0
+    ) -> None:
         self.inner = inner
         self.crashes = crashes
         self.refusals = refusals
+        self.unavailable = unavailable
         self.dead: set[str] = set()
         self.submitted: list[str] = []
+        self.unanswered: list[str] = []
 
     def submit(self, job_id: str, manifest_uri: str) -> None:
         if self.refusals > 0:
             self.refusals -= 1
             raise JobDeferred(f"dataproc refused batch {job_id}: PERMISSION_DENIED")
+        if self.unavailable > 0:
+            self.unavailable -= 1
+            self.unanswered.append(job_id)
+            raise JobServiceUnavailable(f"dataproc: create batch {job_id}: 429 RESOURCE_EXHAUSTED")
         self.submitted.append(job_id)
         if self.crashes > 0 and job_id not in self.dead:
             self.crashes -= 1
@@ -158,3 +167,68 @@ def test_a_batch_that_records_its_own_failure_is_not_retried(
     assert lock.state is LockState.FAILED and lock.attempt == 0
     assert not events(host, "job_retry_scheduled")
     assert len(runner.submitted) == 1
+
+
+def test_a_submit_the_job_service_does_not_take_is_made_again_under_the_same_id_then_applies(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host, runner = flaky_host(monkeypatch, gcs_store, unavailable=1)
+    generations = put_all(host, ["01"])
+    host.drain()
+    assert all(status < 500 for _, _, status in host.delivered)  # acknowledged, not redelivered
+    lock = host.lock(TABLE)
+    # Still RUNNING on the same job: a create that got through is attached to, never doubled.
+    assert lock.state is LockState.RUNNING and lock.attempt == 1 and lock.retry_at is not None
+    assert lock.last_error is not None and "RESOURCE_EXHAUSTED" in lock.last_error
+    [scheduled] = events(host, "job_retry_scheduled")
+    assert (scheduled["rel"], scheduled["attempt"], scheduled["job_id"]) == ("01", 1, lock.job_id)
+    shown = table_status(invocation(host), table(host))
+    assert shown.health is Health.RETRYING
+    assert shown.lock is not None and (shown.lock.attempt, shown.lock.retry_at) == (1, lock.retry_at)
+    assert "RESOURCE_EXHAUSTED" in (shown.lock.last_error or "")
+    assert sweep(host) == "ok"  # not due yet
+    assert sweep_when_due(host) == "wake"
+    assert runner.unanswered == [lock.job_id] and runner.submitted == [lock.job_id]
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01"])
+    assert host.lock(TABLE).state is LockState.FREE
+
+
+def test_a_job_service_that_never_takes_the_job_blocks_the_table_after_the_retries(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host, runner = flaky_host(monkeypatch, gcs_store, unavailable=100)
+    put_all(host, ["01"])
+    host.drain()
+    for _ in range(2):  # job_retries: 2
+        assert host.lock(TABLE).state is LockState.RUNNING
+        sweep_when_due(host)
+    lock = host.lock(TABLE)
+    assert lock.state is LockState.FAILED and lock.failed_rel == "01"
+    assert lock.error is not None and "RESOURCE_EXHAUSTED" in lock.error and "after 3 attempts" in lock.error
+    assert len(runner.unanswered) == 3 and len(set(runner.unanswered)) == 1 and runner.submitted == []
+    assert [e["attempt"] for e in events(host, "job_retry_scheduled")] == [1, 2]
+    assert events(host, "table_blocked")
+    assert all(status < 500 for _, _, status in host.delivered)
+
+
+def test_a_job_the_service_never_took_waits_for_resume_when_paused_and_is_cancelled_by_cancel(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host, runner = flaky_host(monkeypatch, gcs_store, unavailable=1)
+    put_all(host, ["01"])
+    host.drain()
+    job = host.lock(TABLE).job_id
+    operator.pause(invocation(host), table(host), "maintenance")
+    sweep_when_due(host)
+    assert runner.submitted == []  # paused: no job starts, though the service answers again
+    assert host.lock(TABLE).state is LockState.RUNNING
+    operator.resume(invocation(host), table(host))
+    operator.pause(invocation(host), table(host), "maintenance")
+    host.drain()
+    assert runner.submitted == []  # the resumed run saw the new pause
+    assert operator.cancel(invocation(host), table(host), CancelChoice.BLOCK) == (job,)
+    host.drain()  # the cancel wakes the table: the job the service never had is not submitted
+    lock = host.lock(TABLE)
+    assert lock.state is LockState.FAILED and lock.failed_rel == "01"
+    assert lock.error is not None and "cancelled by an operator" in lock.error
+    assert runner.submitted == [] and host.applied(TABLE) == []

@@ -138,6 +138,15 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print(f"  fix the cause, then run: {lock.unlock_command}")
             for choice in lock.unlock_options:
                 out.print(f"  or, to {choice.does}: {lock.unlock_command} {choice.option}")
+        elif s.health == status_ops.Health.RETRYING and lock is not None and lock.retry_at is not None:
+            out.print()
+            rel = lock.covers[0] if lock.covers else s.backlog_head
+            out.print(
+                f"{s.table}: batch {rel!r} failed for a transient reason (attempt {lock.attempt}); its job "
+                f"is tried again at {lock.retry_at:%Y-%m-%d %H:%M:%S} by the sweeper, and the table "
+                "blocks if the retries (job_retries) run out"
+            )
+            out.print(f"  error:  {lock.last_error}")
         elif s.health == status_ops.Health.STALLED:
             out.print()
             out.print(

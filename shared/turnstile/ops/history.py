@@ -87,3 +87,66 @@ def _entry(bucket: str, name: str, rel: str, generation: int, data: bytes) -> En
         error=record.error,
         object=where,
     )
+
+
+@dataclass(frozen=True)
+class ResultView:
+    rel: str
+    success_generation: int
+    outcome: str
+    rows_written: int
+    bad_rows: int
+    finished_at: datetime | None
+    job_id: str
+    object: str
+
+
+def last_result(
+    store: ObjectStore, table: Table, position: str | None
+) -> tuple[ResultView | None, str | None]:
+    """The result record of the last applied batch: the lock's position when it has one, else the
+    batch last in rel order (the last folder at each level of `results/`). Returns (record, error)."""
+    root = f"{table.internal}results/"
+    records = []
+    if position is not None:
+        records = _direct_records(store, f"{root}{position}/" if position else root)
+    if not records:
+        folder = root
+        while subfolders := store.list_folders(folder):
+            folder = subfolders[-1]
+        records = _direct_records(store, folder)
+    if not records:
+        return None, None
+    newest = max(records, key=lambda pair: pair[1])[0]
+    found = store.read(newest)
+    if found is None:
+        return None, None
+    where = f"gs://{store.bucket}/{newest}"
+    try:
+        record = BatchResult.decode(found.data, where)
+    except ConfigError as exc:
+        return None, str(exc)
+    return (
+        ResultView(
+            rel=record.rel,
+            success_generation=record.success_generation,
+            outcome=record.outcome.value,
+            rows_written=record.rows_written,
+            bad_rows=record.bad_rows,
+            finished_at=record.finished_at,
+            job_id=record.job_id,
+            object=where,
+        ),
+        None,
+    )
+
+
+def _direct_records(store: ObjectStore, folder: str) -> list[tuple[str, int]]:
+    """(name, generation named) of the `<generation>.json` records directly in `folder`."""
+    found = []
+    for info in store.list_objects(folder):
+        base = info.name[len(folder) :]
+        stem = base.removesuffix(".json")
+        if "/" not in base and base.endswith(".json") and stem.isdigit():
+            found.append((info.name, int(stem)))
+    return found

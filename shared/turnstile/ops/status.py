@@ -19,14 +19,15 @@ from turnstile.config import ORDERME, levels
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status_lineage
+from turnstile.ops.history import ResultView, last_result
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
 from turnstile.protocol.sweeper import tables as all_tables
-from turnstile.records import BatchFailure, BatchOutcome, BatchResult, Lock, LockState
-from turnstile.store.port import ObjectStore, object_uri
+from turnstile.records import BatchFailure, BatchOutcome, Lock, LockState
+from turnstile.store.port import object_uri
 
 BACKLOG_CAP = 1000
 FAILED_SHOWN = 100  # failure records listed per table
@@ -40,6 +41,7 @@ class Health(StrEnum):
     BLOCKED = "BLOCKED"  # FAILED lock: nothing moves until `turnstile unlock`
     FAILED = "FAILED"  # unordered batches failed and wait for `turnstile retry`
     STALLED = "STALLED"  # a backlog, a free lock, and no live subscriber: the sweeper (or resume) restarts it
+    RETRYING = "RETRYING"  # a transient failure: the head's job is tried again at the lock's retry_at
     RUNNING = "RUNNING"  # a job holds the table
     QUEUED = "QUEUED"  # a backlog and a live subscriber
     GATED = "GATED"  # a backlog held until the gate file exists
@@ -86,6 +88,9 @@ class LockView:
     unlock_command: str | None  # a FAILED lock's: runnable as printed, options apart
     unlock_options: tuple[UnlockOption, ...]
     position: str | None
+    attempt: int = 0  # transient failures of the head batch so far
+    retry_at: datetime | None = None  # when the head's job is tried again after one
+    last_error: str | None = None  # the transient failure being retried
 
 
 @dataclass(frozen=True)
@@ -96,18 +101,6 @@ class SubscriberView:
     backfill_age_seconds: float | None = None
     claim_owner: str | None = None
     claim_expires_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class ResultView:
-    rel: str
-    success_generation: int
-    outcome: str
-    rows_written: int
-    bad_rows: int
-    finished_at: datetime | None
-    job_id: str
-    object: str
 
 
 @dataclass(frozen=True)
@@ -237,6 +230,9 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
             unlock_command=unlock_command(table, lock_generation, inv.store.scheme) if failed else None,
             unlock_options=UNLOCK_OPTIONS if failed else (),
             position=lock.position,
+            attempt=lock.attempt,
+            retry_at=lock.retry_at,
+            last_error=lock.last_error,
         )
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)
@@ -251,6 +247,9 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     )
     if waiting and not health.is_problem:
         health = Health.FAILED
+    retrying = lock is not None and lock.retry_at is not None and lock.retry_at > state.now
+    if retrying and health in (Health.RUNNING, Health.QUEUED, Health.STALLED):
+        health = Health.RETRYING
     waits = status_lineage.waits(inv, state, lock, errors)
     if waits and health in (Health.QUEUED, Health.STALLED, Health.IDLE):
         health = Health.WAITING
@@ -343,55 +342,4 @@ def _ordered_by(inv: Invocation, table: Table, cache: dict[str, bool]) -> list[s
             cache[name] = inv.store.stat(name) is not None
         if cache[name]:
             found.append(f"gs://{inv.store.bucket}/{name}")
-    return found
-
-
-def last_result(
-    store: ObjectStore, table: Table, position: str | None
-) -> tuple[ResultView | None, str | None]:
-    """The result record of the last applied batch: the lock's position when it has one, else the
-    batch last in rel order (the last folder at each level of `results/`). Returns (record, error)."""
-    root = f"{table.internal}results/"
-    records = []
-    if position is not None:
-        records = _direct_records(store, f"{root}{position}/" if position else root)
-    if not records:
-        folder = root
-        while subfolders := store.list_folders(folder):
-            folder = subfolders[-1]
-        records = _direct_records(store, folder)
-    if not records:
-        return None, None
-    newest = max(records, key=lambda pair: pair[1])[0]
-    found = store.read(newest)
-    if found is None:
-        return None, None
-    where = f"gs://{store.bucket}/{newest}"
-    try:
-        record = BatchResult.decode(found.data, where)
-    except ConfigError as exc:
-        return None, str(exc)
-    return (
-        ResultView(
-            rel=record.rel,
-            success_generation=record.success_generation,
-            outcome=record.outcome.value,
-            rows_written=record.rows_written,
-            bad_rows=record.bad_rows,
-            finished_at=record.finished_at,
-            job_id=record.job_id,
-            object=where,
-        ),
-        None,
-    )
-
-
-def _direct_records(store: ObjectStore, folder: str) -> list[tuple[str, int]]:
-    """(name, generation named) of the `<generation>.json` records directly in `folder`."""
-    found = []
-    for info in store.list_objects(folder):
-        base = info.name[len(folder) :]
-        stem = base.removesuffix(".json")
-        if "/" not in base and base.endswith(".json") and stem.isdigit():
-            found.append((info.name, int(stem)))
     return found

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from turnstile.errors import CorruptState
-from turnstile.jobs.port import JobStatus
+from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol import retries
 from turnstile.records import BatchOutcome, CoveredBatch, Lock, LockState
 
@@ -153,8 +153,12 @@ def decide(view: View) -> Action:
     if lock.state is LockState.RUNNING:
         if lock.job_id is None:
             raise CorruptState("a RUNNING lock names no job; it was not written by turnstile")
-        if view.job is None:
-            return Submit(lock.job_id)
+        if view.job is None:  # the job service does not have the lock's job
+            if lock.cancel is not None:  # cancelled before it ever ran: its batches were not applied
+                return _finish(lock, JobStatus(lock.job_id, JobState.CANCELLED, None), {})
+            if view.paused:
+                return Paused()
+            return Backoff() if view.backing_off else Submit(lock.job_id)
         if not view.job.state.finished:
             return Wait(lock.job_id)
         return _finish(lock, view.job, view.outcomes or {})

@@ -17,7 +17,7 @@ from turnstile.paths import Batch, ObjectKind, ObjectRef, parse_success
 from turnstile.protocol import publisher, subscriber, unordered
 from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation
-from turnstile.records import JobDone
+from turnstile.protocol.state import decode_done_signal
 from turnstile.store.port import object_uri
 
 log = logs.get("handler")
@@ -75,7 +75,9 @@ def _route(inv: Invocation, ref: ObjectRef) -> str:
     found = inv.store.read(ref.name)
     if found is None:
         return Handled.IGNORED
-    done = JobDone.decode(found.data, ref.uri)
+    done = decode_done_signal(inv, table, found)
+    if done is None:  # unreadable: an ordered table's run reads the job's end elsewhere (an
+        return subscriber.run(inv, table)  # unordered job's end, the watchdog, from its marker)
     if not done.ordered:
         unordered.ended(inv, table, done)
         return Handled.REPORTED

@@ -130,6 +130,9 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ..
     except PreconditionFailed as exc:
         raise CancelRefused(f"{table.uri}: the lock changed meanwhile; run status again and retry") from exc
     inv.runner.cancel(held.job_id)
+    # A job the service never took ends with no event of its own (and a paused table is not swept):
+    # a run now sees the choice and blocks or requeues its batch.
+    inv.store.write(table.backfill, wake_body())
     log.warning(
         f"job {held.job_id} of {table.uri} cancelled by an operator ({choice.value})",
         extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": held.job_id},

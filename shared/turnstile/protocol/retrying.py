@@ -65,6 +65,40 @@ def schedule(
     return True
 
 
+def defer_submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, *, error: str) -> bool:
+    """The job service did not take the lock's job (quota, 5xx, no answer): keep the lock RUNNING
+    on the same job id, whose submit is idempotent (a create that got through is attached to, never
+    doubled), and submit it again at a retry time, unless the head batch's retries are used up
+    (False: the caller fails the lock)."""
+    attempt = held.attempt + 1
+    config = head_config(inv, held)
+    when = retries.retry_at(
+        attempt, config.job_retries, config.job_retry_backoff_seconds, held.job_id or "", inv.clock.now()
+    )
+    if when is None:
+        return False
+    waiting = held.model_copy(update={"attempt": attempt, "retry_at": when, "last_error": error})
+    try:
+        lock.write(inv, table, waiting, lock_generation)
+    except PreconditionFailed:
+        return True  # another subscriber moved first; it decides from what it wrote
+    rel = held.covers[0].rel if held.covers else None
+    log.warning(
+        f"job {held.job_id} of {table.uri} could not be submitted ({error}); submitted again at "
+        f"{when.isoformat()} (attempt {attempt} of {config.job_retries})",
+        extra={
+            "event": "job_retry_scheduled",
+            "table": table.prefix,
+            "job_id": held.job_id,
+            "rel": rel,
+            "attempt": attempt,
+            "retry_at": when.isoformat(),
+            "error": error,
+        },
+    )
+    return True
+
+
 def head_config(inv: Invocation, held: Lock) -> LoadConfig:
     """The retry settings of the head batch's config cascade (defaults when it cannot be read)."""
     if not held.covers:

@@ -10,6 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 
+from turnstile import logs
 from turnstile.errors import ConfigError, CorruptState, PathError
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.lineage_config import Lineage
@@ -20,7 +21,9 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef, View
 from turnstile.protocol.dependencies import Blocker
 from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState, Pause
-from turnstile.store.port import ObjectInfo, object_uri
+from turnstile.store.port import ObjectInfo, StoredObject, object_uri
+
+log = logs.get("subscriber")
 
 
 class Subscriber(StrEnum):
@@ -197,14 +200,20 @@ def subscriber_view(state: TableState) -> View:
             )
         # The job's done signal is its end: the runner may still call it RUNNING for a while
         # (the driver stopping, Dataproc tearing down), and nothing else would wake us then.
-        done = inv.store.read(table.done_signal(held.job_id))
-        if done is not None:
-            signal = JobDone.decode(done.data, done.name)
+        signal = read_done_signal(inv, table, held.job_id)
+        if signal is not None:
             state_ = JobState.SUCCEEDED if signal.succeeded else JobState.FAILED
             job: JobStatus | None = JobStatus(held.job_id, state_, signal.error)
             return View(lock=held, head=(), job=job, outcomes=dict(signal.outcomes))
         job = inv.runner.status(held.job_id)
-        outcomes = _results(inv, table, held) if job is not None and job.state.finished else None
+        if job is None:  # never submitted, or the service did not take it: submitted again unless
+            return View(  # cancelled, paused, or its submit's retry is not due yet
+                lock=held,
+                head=(),
+                backing_off=held.retry_at is not None and held.retry_at > state.now,
+                paused=state.operator_pause is not None,
+            )
+        outcomes = _results(inv, table, held) if job.state.finished else None
         return View(lock=held, head=(), job=job, outcomes=outcomes)
     if held.state is LockState.FAILED:
         return View(lock=held, head=())
@@ -246,6 +255,38 @@ def subscriber_view(state: TableState) -> View:
     )
 
 
+def read_done_signal(inv: Invocation, table: Table, job_id: str) -> JobDone | None:
+    """The job's done signal; None when there is none, or when it does not decode."""
+    found = inv.store.read(table.done_signal(job_id))
+    return None if found is None else decode_done_signal(inv, table, found)
+
+
+def decode_done_signal(inv: Invocation, table: Table, found: StoredObject) -> JobDone | None:
+    """None when it does not decode (another version's job, a hand edit): the job's end is then
+    read from the job service and the result records, as for a job that died before writing it."""
+    try:
+        return JobDone.decode(found.data, object_uri(inv.store, found.name))
+    except ConfigError as exc:
+        log.warning(
+            f"{exc}; the job's end is read from the job service and the result records instead",
+            extra={"event": "record_unreadable", "table": table.prefix, "object": found.name},
+        )
+        return None
+
+
+def _outcome(inv: Invocation, table: Table, found: StoredObject) -> BatchOutcome | None:
+    """A result record's outcome; None when it does not decode: the batch counts as not applied,
+    so the next attempt's job finds its commit (if any) and writes the record again."""
+    try:
+        return BatchResult.decode(found.data, object_uri(inv.store, found.name)).outcome
+    except ConfigError as exc:
+        log.warning(
+            f"{exc}; the batch counts as not applied: the retry finds its commit, if any, and records it",
+            extra={"event": "record_unreadable", "table": table.prefix},
+        )
+        return None
+
+
 def _results(inv: Invocation, table: Table, held: Lock) -> dict[str, BatchOutcome]:
     """How each covered batch of a job that ended without its done signal (it crashed) ended:
     from the per-batch result records it wrote before."""
@@ -256,6 +297,6 @@ def _results(inv: Invocation, table: Table, held: Lock) -> dict[str, BatchOutcom
             request_id = reprocess.request_id_of(covered.pointer)
             name = reprocess.result_name(table, covered.rel, covered.success_generation, request_id)
         found = inv.store.read(name)
-        if found is not None:
-            outcomes[covered.rel] = BatchResult.decode(found.data, found.name).outcome
+        if found is not None and (outcome := _outcome(inv, table, found)) is not None:
+            outcomes[covered.rel] = outcome
     return outcomes

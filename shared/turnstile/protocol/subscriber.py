@@ -11,7 +11,14 @@ from enum import StrEnum
 
 from turnstile import logs
 from turnstile.batchfiles import data_files
-from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
+from turnstile.errors import (
+    ConfigError,
+    JobDeferred,
+    JobError,
+    JobServiceUnavailable,
+    PathError,
+    PreconditionFailed,
+)
 from turnstile.paths import Table
 from turnstile.protocol import backlog, covering, lineage, lock, reprocess, retrying
 from turnstile.protocol.context import Invocation
@@ -303,6 +310,12 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
     """Submit the lock's job; True when the runner took it."""
     try:
         inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""))
+    except JobServiceUnavailable as exc:
+        error = f"the job could not be submitted: {exc}"
+        if not retrying.defer_submit(inv, table, held, lock_generation, error=error):
+            error = f"{error} (after {held.attempt + 1} attempts failing for transient reasons)"
+            _fail(inv, table, held, lock_generation, held.covers[0], error=error, job_id=job_id)
+        return False
     except JobError as exc:
         error = f"the job could not be submitted: {exc}"
         if isinstance(exc, JobDeferred) and retrying.schedule(

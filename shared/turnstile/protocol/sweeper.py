@@ -65,8 +65,13 @@ def verdict(state: SweepFacts, lease: float) -> Verdict:
     if state.lock_state is LockState.RUNNING:
         if state.job_finished:
             return Verdict.WAKE  # the job ended but nobody finished it
-        if state.job_finished is None and (state.lock_age or 0) > lease:
-            return Verdict.WAKE  # locked, never submitted, and the locker is long gone
+        if state.job_finished is None:  # the job service does not have the lock's job
+            if state.retry_pending:
+                return Verdict.OK  # its submit is tried again later
+            if state.retry_due and not state.backfill_claimed_live:
+                return Verdict.WAKE  # its submit's retry is due
+            if (state.lock_age or 0) > lease:
+                return Verdict.WAKE  # locked, never submitted, and the locker is long gone
         return Verdict.OK
     if not state.backlog or state.paused or state.gated or state.retry_pending or state.waiting:
         return Verdict.OK

@@ -23,8 +23,8 @@ from turnstile.load_config import LoadConfig
 from turnstile.paths import Table
 from turnstile.protocol import backlog, unordered
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.state import TableState
-from turnstile.records import BatchFailure, JobDone, LockState, OpenJob
+from turnstile.protocol.state import TableState, read_done_signal
+from turnstile.records import BatchFailure, LockState, OpenJob
 
 log = logs.get("watchdog")
 SHORTEST_TIMEOUT = 60  # seconds: below this no job can have overrun (job_timeout_seconds >= 60)
@@ -83,10 +83,10 @@ def _watch_open_job(state: TableState, marker: OpenJob, found: Watched) -> None:
             found.resubmitted += 1
         return
     if status.state.finished:
-        done_signal = inv.store.read(table.done_signal(marker.job_id))
-        if done_signal is not None:
-            unordered.ended(inv, table, JobDone.decode(done_signal.data, done_signal.name))
-        else:
+        done = read_done_signal(inv, table, marker.job_id)
+        if done is not None:
+            unordered.ended(inv, table, done)
+        else:  # none, or one that does not decode: retried, and the retry finds a commit it made
             detail = (
                 status.detail or f"job {marker.job_id} ended {status.state.value} without its done signal"
             )

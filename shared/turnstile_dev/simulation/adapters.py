@@ -190,6 +190,8 @@ class SimRunner:
         self._loop.spawn(
             startup, task, lambda: self._run(job_id, manifest_uri), lambda exc: self._ended(job_id, exc)
         )
+        if self._loop.faults_on and rng.random() < self._transient:
+            raise JobServiceUnavailable("the job was created but the answer was lost (503)")
 
     def _run(self, job_id: str, manifest_uri: str) -> None:
         if job_id in self.cancelled:
