@@ -13,6 +13,7 @@ from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol.decide import (
     Acquire,
     Action,
+    Backoff,
     Blocked,
     Finish,
     Gated,
@@ -25,7 +26,7 @@ from turnstile.protocol.decide import (
     Wait,
     decide,
 )
-from turnstile.records import BatchOutcome, CoveredBatch, Lock, LockState
+from turnstile.records import BatchOutcome, CancelChoice, CoveredBatch, Lock, LockState
 
 JOB = "turnstile-ds-tbl-0123456789abcdef"
 COMMITTED, SKIPPED, FAILED = BatchOutcome.COMMITTED, BatchOutcome.SKIPPED, BatchOutcome.FAILED
@@ -126,6 +127,22 @@ def test_running_lock_ignores_gate_pause_and_lateness() -> None:
         **base,
     )
     assert decide(done) == Finish(COVERS, None, None)
+
+
+def test_a_job_the_service_does_not_have_waits_for_its_retry_the_resume_or_ends_cancelled() -> None:
+    assert decide(View(running(), head=HEAD, job=None, backing_off=True)) == Backoff()
+    assert decide(View(running(), head=HEAD, job=None, paused=True)) == Paused()
+    cancelled = running().model_copy(update={"cancel": CancelChoice.BLOCK})
+    action = decide(View(cancelled, head=HEAD, job=None, paused=True, backing_off=True))
+    assert isinstance(action, Finish) and action.applied == () and action.failed == COVERS[0]
+    assert action.error == f"job {JOB} was cancelled by an operator before applying 'b1'"
+
+
+def test_a_job_cancelled_without_a_word_points_at_the_timeout() -> None:
+    action = ended(JobState.CANCELLED, {"b1": COMMITTED})
+    assert isinstance(action, Finish) and action.failed == COVERS[1] and action.transient
+    assert action.error is not None and "ended CANCELLED before applying 'b2'" in action.error
+    assert "job_timeout_seconds" in action.error
 
 
 def test_running_lock_without_a_job_id_is_a_protocol_violation() -> None:

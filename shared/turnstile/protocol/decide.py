@@ -196,6 +196,11 @@ def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) ->
         outcome = outcomes.get(covered.rel)
         if outcome not in (_REPROCESSED if covered.reprocess else _APPLIED):
             error = job.detail or f"job {job.job_id} ended {job.state.value} before applying {covered.rel!r}"
+            if job.state is JobState.CANCELLED and not job.detail:
+                error += (
+                    " (the sweeper cancels a job that runs past job_timeout_seconds: raise it in load.json "
+                    "if the batch needs longer; else it was cancelled on the job service)"
+                )
             if lock.cancel is not None:
                 error = f"job {job.job_id} was cancelled by an operator before applying {covered.rel!r}"
             recorded = outcome is BatchOutcome.FAILED or lock.cancel is not None  # not retried by itself
