@@ -349,6 +349,7 @@ def test_dependencies_on_unknown_tables_cycles_and_bad_durations_name_the_file_a
     world.store.write(
         "ds/on_plain/_config/load.json", b'{"natural_time": "daily", "depends_on": ["ds.plain"]}'
     )
+    world.store.write("ds/_config/ORDERME", b"")  # only ordered tables wait
     result = run("validate", f"gs://{bucket}", "--output", "json")
     assert result.exit_code == 1
     problems = {
@@ -440,3 +441,41 @@ def test_a_reader_option_spark_does_not_know_is_a_warning_with_the_likely_name(
     assert "reader_options 'delimter' is no option of Spark's file readers (did you mean 'delimiter'?)" in (
         " ".join(result.stdout.split())
     )
+
+
+def test_dependencies_that_could_never_be_met_are_problems_of_the_load_json_that_declares_them(
+    run: Run, world: World
+) -> None:
+    bucket = world.store.bucket
+    # A dataset-level depends_on applies to ds/src too: it would wait for itself.
+    world.store.write("ds/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ds.src"]}')
+    world.store.write("ds/_config/ORDERME", b"")
+    for table in ("ds/src", "ds/other"):
+        world.store.write(f"{table}/2026/01/01/00/part-0.csv", b"id\n1\n")
+        world.store.write(f"{table}/2026/01/01/00/_SUCCESS", b"")
+    # An ordered table waiting for an unordered one (no watermark), and an unordered one that waits.
+    world.store.write("ln/usrc/_config/load.json", b'{"natural_time": "hourly"}')
+    world.store.write("ln/udep/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ln.usrc"]}')
+    world.store.write("ln/udep/_config/ORDERME", b"")
+    world.store.write("ln/unord/_config/load.json", b'{"natural_time": "hourly", "delay": "1h"}')
+    # A typo'd source that a waiting table already registered with (only `_turnstile/dependents/`).
+    world.store.write("ln/never/_config/load.json", b'{"natural_time": "hourly", "depends_on": ["ln.ghost"]}')
+    world.store.write("ln/never/_config/ORDERME", b"")
+    world.store.write("ln/ghost/_turnstile/dependents/ln~never.json", b'{"table": "ln/never"}')
+    result = run("validate", f"gs://{bucket}", "--output", "json")
+    assert result.exit_code == 1
+    problems: dict[str, list[str]] = {}
+    for p in json.loads(result.stdout)["problems"]:
+        problems.setdefault(p["object"].rsplit(bucket + "/", 1)[1], []).append(p["message"])
+    [itself] = problems["ds/_config/load.json"]
+    assert "table 'ds/src' would wait for itself for ever" in itself
+    [unordered_source] = problems["ln/udep/_config/load.json"]
+    assert (
+        "table 'ln/usrc' is not ordered (no ORDERME on its path), so it has no watermark" in unordered_source
+    )
+    [waits_unordered] = problems["ln/unord/_config/load.json"]
+    assert (
+        "table 'ln/unord' is not ordered" in waits_unordered and "only ordered tables wait" in waits_unordered
+    )
+    [ghost] = problems["ln/never/_config/load.json"]  # once, and for what it is
+    assert "table 'ln/ghost' has no objects in the bucket" in ghost

@@ -258,3 +258,35 @@ def test_an_unordered_table_that_asks_to_wait_is_recorded_as_failed_not_applied_
     retry_ops.retry(invocation(host), f"{hour('ds/late', 0)}/_SUCCESS")
     host.drain()
     assert host.applied("ds/late") == [rel(0)]
+
+
+def test_a_dependency_that_can_never_be_met_blocks_the_table_with_the_reason(host: Host) -> None:
+    # A dataset-level depends_on names a table of the dataset: that table would wait for itself.
+    configure(host, "dl", HOURLY | {"depends_on": ["dl.src"]})
+    configure(host, "ln/usrc", HOURLY, ordered=False)  # natural time, but no watermark: unordered
+    configure(host, "ln/udep", HOURLY | {"depends_on": ["ln.usrc"]})
+    arrive(host, "dl/src", 0)
+    arrive(host, "ln/usrc", 0)
+    arrive(host, "ln/udep", 0)
+    src, udep = host.lock("dl/src"), host.lock("ln/udep")
+    assert src.state is LockState.FAILED and udep.state is LockState.FAILED
+    assert src.error is not None and "depends_on names the table itself (dl/src)" in src.error
+    assert (
+        udep.error is not None and f"gs://{host.bucket}/ln/usrc, which is not an ordered table" in udep.error
+    )
+    assert host.applied("dl/src") == [] and host.applied("ln/udep") == []
+    assert [r for r in host.log_records() if r.get("event") == "table_blocked"]
+
+
+def test_a_source_named_before_it_exists_is_waited_for_and_not_listed_as_a_table(host: Host) -> None:
+    configure(host, "ln/never", HOURLY | {"depends_on": ["ln.ghost"]})
+    arrive(host, "ln/never", 0)
+    assert waiting_for(host, "ln/never") == (
+        "ln/ghost to reach 2026-01-01T01:00:00+00:00 (its watermark: none yet)",
+    )
+    shown = [s.table for s in status_ops.statuses(invocation(host), "ln", {})]
+    assert shown == ["ln.never"]  # ln/ghost holds only the record that ln/never waits for it
+    configure(host, "ln/ghost", HOURLY)
+    arrive(host, "ln/ghost", 0)  # it appears: its commit wakes the table that waited
+    assert host.applied("ln/never") == [rel(0)]
+    assert [s.table for s in status_ops.statuses(invocation(host), "ln", {})] == ["ln.ghost", "ln.never"]

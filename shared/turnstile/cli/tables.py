@@ -55,7 +55,7 @@ def status_command(
         # A table folder: not one of its batches, and not a typo with nothing under it.
         _target.require_table(store, _target.table_of(f"{SCHEME.get()}://{bucket}/{prefix}"))
     cache: dict[str, bool] = {}
-    found = [status_ops.table_status(inv, table, cache) for table in status_ops.tables_under(inv, prefix)]
+    found = status_ops.statuses(inv, prefix, cache)
     problems = any(s.health.is_problem for s in found)
     where = f"{SCHEME.get()}://{bucket}/{prefix}".rstrip("/")
     if output is Output.json:

@@ -23,6 +23,7 @@ from turnstile.ops.history import ResultView, last_result
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
+from turnstile.protocol.lineage import dependents_folder
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
 from turnstile.protocol.sweeper import tables as all_tables
@@ -182,6 +183,29 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
         found = [table_of_state_object(bucket, f"{'/'.join(parts)}/{LOCK}")]
     # Folders starting with `_` (`_config/`, `_failed/`...) are turnstile's own, never tables.
     return [t for t in found if not t.dataset.startswith("_") and not t.table.startswith("_")]
+
+
+def statuses(inv: Invocation, prefix: str, orderme_cache: dict[str, bool]) -> list[TableStatus]:
+    """The status of each table `tables_under` the prefix, but a folder that holds nothing but the
+    waits of other tables on it (a `depends_on` naming a table with no batches or config yet)."""
+    found = []
+    for table in tables_under(inv, prefix):
+        shown = table_status(inv, table, orderme_cache)
+        quiet = shown.health is Health.IDLE and shown.last_result is None and not shown.backlog_depth
+        if quiet and shown.lock is not None and shown.lock.generation == 0 and _only_awaited(inv, table):
+            continue
+        found.append(shown)
+    return found
+
+
+def _only_awaited(inv: Invocation, table: Table) -> bool:
+    first = inv.store.list_objects(f"{table.prefix}/", limit=1)
+    return (
+        bool(first)
+        and first[0].name.startswith(dependents_folder(table))
+        and inv.store.list_folders(f"{table.prefix}/") == [table.internal]
+        and inv.store.list_folders(table.internal) == [dependents_folder(table)]
+    )
 
 
 def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None = None) -> TableStatus:

@@ -97,7 +97,11 @@ def validate(
         report.problems.append(Problem(f"gs://{bucket}/{name}", message))
         bad_load_json[name] = message
     for name, message in dependency_problems(
-        store, configs, [n for n in load_jsons if n not in bad_load_json]
+        store,
+        configs,
+        [n for n in load_jsons if n not in bad_load_json],
+        _tables_of(configs, bucket, successes, settings.destination_regex),
+        order_per_table=settings.order_per_table,
     ):
         report.problems.append(Problem(f"gs://{bucket}/{name}", message))
     names = sorted(info.name for info in objects)
@@ -112,6 +116,19 @@ def validate(
             report.warnings.append(Problem(f"gs://{bucket}/{name}", untimed))
         advance()
     return report
+
+
+def _tables_of(configs: ConfigReader, bucket: str, successes: list[str], regex: str | None) -> set[str]:
+    """The table folders the batches name (a batch whose config or path is bad names none here:
+    it is reported on its own)."""
+    found = set()
+    for name in successes:
+        try:
+            resolved = configs.resolve(name.rpartition("/")[0] + "/")
+            found.add(parse_success(bucket, name, resolved.load.destination_regex or regex).table.prefix)
+        except (ConfigError, PathError):
+            continue
+    return found
 
 
 def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:

@@ -12,39 +12,74 @@ import json
 from turnstile.config import LOAD_JSON, ConfigReader
 from turnstile.errors import ConfigError, PathError
 from turnstile.lineage_config import Edge
-from turnstile.paths import CONFIG, parse_success
+from turnstile.paths import CONFIG, INTERNAL, parse_success
 from turnstile.store.port import ObjectStore
 
 MAX_TABLES = 1000  # tables followed from one load.json: a guard, far above any real lineage
 
 
 def dependency_problems(
-    store: ObjectStore, configs: ConfigReader, load_jsons: list[str]
+    store: ObjectStore,
+    configs: ConfigReader,
+    load_jsons: list[str],
+    tables: set[str],
+    *,
+    order_per_table: bool,
 ) -> list[tuple[str, str]]:
-    """(load.json, problem) for each load.json that declares `depends_on` with a table that is not
-    in the bucket, or that closes a dependency cycle."""
+    """(load.json, problem) for each load.json that declares `depends_on` or `delay` for a table
+    that could never honour it: not ordered, waiting for itself or for a table that is not in the
+    bucket or has no watermark, or closing a dependency cycle. A load.json above the tables (a
+    dataset's, the bucket's) is checked for each table of `tables` below it."""
     found: list[tuple[str, str]] = []
     for name in load_jsons:
-        if not _declares_depends_on(store, name):
+        if not _declares_waits(store, name):
             continue
-        table = name.removesuffix(f"/{CONFIG}/{LOAD_JSON}")
-        edges = _edges(configs, table)
-        if edges is None:
-            continue  # its own problem is reported with the file
-        for edge in edges:
-            problem = _source_problem(store, configs, edge)
-            if problem:
-                found.append((name, f"depends_on: table {edge.prefix!r} {problem}"))
-        cycle = _cycle_through(configs, table)
-        if cycle:
-            found.append(
-                (
-                    name,
-                    f"depends_on: a dependency cycle {' -> '.join(cycle)}: no batch of these tables could "
-                    "ever start; remove one of the dependencies",
-                )
-            )
+        folder = name.removesuffix(f"{CONFIG}/{LOAD_JSON}").rstrip("/")
+        for table in _governed(folder, tables):
+            for problem in _table_problems(store, configs, table, order_per_table):
+                if (name, problem) not in found:
+                    found.append((name, problem))
     return found
+
+
+def _governed(folder: str, tables: set[str]) -> list[str]:
+    """The tables a load.json in `folder`'s `_config/` applies to: the folder itself when it is a
+    table (or no batch shows any table below it yet), else the tables below it."""
+    below = sorted(t for t in tables if not folder or t == folder or t.startswith(f"{folder}/"))
+    return below or ([folder] if folder else [])
+
+
+def _table_problems(
+    store: ObjectStore, configs: ConfigReader, table: str, order_per_table: bool
+) -> list[str]:
+    try:
+        resolved = configs.resolve(f"{table}/", partial=True)
+    except ConfigError:
+        return []  # its own problem is reported with the file
+    lineage = resolved.load.lineage
+    problems = []
+    if lineage.gated and not (resolved.ordered or order_per_table or lineage.derived):
+        problems.append(
+            f"table {table!r} is not ordered (no ORDERME on its path), and only ordered tables wait: "
+            "its batches would be recorded as failed; put an ORDERME in its _config/ or remove "
+            "depends_on and delay"
+        )
+    for edge in lineage.depends_on:
+        if edge.prefix == table:
+            problems.append(
+                f"depends_on: table {table!r} would wait for itself for ever (a depends_on in a dataset's "
+                "or the bucket's _config/load.json applies to every table below it); move it to the "
+                "dependent tables' own _config/load.json"
+            )
+        elif problem := _source_problem(store, configs, edge, order_per_table):
+            problems.append(f"depends_on: table {edge.prefix!r} {problem}")
+    cycle = [] if any(e.prefix == table for e in lineage.depends_on) else _cycle_through(configs, table)
+    if cycle:
+        problems.append(
+            f"depends_on: a dependency cycle {' -> '.join(cycle)}: no batch of these tables could "
+            "ever start; remove one of the dependencies"
+        )
+    return problems
 
 
 def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: str | None) -> str | None:
@@ -65,25 +100,43 @@ def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: s
     )
 
 
-def _source_problem(store: ObjectStore, configs: ConfigReader, edge: Edge) -> str | None:
-    if not store.list_objects(f"{edge.prefix}/", limit=1):
+def _source_problem(
+    store: ObjectStore, configs: ConfigReader, edge: Edge, order_per_table: bool
+) -> str | None:
+    if not _exists(store, edge.prefix):
         return (
             "has no objects in the bucket (no batches, no _config/); a name is `dataset.table` for "
             "the folder `dataset/table`: fix the name or create the table's _config/ first"
         )
     try:
-        source = configs.resolve(f"{edge.prefix}/", partial=True).load.lineage
+        resolved = configs.resolve(f"{edge.prefix}/", partial=True)
     except ConfigError:
         return None  # its own load.json is reported with that file
+    source = resolved.load.lineage
     if source.natural_time is None:
         return (
             "has no natural_time, so it has no watermark and this table would wait forever: set "
             '"natural_time" in its _config/load.json'
         )
+    if not (resolved.ordered or order_per_table or source.derived):
+        return (
+            "is not ordered (no ORDERME on its path), so it has no watermark and this table would wait "
+            "forever: put an ORDERME in its _config/"
+        )
     return None
 
 
-def _declares_depends_on(store: ObjectStore, name: str) -> bool:
+def _exists(store: ObjectStore, prefix: str) -> bool:
+    """Whether the table has objects of its own: batches or `_config/`, not only the records of
+    the tables that wait for it (`_turnstile/dependents/`, written when they first waited)."""
+    folders = store.list_folders(f"{prefix}/")
+    if any(not f.endswith(f"/{INTERNAL}/") for f in folders):
+        return True
+    first = store.list_objects(f"{prefix}/", limit=1)
+    return bool(first) and not first[0].name.startswith(f"{prefix}/{INTERNAL}/")
+
+
+def _declares_waits(store: ObjectStore, name: str) -> bool:
     found = store.read(name)
     if found is None:
         return False
@@ -91,7 +144,7 @@ def _declares_depends_on(store: ObjectStore, name: str) -> bool:
         document = json.loads(found.data)
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
-    return isinstance(document, dict) and bool(document.get("depends_on"))
+    return isinstance(document, dict) and bool(document.get("depends_on") or document.get("delay"))
 
 
 def _edges(configs: ConfigReader, table: str) -> tuple[Edge, ...] | None:

@@ -33,8 +33,36 @@ MAX_CAS_ATTEMPTS = 20
 
 def of_table(inv: Invocation, table: Table) -> Lineage:
     """The table's lineage keys, from the `_config/` levels at and above its folder (a rule across
-    keys that a batch-level load.json completes, such as `merge_keys`, is not required here)."""
-    return inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
+    keys that a batch-level load.json completes, such as `merge_keys`, is not required here).
+    ConfigError when a dependency can never be met (`check_sources`)."""
+    lineage = inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
+    check_sources(inv, table, lineage)
+    return lineage
+
+
+def check_sources(inv: Invocation, table: Table, lineage: Lineage) -> None:
+    """A dependency on the table itself (a `depends_on` in a dataset's or the bucket's `_config/`
+    applies to every table below it), or on a table that has a natural time but is not ordered
+    (an unordered table has no watermark), would hold the table for ever: ConfigError instead, on
+    which the subscriber blocks the table with the alert. A source not configured yet is waited for."""
+    for edge in lineage.depends_on:
+        if edge.prefix == table.prefix:
+            raise ConfigError(
+                f"{table.uri}: depends_on names the table itself ({edge.prefix}), so its batches would "
+                "wait for ever; a depends_on in a dataset's or the bucket's _config/load.json applies to "
+                "every table below it: move it to the dependent tables' own _config/load.json"
+            )
+        try:
+            source = inv.configs.resolve(f"{edge.prefix}/", partial=True)
+        except ConfigError:
+            continue  # its own batches report its config
+        ordered = source.ordered or inv.settings.order_per_table or source.load.derived is not None
+        if source.load.lineage.natural_time is not None and not ordered:
+            raise ConfigError(
+                f"{table.uri}: depends_on names {object_uri(inv.store, edge.prefix)}, which is not an "
+                "ordered table (no ORDERME on its path), so it has no watermark and this table would "
+                "wait for ever: put an ORDERME in its _config/, or remove the dependency"
+            )
 
 
 def watermark_object(table: Table) -> str:

@@ -250,6 +250,7 @@ def _coverable(
     try:
         batch, resolved = inv.batch(table.success(head.rel, inv.settings.success_filename))
         lineage.check_period(batch.uri, resolved.load, head.rel)
+        lineage.check_sources(inv, table, resolved.load.lineage)
     except (ConfigError, PathError) as exc:
         generation = backlog.live_generation(inv, table, head.rel)
         if generation is None:  # deleted upstream: nothing to apply, nothing to block on
