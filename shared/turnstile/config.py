@@ -45,6 +45,7 @@ class ResolvedConfig:
     transform_sql: str | None
     ordered: bool
     sources: tuple[str, ...]  # the config objects that contributed, farthest first
+    mapping_source: str | None = None  # the load.json whose `mapping` is in force (lists replace whole)
 
     @property
     def transform_source(self) -> str | None:
@@ -147,12 +148,15 @@ class ConfigReader:
         transform: str | None = None
         ordered = False
         sources: list[str] = []
+        mapping_source: str | None = None
         for level in levels(folder):
             found = self._level(level)
             if found.error is not None:
                 raise found.error
             if found.load is not None:
                 merged = deep_merge(merged, found.load)
+                if "mapping" in found.load:
+                    mapping_source = f"{level}{CONFIG}/{LOAD_JSON}"
             transform = found.transform_sql if found.transform_sql is not None else transform
             ordered = ordered or found.orderme
             sources.extend(found.sources)
@@ -164,7 +168,7 @@ class ConfigReader:
                 f"the merged load.json for gs://{self._store.bucket}/{folder} (from {where or 'defaults'}) "
                 f"is invalid: {'; '.join(explain(exc))}"
             ) from exc
-        return ResolvedConfig(load, transform, ordered, tuple(sources))
+        return ResolvedConfig(load, transform, ordered, tuple(sources), mapping_source)
 
     def known_empty(self, level: str) -> None:
         """A listing made for another purpose showed nothing in the level's `_config/`: take it as

@@ -179,6 +179,7 @@ class ManifestBatch(BaseModel):
     load: LoadConfig
     transform_sql: str | None = None
     transform_source: str | None = None  # gs:// URI of the transform.sql in force: errors name it
+    mapping_source: str | None = None  # URI of the load.json whose `mapping` is in force: errors name it
     config_digest: str
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record

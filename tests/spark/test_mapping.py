@@ -141,11 +141,12 @@ def test_an_entry_whose_field_the_batch_lacks_fails_before_any_row_is_written(
     spark: Any, tmp_path: Path
 ) -> None:
     kit = Kit(spark, tmp_path, format="json", mapping=[{"rename": "payload.user.name", "to": "name"}])
-    batch = kit.batch("1", jsonl(row(1, "1", "FR")))
+    where = f"gs://{BUCKET}/{kit.prefix}/_config/load.json"
+    batch = kit.batch("1", jsonl(row(1, "1", "FR"))).model_copy(update={"mapping_source": where})
     with pytest.raises(BatchFailed) as caught:
         kit.applier().apply(batch, "job-1")
     assert str(caught.value) == (
-        "the mapping in load.json does not fit batch '1': mapping[0] (rename 'payload.user.name'): "
+        f"the mapping in {where} does not fit batch '1': mapping[0] (rename 'payload.user.name'): "
         "field 'payload.user' has no field 'name' (it has: id); fix the entry or an entry before it, "
         "or the data"
     )

@@ -583,6 +583,25 @@ def test_the_manifest_names_the_transform_sql_in_force() -> None:
     assert ConfigReader(make_store({})).resolve("ds/tbl/b1/").transform_source is None
 
 
+def test_the_manifest_names_the_load_json_whose_mapping_is_in_force() -> None:
+    store = make_store(
+        {
+            "ds/_config/load.json": {"mapping": [{"remove": "x"}]},
+            "ds/tbl/_config/load.json": {"mapping": [{"remove": "y"}]},  # replaces the list whole
+            "ds/tbl/b1/_config/load.json": {"format": "csv"},
+        }
+    )
+    resolved = ConfigReader(store).resolve("ds/tbl/b1/")
+    assert resolved.mapping_source == "ds/tbl/_config/load.json"
+    clock = SystemClock()
+    inv = Invocation(
+        store, InlineRunner(store, MemoryTables()), Settings.from_env({}), clock, "i", clock.now()
+    )
+    batch = manifest_batch(inv, parse_success(store.bucket, "ds/tbl/b1/_SUCCESS"), resolved, 7, data_uris=())
+    assert batch.mapping_source == f"gs://{store.bucket}/ds/tbl/_config/load.json"
+    assert ConfigReader(make_store({})).resolve("ds/tbl/b1/").mapping_source is None
+
+
 # ---------------------------------------------------------------- bq_transform.sql, nested, jagged_rows
 def test_bq_transform_sql_is_read_as_transform_sql() -> None:
     files = {"ds/tbl/_config/bq_transform.sql": "SELECT * FROM batch"}

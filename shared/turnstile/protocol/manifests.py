@@ -46,6 +46,7 @@ def manifest_batch(
         load=resolved.load,
         transform_sql=resolved.transform_sql,
         transform_source=object_uri(inv.store, source) if source else None,
+        mapping_source=object_uri(inv.store, resolved.mapping_source) if resolved.mapping_source else None,
         config_digest=resolved.digest,
         max_batches_per_job=resolved.load.max_batches_per_job,
         result=table.result(batch.rel, success_generation),

@@ -131,7 +131,7 @@ class IcebergApplier:
     ) -> tuple[int, int, int, tuple[str | None, str | None]]:
         """Map, set bad rows aside, write, and find the tagged commit: (rows written, bad rows,
         snapshot, time range)."""
-        where = mapping.BatchPath(batch.rel, batch.natural_time)
+        where = mapping.BatchPath(batch.rel, batch.natural_time, batch.mapping_source or "load.json")
         mapped = mapping.apply(read.rows, load.mapping, where)  # the view `batch` is the mapped rows
         if read.bad is not None or mapped.bad is not None:
             self._set_aside(batch, read, mapped, load)

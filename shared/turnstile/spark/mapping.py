@@ -41,6 +41,7 @@ class BatchPath:
 
     rel: str
     natural_time: datetime | None
+    config: str = "load.json"  # the load.json whose mapping this is (its URI when known)
 
 
 def fields_of(schema: StructType) -> Fields:
@@ -71,7 +72,7 @@ def apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Map
     except AnalysisException as exc:  # e.g. a default whose value the column's type cannot take
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise BatchFailed(
-            f"the mapping in load.json fails on batch {where.rel!r}: {first}; fix the mapping"
+            f"the mapping in {where.config} fails on batch {where.rel!r}: {first}; fix the mapping"
         ) from exc
 
 
@@ -85,7 +86,7 @@ def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Ma
     problems = check(fields_of(frame.schema), entries)
     if problems:
         raise BatchFailed(
-            f"the mapping in load.json does not fit batch {where.rel!r}: " + "; ".join(problems)
+            f"the mapping in {where.config} does not fit batch {where.rel!r}: " + "; ".join(problems)
         )
     casts = has_casts(entries)
     if casts:
