@@ -241,7 +241,7 @@ def unlock_command(
         if not _confirm(f"unlock {table.uri}?"):
             raise Refused("not confirmed; the lock was left as it is")
     done = operator.unlock(inv, table, skip_head=skip_head, expected_generation=generation)
-    retried = not skip_head or done.dropped_pointer is None
+    retried = done.dropped_pointer is None
     if output is Output.json:
         emit_json(
             {
@@ -252,6 +252,7 @@ def unlock_command(
                 "job_id": done.job_id,
                 "skip_head": skip_head,
                 "dropped_pointer": done.dropped_pointer,
+                "pointer_removed_by_hand": done.removed_by_hand,
                 "batch_retried": retried and bool(lock.covers),
                 "subscriber_restarted": True,
             }
@@ -259,7 +260,12 @@ def unlock_command(
         return
     out = render.console()
     out.print(f"released the FAILED lock of {table.uri} (generation {generation})")
-    if done.dropped_pointer:
+    if done.removed_by_hand:
+        out.print(
+            f"the pointer of batch {done.failed_rel!r} had been removed by hand: the batch is dropped, as "
+            "with --skip-head (upload its _SUCCESS again to apply it)"
+        )
+    elif done.dropped_pointer:
         out.print(
             f"dropped the pointer of batch {done.failed_rel!r}: it counts as applied and is not retried"
         )

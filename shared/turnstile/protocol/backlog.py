@@ -15,7 +15,7 @@ from turnstile.protocol import publisher
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
-from turnstile.store.port import ObjectInfo, StoredObject
+from turnstile.store.port import ObjectInfo, StoredObject, object_uri
 
 log = logs.get("backlog")
 LOOKAHEAD = 100  # pointers listed per turn: the most one job may cover (max_batches_per_job <= 100)
@@ -70,14 +70,21 @@ def already_applied(inv: Invocation, table: Table, ref: PointerRef) -> bool:
 
 def recorded_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
     """The result record of this `_SUCCESS` generation says it is committed."""
+    return recorded_outcome(inv, table, rel, success_generation) in APPLIED
+
+
+APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+
+
+def recorded_outcome(inv: Invocation, table: Table, rel: str, success_generation: int) -> BatchOutcome | None:
+    """What the result record of this `_SUCCESS` generation says; None without a readable one."""
     result = inv.store.read(table.result(rel, success_generation))
     if result is None:
-        return False
+        return None
     try:
-        outcome = BatchResult.decode(result.data, result.name).outcome
+        return BatchResult.decode(result.data, result.name).outcome
     except ConfigError:
-        return False
-    return outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+        return None
 
 
 def drop(inv: Invocation, table: Table, ref: PointerRef) -> None:
@@ -156,9 +163,18 @@ def unannounced(
             continue
         if applied_up_to is not None and batch.pointer(settings.success_filename) <= applied_up_to:
             continue
-        # No position: a new table, or a `_bqlock` deleted by hand (it held the position). Its
-        # result record tells whether this batch was applied; queued again, a job would skip it.
-        if applied_up_to is None and recorded_applied(inv, table, batch.rel, info.generation):
+        # Its result record: applied (no position after a `_bqlock` deleted by hand, or a new
+        # table), or failed and its pointer removed since: an operator dropped it (the original's
+        # way to skip a batch applied by hand); its `_SUCCESS` uploaded again applies it.
+        outcome = recorded_outcome(inv, table, batch.rel, info.generation)
+        if outcome is BatchOutcome.FAILED:
+            log.warning(
+                f"{object_uri(inv.store, info.name)} failed and its backlog pointer was removed: it is "
+                "not applied (upload its _SUCCESS again to apply it)",
+                extra={"event": "batch_dropped", "table": table.prefix, "rel": batch.rel},
+            )
+            continue
+        if applied_up_to is None and outcome in APPLIED:
             continue
         found.append(info.name)
     return found

@@ -28,6 +28,7 @@ class Unlocked:
     failed_rel: str | None
     job_id: str | None
     dropped_pointer: str | None
+    removed_by_hand: bool = False  # the failed batch's pointer was gone already: dropped too
 
 
 def unlock(
@@ -48,7 +49,11 @@ def unlock(
         )
     dropped = None
     head = lock.covers[0] if lock.covers else None
-    if skip_head and head:
+    # Its pointer removed by hand (the original's way to skip a batch applied by hand): dropped.
+    by_hand = head is not None and not head.reprocess and inv.store.stat(head.pointer) is None
+    if by_hand and head:
+        skip_head, dropped = True, head.pointer
+    elif skip_head and head:
         try:
             inv.store.delete(head.pointer, if_generation=head.pointer_generation)
             dropped = head.pointer
@@ -83,7 +88,7 @@ def unlock(
             "skip_head": skip_head,
         },
     )
-    return Unlocked(lock.failed_rel, lock.job_id, dropped)
+    return Unlocked(lock.failed_rel, lock.job_id, dropped, removed_by_hand=by_hand)
 
 
 def resume(inv: Invocation, table: Table) -> int:

@@ -22,7 +22,6 @@ from turnstile.paths import ObjectKind, ObjectRef, Table, classify
 from turnstile.protocol import backlog, handler
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
-from turnstile.records import BatchOutcome, BatchResult
 
 log = logs.get("reconcile")
 CURSOR = "cursor"
@@ -64,8 +63,8 @@ def reconcile(state: TableState) -> int:
         if batch is not None and batch.rel in queued:
             first_open = first_open or info.name
             continue
-        outcome = _recorded(inv, table, batch.rel, info.generation) if batch is not None else None
-        if outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED):
+        outcome = backlog.recorded_outcome(inv, table, batch.rel, info.generation) if batch else None
+        if outcome in backlog.APPLIED:
             continue
         first_open = first_open or info.name
         if outcome is None:  # neither queued nor recorded: its event never came, or its job runs
@@ -91,16 +90,6 @@ def _queued(inv: Invocation, table: Table) -> set[str]:
         except PathError:
             continue
     return found
-
-
-def _recorded(inv: Invocation, table: Table, rel: str, generation: int) -> BatchOutcome | None:
-    found = inv.store.read(table.result(rel, generation))
-    if found is None:
-        return None
-    try:
-        return BatchResult.decode(found.data, found.name).outcome
-    except ConfigError:
-        return None
 
 
 def _advance(inv: Invocation, table: Table, current: str | None, success_name: str) -> None:

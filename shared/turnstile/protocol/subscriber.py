@@ -20,7 +20,7 @@ from turnstile.errors import (
     PreconditionFailed,
 )
 from turnstile.paths import Table
-from turnstile.protocol import backlog, covering, lineage, lock, reprocess, retrying
+from turnstile.protocol import backlog, covering, lineage, lock, recovery, reprocess, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -115,6 +115,12 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Late(head=head):
                 _block_late(inv, table, held, generation, head)
             case Acquire(covers=covers):
+                if generation == 0:  # no lock object: a new table, or `_bqlock` deleted by hand
+                    rebuilt = recovery.rebuild_lock(inv, table)
+                    if rebuilt.running_job is not None:
+                        return Stopped.WAITING  # its done signal wakes the table
+                    if rebuilt.restored:
+                        continue  # decide again: a head at or before the position is late or applied
                 submitted = _acquire(inv, table, held, generation, covers)
                 if submitted is not None and _still_running(inv, submitted):
                     # Its done signal wakes the next run: reading the lock and the done signal
