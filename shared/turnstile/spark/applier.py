@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 
@@ -12,14 +11,12 @@ from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
 
 from turnstile import batchfiles
-from turnstile.errors import BatchFailed, CorruptRecord
+from turnstile.errors import BatchFailed
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.spark import badrows, commits, mapping, messages, reading, schema, sql, steps
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.store.port import ObjectStore
-
-BAD_ROW_SAMPLE = 1000
 
 
 class IcebergApplier:
@@ -134,7 +131,7 @@ class IcebergApplier:
         where = mapping.BatchPath(batch.rel, batch.natural_time)
         mapped = mapping.apply(read.rows, load.mapping, where)  # the view `batch` is the mapped rows
         if read.bad is not None or mapped.bad is not None:
-            self._set_aside(batch, read, mapped, load)
+            badrows.set_aside(self._spark, self._stores(self._bucket), batch, (read, mapped), load)
         rows = mapped.rows
         if load.time_column and load.time_column.lower() not in {c.lower() for c in rows.columns}:
             # Checked before the commit: failing after it would end the job without a done signal.
@@ -307,38 +304,6 @@ class IcebergApplier:
         self._spark.sql(
             sql.merge_into(table, "turnstile_source", load.merge_keys, columns, load.delete_column)
         )
-
-    # --- reporting ----------------------------------------------------------------------
-    def _set_aside(
-        self, batch: ManifestBatch, read: reading.ReadBatch, mapped: mapping.Mapped, load: LoadConfig
-    ) -> None:
-        """Write the rows that did not parse, then those a mapping cast failed on, to `_failed/`;
-        CorruptRecord when together they are more than max_bad_records."""
-        sample = [row[0] for row in read.bad.limit(BAD_ROW_SAMPLE).collect()] if read.bad is not None else []
-        found = badrows.culprits(self._spark, sample, load)
-        lines = [badrows.report_line(row, why, load) for row, why in zip(sample, found, strict=True)]
-        diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
-        if mapped.bad is not None:
-            cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, BAD_ROW_SAMPLE)
-            lines += cast_failures
-            diagnosed += [(line["row"], line["reason"], line["column"]) for line in cast_failures]
-        name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
-        self._stores(self._bucket).write(name, "".join(json.dumps(line) + "\n" for line in lines).encode())
-        count = read.bad_rows + mapped.bad_rows
-        if count > load.max_bad_records:
-            row, first, column = diagnosed[0] if diagnosed else (None, None, None)
-            where = f"; the first: {first} (row {row!r})" if first else ""
-            failed = "could not be parsed or cast" if mapped.bad_rows else "could not be parsed"
-            fix = "schema or mapping" if mapped.bad_rows else "schema"
-            raise CorruptRecord(
-                f"{count} row(s) {failed} (max_bad_records is {load.max_bad_records}){where}; "
-                f"they are in gs://{self._bucket}/{name}. Fix the data (or the {fix} in load.json) and "
-                "re-upload, or raise max_bad_records.",
-                column=column,
-                value=sample[0] if sample else row,
-                rows_read=read.rows_read,
-                bad_rows=count,
-            )
 
 
 class _StrictWriteFailed(Exception):
