@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 SIDE_FILE_SUFFIXES = (".crc",)
+GLOB_CHARACTERS = "\\[]{}*?"  # what Hadoop's glob gives a meaning to; Spark reads them escaped
 SUCCESS = "_SUCCESS"  # the default SUCCESS_FILENAME; callers pass the setting
 NESTED_OPTION = '"nested": true'
 
