@@ -1,4 +1,5 @@
-"""Object names Hadoop reads as patterns: each data file is read once, as itself.
+"""Object names Hadoop reads as patterns or URIs: each data file is read once, as itself, or the batch
+is refused naming the object and what to do.
 
 Spark hands every path to Hadoop's glob. Read unescaped, `part-?.csv` beside `part-1.csv` read
 `part-1.csv` twice and `part[0].csv` read `part0.csv` instead of itself, and the batch was still
@@ -13,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.spark.jobkit import Kit
+from tests.spark.jobkit import BUCKET, Kit
 from turnstile.load_config import LoadConfig
-from turnstile.spark import reading
+from turnstile.records import BatchOutcome
+from turnstile.spark import commits, reading
 
 pytestmark = pytest.mark.spark
 
@@ -56,6 +58,36 @@ def test_glob_characters_in_folders_and_partition_values_are_read_as_themselves(
     done = kit.run(batch)
     assert done.succeeded, done.error
     assert kit.rows() == [(1, "a[1]"), (2, "a1"), (3, "a{1}")]
+
+
+def test_a_colon_in_a_folder_is_read_when_the_path_needs_no_escape(spark: Any, tmp_path: Path) -> None:
+    kit = Kit(spark, tmp_path)
+    done = kit.run(kit.batch("2024-05-01T10:00", ("part-0.csv", b"id\n1\n")))
+    assert done.succeeded, done.error
+    assert kit.rows() == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("rel", "name", "fix"),
+    [
+        ("1", "part:0.csv", "rename the file without ':'"),
+        ("2024-05-01T10:00", "part[0].csv", "rename the folder without ':', or the file without"),
+    ],
+)
+def test_a_name_hadoop_takes_for_a_uri_fails_the_batch_naming_the_object(
+    spark: Any, tmp_path: Path, rel: str, name: str, fix: str
+) -> None:
+    kit = Kit(spark, tmp_path)
+    done = kit.run(kit.batch(rel, ("part-1.csv", b"id\n1\n"), (name, b"id\n2\n")))
+    assert not done.succeeded
+    assert done.outcomes[rel] is BatchOutcome.FAILED
+    uri = f"gs://{BUCKET}/{kit.prefix}/{rel}/{name}"
+    assert done.error is not None
+    assert done.error.startswith(f"batch {rel!r}: Spark cannot read the object {uri} by its name: ")
+    assert f"; {fix}" in done.error
+    assert done.error.endswith("then upload the batch's _SUCCESS again")
+    assert not (tmp_path / "staged" / BUCKET / kit.prefix / rel).exists()  # refused before staging
+    assert not commits.table_exists(spark, kit.table)
 
 
 # --- reading.py on local paths: what Hadoop's glob does with the escaped names -----------------------
