@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -14,7 +15,7 @@ from turnstile import batchfiles
 from turnstile.errors import BatchFailed
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import badrows, commits, mapping, messages, reading, schema, sql, steps
+from turnstile.spark import badrows, commits, emptybatch, mapping, messages, reading, schema, sql, steps
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.store.port import ObjectStore
 
@@ -77,7 +78,10 @@ class IcebergApplier:
                 why = as_uploaded(reading.failure_text(exc), batch.data_uris, located.paths)
                 raise BatchFailed(f"reading {batch.rel!r} failed: {why}") from exc
             try:
-                written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
+                applied, read = (batch, read) if read.rows.columns else self._columnless(batch, table, read)
+                written, bad_rows, snapshot, (low, high) = self._apply(
+                    applied, job_id, applied.load, table, read
+                )
                 break
             except _StrictWriteFailed:
                 strict = False  # a row did not parse (or the write failed): nothing was committed
@@ -117,6 +121,20 @@ class IcebergApplier:
         return _committed(
             batch, job_id, started, snapshot, (low, high), rows_read=read.rows_read, rows_written=written
         )
+
+    def _columnless(
+        self, batch: ManifestBatch, table: str, read: reading.ReadBatch
+    ) -> tuple[ManifestBatch, reading.ReadBatch]:
+        """A batch whose files hold no columns (all empty) as no rows of the table's columns (see
+        `emptybatch`); BatchFailed when there is no table to take them from."""
+        if self._exists(table):
+            columns: StructType | str = self._table_schema(table)
+        elif batch.load.table_schema:
+            columns = batch.load.table_schema
+        else:
+            raise BatchFailed(emptybatch.no_table_from(table, f"gs://{self._bucket}/{batch.folder}"))
+        rows = self._spark.createDataFrame([], columns)
+        return emptybatch.as_no_rows(batch), dataclasses.replace(read, rows=rows, bad=None)
 
     def _no_data_files(self, batch: ManifestBatch) -> str:
         """Names the sub-folders holding the batch's data when it has none of its own files."""
@@ -168,6 +186,12 @@ class IcebergApplier:
             raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {messages.reason(exc)}") from exc
         key = properties[commits.BATCH_KEY]
         found = commits.tagged_commit(self._spark, table, key)
+        if found is None and load.mode == "overwrite_partitions":
+            # Iceberg skips the commit of a dynamic overwrite that replaces no partition (a batch of
+            # no rows): an empty append records the batch instead, changing no row either.
+            with commits.commit_properties(self._spark, properties):
+                self._spark.createDataFrame([], self._table_schema(table)).writeTo(table).append()
+            found = commits.tagged_commit(self._spark, table, key)
         if found is None:
             raise BatchFailed(
                 f"the commit of {batch.rel!r} to {table} is not tagged with {key}; "
@@ -238,9 +262,13 @@ class IcebergApplier:
                 "the command)"
             ) from exc
 
-    def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
-        if table in self._tables or commits.table_exists(self._spark, table):
+    def _exists(self, table: str) -> bool:
+        if table not in self._tables and commits.table_exists(self._spark, table):
             self._tables.add(table)
+        return table in self._tables
+
+    def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
+        if self._exists(table):
             return
         if load.table_schema:
             columns = load.table_schema
