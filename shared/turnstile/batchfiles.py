@@ -5,7 +5,8 @@ option, those at any depth (what Spark and Hive writers produce: `dt=2024-05-01/
 except inside a sub-folder that holds its own success marker (another batch).
 As Spark does, names starting with `_` (markers and turnstile's own objects: `_SUCCESS`,
 `_config/`, `_backlog/`, `_temporary/`) or `.` (hidden files) and checksum side files (`.crc`)
-are never data, and neither is anything inside a folder so named. Pure: no storage.
+are never data, and neither is anything inside a folder so named. A data file whose name Spark
+cannot read as itself is refused (`unreadable_files`), never skipped. Pure: no storage.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 SIDE_FILE_SUFFIXES = (".crc",)
+GLOB_CHARACTERS = "\\[]{}*?"  # what Hadoop's glob gives a meaning to; Spark reads them escaped
 SUCCESS = "_SUCCESS"  # the default SUCCESS_FILENAME; callers pass the setting
 NESTED_OPTION = '"nested": true'
 
@@ -96,3 +98,38 @@ def no_data_files(batch_folder_uri: str, sub_folders: list[str], *, nested: bool
         f"{batch_folder_uri} has no data files (names starting with _ or . and .crc files are not "
         "data); upload the batch's files before its _SUCCESS"
     )
+
+
+def unreadable_reason(name: str) -> tuple[str, str] | None:
+    """(why, what to do) when Spark cannot read the object `name` (its path in the bucket) as
+    itself, None when it can. Hadoop parses a path segment holding ':' as a URI with a scheme: a
+    file name with one is never read as itself, nor is a path whose glob characters must be escaped
+    (Hadoop then resolves it folder by folder) while a folder of it holds a ':'."""
+    if ":" in name.rpartition("/")[2]:
+        return "Hadoop takes the ':' in its name for the end of a URI scheme", "rename the file without ':'"
+    if ":" in name and any(c in name for c in GLOB_CHARACTERS):
+        return (
+            "Hadoop takes the ':' in a folder of its path for the end of a URI scheme, as the path also "
+            f"holds one of {' '.join(GLOB_CHARACTERS)}",
+            "rename the folder without ':', or the file without those characters",
+        )
+    return None
+
+
+def unreadable_files(uris: Iterable[str]) -> str | None:
+    """Why a batch cannot be read, naming the first of its data files (gs:// or s3:// URIs) whose
+    name Spark cannot read as itself and what to do; None when there is none."""
+    found = [(uri, reason) for uri in uris if (reason := unreadable_reason(_object_name(uri)))]
+    if not found:
+        return None
+    (uri, (why, fix)), more = found[0], len(found) - 1
+    others = f" (and {more} more of the batch's objects)" if more else ""
+    return (
+        f"Spark cannot read the object {uri}{others} by its name: {why}; {fix}, then upload the "
+        "batch's _SUCCESS again"
+    )
+
+
+def _object_name(uri: str) -> str:
+    """`gs://bucket/a/b.csv` -> `a/b.csv`."""
+    return uri.partition("://")[2].partition("/")[2]

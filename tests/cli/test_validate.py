@@ -479,3 +479,20 @@ def test_dependencies_that_could_never_be_met_are_problems_of_the_load_json_that
     )
     [ghost] = problems["ln/never/_config/load.json"]  # once, and for what it is
     assert "table 'ln/ghost' has no objects in the bucket" in ghost
+
+
+def test_a_data_file_whose_name_spark_cannot_read_is_a_problem_naming_it(run: Run, world: World) -> None:
+    folder = "sales/orders/incremental/2024/05/01/13/"
+    world.store.write(folder + "part[0].csv", b"id\n1\n")  # glob characters: read as themselves
+    colon = world.store.write(folder + "part-10:00.csv", b"id\n2\n")
+    world.store.write(folder + "_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert problem["object"] == f"gs://{world.store.bucket}/{folder}_SUCCESS"
+    assert problem["message"].startswith(
+        f"Spark cannot read the object gs://{world.store.bucket}/{folder}part-10:00.csv by its name"
+    )
+    assert "rename the file without ':', then upload the batch's _SUCCESS again" in problem["message"]
+    world.store.delete(folder + "part-10:00.csv", if_generation=colon)
+    assert run("validate", f"gs://{world.store.bucket}").exit_code == 0

@@ -6,7 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnstile.batchfiles import data_files, data_sub_folders, is_data_file, is_data_name, no_data_files
+from turnstile.batchfiles import (
+    GLOB_CHARACTERS,
+    data_files,
+    data_sub_folders,
+    is_data_file,
+    is_data_name,
+    no_data_files,
+    unreadable_files,
+    unreadable_reason,
+)
 
 FOLDER = "ds/tbl/2024/05/01/"
 
@@ -130,3 +139,60 @@ def test_a_nested_sub_folder_with_its_own_marker_is_another_batch() -> None:
         day + "dt=y/part-1.parquet",
     ]
     assert len(data_files(day, renamed, nested=True)) == 4  # another marker name: all are data
+
+
+# ---------------------------------------------------------------- names Spark cannot read as themselves
+@pytest.mark.parametrize(
+    "name",
+    [
+        FOLDER + "part-0.csv",
+        FOLDER + "part[0].csv",  # glob characters are read escaped, as themselves
+        FOLDER + "part-?.csv",
+        FOLDER + "g{h,i}*.csv",
+        FOLDER + "part\\0.csv",
+        "ds/tbl/2024-05-01T10:00/part-0.csv",  # a ':' in a folder, the path needing no escape
+        "ds/tbl/dt=10:00/hour=1/part 0 é#%20.csv",
+    ],
+)
+def test_names_spark_reads_as_themselves(name: str) -> None:
+    assert unreadable_reason(name) is None
+    assert unreadable_files([f"gs://b/{name}", f"s3://b/{name}"]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [
+        (FOLDER + "part:0.csv", "rename the file without ':'"),
+        (FOLDER + "dt=a:b/part:0.csv", "rename the file without ':'"),
+        ("ds/tbl/2024-05-01T10:00/part[0].csv", "rename the folder without ':', or the file without"),
+        ("ds/tbl/10:00/x?/part-0.csv", "rename the folder without ':'"),
+    ],
+)
+def test_a_colon_hadoop_would_take_for_a_scheme_is_unreadable(name: str, fix: str) -> None:
+    found = unreadable_reason(name)
+    assert found is not None and found[1].startswith(fix)
+
+
+def test_the_refusal_names_the_first_object_how_many_more_and_what_to_do() -> None:
+    uris = [
+        f"gs://b/{FOLDER}ok.csv",
+        f"gs://b/{FOLDER}a:1.csv",
+        f"gs://b/{FOLDER}b:2.csv",
+        f"gs://b/{FOLDER}c:3.csv",
+    ]
+    message = unreadable_files(uris)
+    assert message is not None
+    assert message.startswith(
+        f"Spark cannot read the object gs://b/{FOLDER}a:1.csv (and 2 more of the batch's"
+    )
+    assert "Hadoop takes the ':' in its name for the end of a URI scheme" in message
+    assert message.endswith("rename the file without ':', then upload the batch's _SUCCESS again")
+    assert "1 more of" in (unreadable_files(uris[:3]) or "")
+
+
+@given(st.text(alphabet="ab:/[*\\.", max_size=12))
+def test_unreadable_exactly_when_hadoop_would_parse_a_scheme(rest: str) -> None:
+    name = FOLDER + rest
+    globbed = any(c in name for c in GLOB_CHARACTERS)
+    expected = ":" in name.rpartition("/")[2] or (":" in name and globbed)
+    assert (unreadable_reason(name) is not None) is expected

@@ -8,7 +8,8 @@ rules the functions apply, with nothing applied or written.
   before any batch arrives;
 - each `_SUCCESS` batch: its merged config cascade (`ConfigReader.resolve`: rules across keys and
   files), its path (`parse_success` with the destination regex the cascade selects), and whether
-  its data sits only in sub-folders its `nested` option does not read, and its `mapping`
+  its data sits only in sub-folders its `nested` option does not read, whether Spark can read each
+  of its data files by its name (`batchfiles.unreadable_files`), and its `mapping`
   (`ops.validate_mapping`: over `schema` or a sample of the batch, its path and `table_schema`);
 - each `depends_on`: the tables it names exist, and no dependency cycle closes
   (`ops.validate_lineage`);
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from turnstile import reader_options
-from turnstile.batchfiles import data_files, data_sub_folders, no_data_files
+from turnstile.batchfiles import data_files, data_sub_folders, no_data_files, unreadable_files
 from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
@@ -32,7 +33,7 @@ from turnstile.ops.validate_lineage import dependency_problems, natural_time_war
 from turnstile.paths import CONFIG, Batch, ObjectKind, classify, parse_success
 from turnstile.protocol import publisher
 from turnstile.settings import Settings
-from turnstile.store.port import ObjectInfo, ObjectStore
+from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 
 @dataclass(frozen=True)
@@ -223,18 +224,35 @@ def _check_batch(
     )
     if sub_folders is not None:
         return [sub_folders]
+    unreadable = _unreadable(
+        store, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
+    )
     header = validate_mapping.header_problems(
         store, batch, resolved.load, (names, sizes), settings.success_filename
     )
-    return header + validate_mapping.problems(
-        store,
-        batch,
-        resolved.load,
-        names,
-        sizes,
-        transform_sql=resolved.transform_sql,
-        success_filename=settings.success_filename,
+    return (
+        unreadable
+        + header
+        + validate_mapping.problems(
+            store,
+            batch,
+            resolved.load,
+            names,
+            sizes,
+            transform_sql=resolved.transform_sql,
+            success_filename=settings.success_filename,
+        )
     )
+
+
+def _unreadable(
+    store: ObjectStore, folder: str, names: list[str], *, nested: bool, success: str
+) -> list[str]:
+    """The problem of a batch with data files whose names Spark cannot read as themselves."""
+    below = [n for n in names if n.startswith(folder)]
+    files = data_files(folder, below, nested=nested, success_filename=success)
+    found = unreadable_files(object_uri(store, file) for file in files)
+    return [found] if found else []
 
 
 def _folder_batch(batch: Batch, names: list[str], success: str) -> str | None:

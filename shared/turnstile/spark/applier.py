@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
 from collections.abc import Callable
 
@@ -12,14 +12,12 @@ from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
 
 from turnstile import batchfiles
-from turnstile.errors import BatchFailed, CorruptRecord
+from turnstile.errors import BatchFailed
 from turnstile.load_config import LoadConfig
 from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.spark import badrows, commits, mapping, messages, reading, schema, sql, steps
+from turnstile.spark import badrows, commits, emptybatch, mapping, messages, reading, schema, sql, steps
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.store.port import ObjectStore
-
-BAD_ROW_SAMPLE = 1000
 
 
 class IcebergApplier:
@@ -64,6 +62,8 @@ class IcebergApplier:
         table = self.table(batch)
         if not batch.data_uris:
             raise BatchFailed(self._no_data_files(batch))
+        if (unreadable := batchfiles.unreadable_files(batch.data_uris)) is not None:
+            raise BatchFailed(unreadable)
         located = self._staging.locate(batch.data_uris, batch.data_sizes)
         folder_uri = f"gs://{self._bucket}/{batch.folder}"
         base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
@@ -78,7 +78,10 @@ class IcebergApplier:
                 why = as_uploaded(reading.failure_text(exc), batch.data_uris, located.paths)
                 raise BatchFailed(f"reading {batch.rel!r} failed: {why}") from exc
             try:
-                written, bad_rows, snapshot, (low, high) = self._apply(batch, job_id, load, table, read)
+                applied, read = (batch, read) if read.rows.columns else self._columnless(batch, table, read)
+                written, bad_rows, snapshot, (low, high) = self._apply(
+                    applied, job_id, applied.load, table, read
+                )
                 break
             except _StrictWriteFailed:
                 strict = False  # a row did not parse (or the write failed): nothing was committed
@@ -119,6 +122,20 @@ class IcebergApplier:
             batch, job_id, started, snapshot, (low, high), rows_read=read.rows_read, rows_written=written
         )
 
+    def _columnless(
+        self, batch: ManifestBatch, table: str, read: reading.ReadBatch
+    ) -> tuple[ManifestBatch, reading.ReadBatch]:
+        """A batch whose files hold no columns (all empty) as no rows of the table's columns (see
+        `emptybatch`); BatchFailed when there is no table to take them from."""
+        if self._exists(table):
+            columns: StructType | str = self._table_schema(table)
+        elif batch.load.table_schema:
+            columns = batch.load.table_schema
+        else:
+            raise BatchFailed(emptybatch.no_table_from(table, f"gs://{self._bucket}/{batch.folder}"))
+        rows = self._spark.createDataFrame([], columns)
+        return emptybatch.as_no_rows(batch), dataclasses.replace(read, rows=rows, bad=None)
+
     def _no_data_files(self, batch: ManifestBatch) -> str:
         """Names the sub-folders holding the batch's data when it has none of its own files."""
         listing = (info.name for info in self._stores(self._bucket).list_objects(batch.folder))
@@ -134,7 +151,7 @@ class IcebergApplier:
         where = mapping.BatchPath(batch.rel, batch.natural_time, batch.mapping_source or "load.json")
         mapped = mapping.apply(read.rows, load.mapping, where)  # the view `batch` is the mapped rows
         if read.bad is not None or mapped.bad is not None:
-            self._set_aside(batch, read, mapped, load)
+            badrows.set_aside(self._spark, self._stores(self._bucket), batch, (read, mapped), load)
         rows = mapped.rows
         if load.time_column and load.time_column.lower() not in {c.lower() for c in rows.columns}:
             # Checked before the commit: failing after it would end the job without a done signal.
@@ -169,6 +186,12 @@ class IcebergApplier:
             raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {messages.reason(exc)}") from exc
         key = properties[commits.BATCH_KEY]
         found = commits.tagged_commit(self._spark, table, key)
+        if found is None and load.mode == "overwrite_partitions":
+            # Iceberg skips the commit of a dynamic overwrite that replaces no partition (a batch of
+            # no rows): an empty append records the batch instead, changing no row either.
+            with commits.commit_properties(self._spark, properties):
+                self._spark.createDataFrame([], self._table_schema(table)).writeTo(table).append()
+            found = commits.tagged_commit(self._spark, table, key)
         if found is None:
             raise BatchFailed(
                 f"the commit of {batch.rel!r} to {table} is not tagged with {key}; "
@@ -239,9 +262,13 @@ class IcebergApplier:
                 "the command)"
             ) from exc
 
-    def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
-        if table in self._tables or commits.table_exists(self._spark, table):
+    def _exists(self, table: str) -> bool:
+        if table not in self._tables and commits.table_exists(self._spark, table):
             self._tables.add(table)
+        return table in self._tables
+
+    def _ensure_table(self, table: str, load: LoadConfig, frame: DataFrame | None) -> None:
+        if self._exists(table):
             return
         if load.table_schema:
             columns = load.table_schema
@@ -307,38 +334,6 @@ class IcebergApplier:
         self._spark.sql(
             sql.merge_into(table, "turnstile_source", load.merge_keys, columns, load.delete_column)
         )
-
-    # --- reporting ----------------------------------------------------------------------
-    def _set_aside(
-        self, batch: ManifestBatch, read: reading.ReadBatch, mapped: mapping.Mapped, load: LoadConfig
-    ) -> None:
-        """Write the rows that did not parse, then those a mapping cast failed on, to `_failed/`;
-        CorruptRecord when together they are more than max_bad_records."""
-        sample = [row[0] for row in read.bad.limit(BAD_ROW_SAMPLE).collect()] if read.bad is not None else []
-        found = badrows.culprits(self._spark, sample, load)
-        lines = [badrows.report_line(row, why, load) for row, why in zip(sample, found, strict=True)]
-        diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
-        if mapped.bad is not None:
-            cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, BAD_ROW_SAMPLE)
-            lines += cast_failures
-            diagnosed += [(line["row"], line["reason"], line["column"]) for line in cast_failures]
-        name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
-        self._stores(self._bucket).write(name, "".join(json.dumps(line) + "\n" for line in lines).encode())
-        count = read.bad_rows + mapped.bad_rows
-        if count > load.max_bad_records:
-            row, first, column = diagnosed[0] if diagnosed else (None, None, None)
-            where = f"; the first: {first} (row {row!r})" if first else ""
-            failed = "could not be parsed or cast" if mapped.bad_rows else "could not be parsed"
-            fix = "schema or mapping" if mapped.bad_rows else "schema"
-            raise CorruptRecord(
-                f"{count} row(s) {failed} (max_bad_records is {load.max_bad_records}){where}; "
-                f"they are in gs://{self._bucket}/{name}. Fix the data (or the {fix} in load.json) and "
-                "re-upload, or raise max_bad_records.",
-                column=column,
-                value=sample[0] if sample else row,
-                rows_read=read.rows_read,
-                bad_rows=count,
-            )
 
 
 class _StrictWriteFailed(Exception):

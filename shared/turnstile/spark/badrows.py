@@ -7,6 +7,7 @@ first column whose text is there but whose typed value is not.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from pyspark.errors import PySparkException
@@ -14,8 +15,14 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
+from turnstile.errors import CorruptRecord
 from turnstile.load_config import LoadConfig
-from turnstile.spark.reading import line_options
+from turnstile.records import ManifestBatch
+from turnstile.spark import mapping
+from turnstile.spark.reading import ReadBatch, line_options
+from turnstile.store.port import ObjectStore, object_uri
+
+SAMPLE = 1000  # bad rows written to `_failed/` and diagnosed, at most
 
 
 @dataclass(frozen=True)
@@ -77,3 +84,40 @@ def report_line(row: str, culprit: Culprit | None, load: LoadConfig) -> dict[str
         "column": culprit.column,
         "value": culprit.value,
     }
+
+
+def set_aside(
+    spark: SparkSession,
+    store: ObjectStore,
+    batch: ManifestBatch,
+    bad: tuple[ReadBatch, mapping.Mapped],
+    load: LoadConfig,
+) -> None:
+    """Write the rows that did not parse (`bad`'s read), then those a mapping cast failed on, to
+    `_failed/` in `store`; CorruptRecord when together they are more than max_bad_records."""
+    read, mapped = bad
+    sample = [row[0] for row in read.bad.limit(SAMPLE).collect()] if read.bad is not None else []
+    found = culprits(spark, sample, load)
+    lines = [report_line(row, why, load) for row, why in zip(sample, found, strict=True)]
+    diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
+    if mapped.bad is not None:
+        cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, SAMPLE)
+        lines += cast_failures
+        diagnosed += [(line["row"], line["reason"], line["column"]) for line in cast_failures]
+    name = f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl"
+    store.write(name, "".join(json.dumps(line) + "\n" for line in lines).encode())
+    count = read.bad_rows + mapped.bad_rows
+    if count > load.max_bad_records:
+        row, first, column = diagnosed[0] if diagnosed else (None, None, None)
+        where = f"; the first: {first} (row {row!r})" if first else ""
+        failed = "could not be parsed or cast" if mapped.bad_rows else "could not be parsed"
+        fix = "schema or mapping" if mapped.bad_rows else "schema"
+        raise CorruptRecord(
+            f"{count} row(s) {failed} (max_bad_records is {load.max_bad_records}){where}; "
+            f"they are in {object_uri(store, name)}. Fix the data (or the {fix} in load.json) and "
+            "re-upload, or raise max_bad_records.",
+            column=column,
+            value=sample[0] if sample else row,
+            rows_read=read.rows_read,
+            bad_rows=count,
+        )

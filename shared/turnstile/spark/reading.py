@@ -12,6 +12,7 @@ from turnstile import ddl
 from turnstile.errors import BatchFailed
 from turnstile.load_config import LoadConfig
 from turnstile.spark import messages
+from turnstile.spark.staging import literal
 
 CORRUPT = "_turnstile_unparsed"
 _SPARK_FORMAT = {
@@ -72,7 +73,8 @@ def read(
     base_path: str | None = None,
     strict: bool = False,
 ) -> ReadBatch:
-    """Read the batch's files; with `base_path` (the batch folder, for nested batches) Spark's
+    """Read the batch's files, each as itself (`paths` are the files' own names, not patterns);
+    with `base_path` (the batch folder, for nested batches; Spark takes it as it is) Spark's
     partition discovery turns `key=value` folders below it into columns. `strict`: the lean read
     (see `ReadBatch.strict`), for a batch whose rows are written as read."""
     reader = spark.read.format(_SPARK_FORMAT[load.format]).options(**_options(load))
@@ -92,7 +94,7 @@ def read(
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
         reader = reader.schema(schema)
     try:
-        frame = reader.load(paths)
+        frame = reader.load([literal(path) for path in paths])
     except Exception as exc:
         if load.format == "avro" and "Failed to find data source: avro" in str(exc):
             raise ValueError(AVRO_MISSING) from exc
@@ -147,7 +149,11 @@ def unknown_fields(spark: SparkSession, paths: list[str], load: LoadConfig) -> l
         known = set(ddl.fields(load.schema_))
     except ValueError:
         return []
-    keys = spark.read.text(paths).select(f.explode(f.json_object_keys("value")).alias("key")).distinct()
+    keys = (
+        spark.read.text([literal(path) for path in paths])
+        .select(f.explode(f.json_object_keys("value")).alias("key"))
+        .distinct()
+    )
     return sorted(row["key"] for row in keys.collect() if row["key"] not in known)
 
 

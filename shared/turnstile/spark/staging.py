@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from turnstile.batchfiles import GLOB_CHARACTERS
 from turnstile.errors import BatchFailed, StoreUnavailable
 from turnstile.store.port import ObjectStore
 from turnstile.uris import parse_bucket_uri
@@ -35,13 +36,21 @@ def base_path(folder_uri: str, uris: Sequence[str], paths: Sequence[str]) -> str
     return None
 
 
+def literal(path: str) -> str:
+    """`path` as Spark reads exactly that file: Spark hands every path to Hadoop's glob, which would
+    take `part-?.csv` for `part-1.csv` too, and `part[0].csv` for `part0.csv`; a backslash makes each
+    glob character stand for itself (Hadoop's GlobPattern, on local files, GCS and S3 alike)."""
+    return "".join(f"\\{c}" if c in GLOB_CHARACTERS else c for c in path)
+
+
 def as_uploaded(text: str, uris: Sequence[str], paths: Sequence[str]) -> str:
-    """`text` (Spark's message) with each located path named by its URI: the user looks for the
-    object they uploaded, not for the local copy Spark read."""
+    """`text` (Spark's message) with each located path, as given or as Spark read it (`literal`),
+    named by its URI: the user looks for the object they uploaded, not for the copy Spark read."""
     for uri, path in zip(uris, paths, strict=True):
-        if path != uri:
-            for form in (f"file://{path}", f"file:{path}", path):
-                text = text.replace(form, uri)
+        for given in dict.fromkeys((literal(path), path)):
+            for form in (f"file://{given}", f"file:{given}", given):
+                if form != uri:
+                    text = text.replace(form, uri)
     return text
 
 
