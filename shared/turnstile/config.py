@@ -35,6 +35,7 @@ LOAD_JSON = "load.json"
 TRANSFORM_SQL = "transform.sql"
 BQ_TRANSFORM_SQL = "bq_transform.sql"  # gcs_ocn_bq_ingest's name: an alias of TRANSFORM_SQL
 ORDERME = "ORDERME"
+ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,11 @@ class ConfigReader:
         empty without listing it (a batch folder's level is new for every batch, so listing it
         would cost one operation per batch)."""
         self._levels.setdefault(level, _Level())
+
+    def orders_below(self, table_prefix: str) -> bool:
+        """An ORDERME in the `_config/` of one of the default layout's kind folders of the table
+        (`incremental/`: its historical batches stay unordered)."""
+        return any(self._level(f"{table_prefix}/{kind}/").orderme for kind in ORDERED_KINDS)
 
     def certainly_ordered(self, folder: str, *, everywhere: bool) -> bool:
         """For a folder whose config does not validate: True when it is ordered all the same

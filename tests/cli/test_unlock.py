@@ -75,6 +75,7 @@ def test_skip_head_drops_the_pointer(run: Run, failed: World) -> None:
         "job_id": "turnstile-sales-orders-0123456789abcdef",
         "skip_head": True,
         "dropped_pointer": failed.table.pointer(HEAD),
+        "pointer_removed_by_hand": False,
         "batch_retried": False,
         "subscriber_restarted": True,
     }
@@ -175,3 +176,14 @@ def test_resume_on_a_blocked_table_says_to_unlock(run: Run, failed: World) -> No
     result = run("resume", failed.uri)
     assert result.exit_code == 0
     assert f"fix the cause, then run: turnstile unlock {failed.uri}" in result.stdout
+
+
+def test_a_failed_batch_whose_pointer_was_removed_by_hand_is_dropped_not_promised_again(
+    run: Run, failed: World
+) -> None:
+    failed.store.remove(failed.table.pointer(HEAD))  # the original's way to skip a batch
+    result = run("unlock", failed.uri, "--yes")
+    assert result.exit_code == 0, result.output
+    assert f"the pointer of batch '{HEAD}' had been removed by hand: the batch is dropped" in result.stdout
+    assert "will be applied again" not in result.stdout
+    assert lock_of(failed).position == HEAD

@@ -12,9 +12,10 @@ import json
 import pytest
 
 from tests.functional.harness import Host, start_host
-from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all
+from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile.execution import read_manifest
 from turnstile.jobs.inline import InlineRunner
+from turnstile.protocol import operator
 from turnstile.records import LockState
 from turnstile.store.gcs import GcsStore
 
@@ -88,3 +89,95 @@ def test_manual_recovery_after_a_partly_committed_job_never_applies_a_committed_
         host.store, f"gs://{host.bucket}/{TABLE}/_turnstile/jobs/{host.runner.submitted[1]}.manifest.json"
     )
     assert [b.rel for b in recovery.batches] == ["b", "c"]
+
+
+def events(host: Host, name: str) -> list[dict[str, object]]:
+    return [r for r in host.log_records() if r.get("event") == name]
+
+
+def test_a_lock_deleted_while_its_job_runs_is_not_taken_by_a_second_job(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED, synchronous=False)
+    assert isinstance(host.runner, InlineRunner)
+    generations = put_all(host, ["a", "b"])
+    host.drain()
+    [running] = host.runner.pending()
+    delete_lock_by_hand(host)  # an impatient operator: the original's habit on a long RUNNING lock
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    assert host.runner.pending() == [running]  # no second job while the first may still commit
+    [missing] = events(host, "lock_missing")
+    assert missing["job_id"] == running
+    host.runner.run(running)
+    host.drain()  # its done signal wakes the table: the lock is rebuilt at what it applied
+    for job in host.runner.pending():
+        host.runner.run(job)
+        host.drain()
+    generations |= put_all(host, ["c"])
+    host.drain()
+    for job in host.runner.pending():
+        host.runner.run(job)
+        host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "b", "c"])
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+
+
+def test_a_failed_batch_whose_pointer_an_operator_removed_is_dropped_after_the_lock_is_deleted(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """The original's ORDERING.md: a batch applied by hand is skipped by removing its `_backlog/`
+    object, deleting `_bqlock` and uploading `_BACKFILL`."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    host.tables.failing.add("b")
+    generations = put_all(host, ["a", "b"])
+    host.drain()
+    assert host.lock(TABLE).failed_rel == "b"
+    host.store.inner.remove(f"{TABLE}/_backlog/b/_SUCCESS")  # "applied by hand"
+    delete_lock_by_hand(host)
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    generations |= put_all(host, ["c"])
+    host.drain()
+    [rebuilt] = events(host, "lock_rebuilt")  # before c is locked for: at a, the last batch applied
+    assert rebuilt["rel"] == "a"
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "c"])  # b is not applied again
+    assert [e["rel"] for e in events(host, "batch_dropped")] == ["b"]
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+
+
+def test_a_late_batch_whose_pointer_an_operator_removed_stays_out_after_the_lock_is_deleted(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    generations = put_all(host, ["b", "c"])
+    host.drain()
+    put_all(host, ["a"])  # late: arrives after c was applied
+    host.drain()
+    assert host.lock(TABLE).state is LockState.FAILED and host.lock(TABLE).failed_rel == "a"
+    host.store.inner.remove(f"{TABLE}/_backlog/a/_SUCCESS")
+    delete_lock_by_hand(host)
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    generations |= put_all(host, ["d"])
+    host.drain()
+    # The rebuilt lock remembers c: a is not pulled in behind d, out of order.
+    assert host.tables.commits[TABLE] == commits_in(generations, ["b", "c", "d"])
+    assert host.lock(TABLE).position == "d"
+
+
+def test_unlock_of_a_failed_batch_whose_pointer_was_removed_by_hand_drops_it(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    host.tables.failing.add("b")
+    generations = put_all(host, ["a", "b"])
+    host.drain()
+    host.store.inner.remove(f"{TABLE}/_backlog/b/_SUCCESS")
+    done = operator.unlock(invocation(host), table(host), skip_head=False)
+    assert done.removed_by_hand and done.dropped_pointer == f"{TABLE}/_backlog/b/_SUCCESS"
+    host.drain()
+    generations |= put_all(host, ["c"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "c"])
+    assert host.lock(TABLE).position == "c"

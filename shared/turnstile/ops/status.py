@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from turnstile.config import ORDERME, levels
+from turnstile.config import ORDERED_KINDS, ORDERME, levels
 from turnstile.errors import ConfigError, PathError
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status_lineage
@@ -32,7 +32,6 @@ from turnstile.store.port import object_uri
 
 BACKLOG_CAP = 1000
 FAILED_SHOWN = 100  # failure records listed per table
-ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
 
 
 class Health(StrEnum):

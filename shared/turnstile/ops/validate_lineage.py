@@ -58,7 +58,8 @@ def _table_problems(
         return []  # its own problem is reported with the file
     lineage = resolved.load.lineage
     problems = []
-    if lineage.gated and not (resolved.ordered or order_per_table or lineage.derived):
+    ordered = resolved.ordered or order_per_table or lineage.derived or configs.orders_below(table)
+    if lineage.gated and not ordered:
         problems.append(
             f"table {table!r} is not ordered (no ORDERME on its path), and only ordered tables wait: "
             "its batches would be recorded as failed; put an ORDERME in its _config/ or remove "
@@ -118,7 +119,7 @@ def _source_problem(
             "has no natural_time, so it has no watermark and this table would wait forever: set "
             '"natural_time" in its _config/load.json'
         )
-    if not (resolved.ordered or order_per_table or source.derived):
+    if not (resolved.ordered or order_per_table or source.derived or configs.orders_below(edge.prefix)):
         return (
             "is not ordered (no ORDERME on its path), so it has no watermark and this table would wait "
             "forever: put an ORDERME in its _config/"

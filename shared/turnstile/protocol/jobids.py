@@ -44,6 +44,12 @@ def unordered_job_id(prefix: str, table: Table, rel: str, success_generation: in
     return f"{job_id}-r{attempt}" if attempt else job_id
 
 
+def is_unordered_job(prefix: str, table: Table, job_id: str) -> bool:
+    """An unordered batch's job (`-u`): it never holds the table's lock (a digest is hexadecimal,
+    so an ordered job's id never has the `u`)."""
+    return job_id.startswith(f"{prefix}-{_slug(table)}-u")
+
+
 def reprocess_job_id(
     prefix: str, table: Table, request: str, request_generation: int, lock_generation: int, *, reuse: int = 0
 ) -> str:

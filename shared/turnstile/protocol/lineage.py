@@ -57,7 +57,9 @@ def check_sources(inv: Invocation, table: Table, lineage: Lineage) -> None:
         except ConfigError:
             continue  # its own batches report its config
         ordered = source.ordered or inv.settings.order_per_table or source.load.derived is not None
-        if source.load.lineage.natural_time is not None and not ordered:
+        if source.load.lineage.natural_time is None or ordered or inv.configs.orders_below(edge.prefix):
+            continue
+        if read_watermark(inv, table_at(inv, edge.prefix))[0] is None:  # one proves it is ordered
             raise ConfigError(
                 f"{table.uri}: depends_on names {object_uri(inv.store, edge.prefix)}, which is not an "
                 "ordered table (no ORDERME on its path), so it has no watermark and this table would "

@@ -17,6 +17,7 @@ from turnstile.errors import PreconditionFailed
 from turnstile.paths import Table
 from turnstile.protocol import backlog, lock
 from turnstile.protocol.context import Invocation
+from turnstile.protocol.jobids import is_unordered_job
 from turnstile.records import Lock
 from turnstile.store.port import ObjectInfo
 
@@ -63,8 +64,10 @@ def _running_job(inv: Invocation, table: Table) -> str | None:
     open_: list[ObjectInfo] = [
         i for i in listed if i.name.endswith(MANIFEST) and i.name.removesuffix(MANIFEST) not in ended
     ]
-    for info in sorted(open_, key=lambda i: i.updated, reverse=True)[:JOBS_ASKED]:
-        job_id = info.name[len(folder) :].removesuffix(MANIFEST)
+    ids = (i.name[len(folder) :].removesuffix(MANIFEST) for i in sorted(open_, key=lambda i: i.updated))
+    prefix = inv.settings.job_prefix
+    locking = [job_id for job_id in ids if not is_unordered_job(prefix, table, job_id)]
+    for job_id in reversed(locking[-JOBS_ASKED:]):
         status = inv.runner.status(job_id)
         if status is not None and not status.state.finished:
             return job_id

@@ -138,13 +138,22 @@ class Cancelled(Exception):
 
 @dataclass
 class Cancellable:
-    """The tables as one job sees them: a cancelled job stops before its next batch."""
+    """The tables as one job sees them: a cancelled job stops before its next batch, and a table's
+    committed batches are read once, at the job's first look (as the Iceberg job reads them): a
+    commit another job makes meanwhile is not seen."""
 
     tables: SimTables
     cancelled: Callable[[], bool]
+    ledger: dict[str, dict[tuple[str, int, str | None], int]] = field(default_factory=dict)
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
-        return self.tables.committed_snapshot(batch)
+        if batch.table_prefix not in self.ledger:
+            self.ledger[batch.table_prefix] = {
+                (c.rel, c.generation, c.reprocess): index
+                for index, c in enumerate(self.tables.commits, start=1)
+                if c.table == batch.table_prefix
+            }
+        return self.ledger[batch.table_prefix].get((batch.rel, batch.success_generation, batch.reprocess))
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         if self.cancelled():

@@ -7,8 +7,9 @@ invariants every schedule must keep.
 - Until `fault_end`, store operations crash the running invocation (before or after they land),
   the job service answers 503, jobs crash or fail on chosen batches, and invocations are killed at
   their timeout. An operator fixes a failed batch and unlocks its table a while later, or
-  recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL`. Now
-  and then the operator asks for a committed batch to be reprocessed (`reprocessing`).
+  recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL` (also,
+  now and then, while a job holds it). Now and then the operator asks for a committed batch to be
+  reprocessed (`reprocessing`).
 - Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
   lock is FREE; each reprocess request is applied exactly once, after what was queued before it.
@@ -287,6 +288,11 @@ class World:
                 continue
             lock, generation = table_lock.read(inv, _table(prefix))
             self._pause_or_cancel(inv, prefix, lock.state)
+            if lock.state is LockState.RUNNING and self.plan.recovers_by_hand and self.loop.faults_on:
+                if self.loop.rng.random() < 0.05:  # impatient: the original's habit on a long job
+                    self.stats["running locks deleted by hand"] += 1
+                    self._recover_by_hand(inv, _table(prefix), generation)
+                continue
             if lock.state is not LockState.FAILED:
                 continue
             if fix:
