@@ -28,7 +28,7 @@ from turnstile.config_cache import CachedLevels
 from turnstile.errors import ConfigError
 from turnstile.load_config import LoadConfig
 from turnstile.paths import CONFIG
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 from turnstile.validation import explain
 
 LOAD_JSON = "load.json"
@@ -129,12 +129,12 @@ class ConfigReader:
                         b"destinationRegex" in obj.data or b"destination_regex" in obj.data
                     )
                     try:
-                        found.load = _parse_load_json(self._store.bucket, info.name, obj.data)
+                        found.load = _parse_load_json(object_uri(self._store, info.name), obj.data)
                     except ConfigError as exc:
                         found.error = exc
                 elif found.transform_sql is not None:
                     found.error = ConfigError(
-                        f"gs://{self._store.bucket}/{folder} holds both {TRANSFORM_SQL} and "
+                        f"{object_uri(self._store, folder)} holds both {TRANSFORM_SQL} and "
                         f"{BQ_TRANSFORM_SQL} (an alias of the same file); keep one and delete the other"
                     )
                 else:
@@ -161,12 +161,12 @@ class ConfigReader:
             transform = found.transform_sql if found.transform_sql is not None else transform
             ordered = ordered or found.orderme
             sources.extend(found.sources)
-        where = ", ".join(f"gs://{self._store.bucket}/{s}" for s in sources if s.endswith(LOAD_JSON))
+        where = ", ".join(object_uri(self._store, s) for s in sources if s.endswith(LOAD_JSON))
         try:
             load = LoadConfig.model_validate(merged, context={"partial": True} if partial else None)
         except ValidationError as exc:
             raise ConfigError(
-                f"the merged load.json for gs://{self._store.bucket}/{folder} (from {where or 'defaults'}) "
+                f"the merged load.json for {object_uri(self._store, folder)} (from {where or 'defaults'}) "
                 f"is invalid: {'; '.join(explain(exc))}"
             ) from exc
         return ResolvedConfig(load, transform, ordered, tuple(sources), mapping_source)
@@ -196,8 +196,8 @@ class ConfigReader:
         return not any(self._level(level).may_move_tables for level in levels(folder))
 
 
-def _parse_load_json(bucket: str, name: str, data: bytes) -> dict[str, Any]:
-    where = f"gs://{bucket}/{name}"
+def _parse_load_json(where: str, data: bytes) -> dict[str, Any]:
+    """The keys of the load.json at URI `where`, each spelt one way; ConfigError names `where`."""
     try:
         document = json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:

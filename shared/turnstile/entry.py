@@ -45,6 +45,19 @@ def report_bad_settings(problem: str) -> None:
     )
 
 
+def event_settings(environ: Mapping[str, str] | None = None) -> Settings | None:
+    """The settings an event is handled with, logging configured; None when they are invalid, which
+    is reported once per instance: the caller acknowledges the event without acting. Raising would
+    make the trigger retry every event (data files included) for as long as it retries."""
+    try:
+        settings = Settings.from_env(environ)
+    except SettingsError as exc:
+        report_bad_settings(str(exc))
+        return None
+    logs.configure(settings.log_level)
+    return settings
+
+
 def object_finalized(
     data: Mapping[str, Any],
     *,
@@ -55,13 +68,9 @@ def object_finalized(
     config_cache: ConfigCache | None = None,
 ) -> str:
     """Handle one `google.cloud.storage.object.v1.finalized` event payload."""
-    try:
-        settings = Settings.from_env(environ)
-    except SettingsError as exc:
-        # Raising would make the trigger retry every event, data files included, for a day.
-        report_bad_settings(str(exc))
+    settings = event_settings(environ)
+    if settings is None:
         return Handled.MISCONFIGURED
-    logs.configure(settings.log_level)
     try:
         bucket, name, generation = str(data["bucket"]), str(data["name"]), int(data["generation"])
     except (KeyError, IndexError, TypeError, ValueError):

@@ -25,13 +25,19 @@ def reads_config(name: str, settings: Settings) -> bool:
 
 
 def explain(
-    name: str, bucket: str, settings: Settings, configs: ConfigReader | None, unread: str = ""
+    name: str,
+    bucket: str,
+    settings: Settings,
+    configs: ConfigReader | None,
+    unread: str = "",
+    *,
+    scheme: str = "gs",
 ) -> dict[str, Any]:
-    """A JSON-able description of `gs://bucket/name`. Without `configs` a batch marker's or data
-    file's config is not read (`unread` says why). Raises PathError or ConfigError."""
+    """A JSON-able description of `<scheme>://bucket/name`. Without `configs` a batch marker's or
+    data file's config is not read (`unread` says why). Raises PathError or ConfigError."""
     kind = kind_of(name, settings)
     described: dict[str, Any] = {
-        "object": f"gs://{bucket}/{name}",
+        "object": f"{scheme}://{bucket}/{name}",
         "kind": kind.value,
         "action": kind.is_action,
     }

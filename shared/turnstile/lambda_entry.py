@@ -1,16 +1,18 @@
-"""What the AWS Lambda handlers call: S3 event notifications and the scheduled sweep.
+"""What the AWS Lambda handlers call: S3 events and the scheduled sweep.
 
-The same publisher/subscriber logic as the Cloud Function: each S3 record becomes the
+The same publisher/subscriber logic as the Cloud Function: each created object becomes the
 (bucket, name, generation) of a finalized object and goes through `turnstile.entry`.
 
 - Events arrive as direct S3 event notifications (`s3:ObjectCreated:*`, Lambda invoked
-  asynchronously; docs/DEPLOY-AWS.md says why not EventBridge or SQS). Their keys are URL-encoded
-  (`+` for a space): decoded here.
+  asynchronously; docs/DEPLOY-AWS.md says why) or as EventBridge events of the bucket
+  (`detail-type` "Object Created", source `aws.s3`). Notification keys are URL-encoded (`+` for a
+  space) and decoded here; EventBridge keys arrive as they are.
 - An S3 event carries no generation: the handler reads the object's head once, and acts on the
   generation the store reports for what the bucket holds now (`turnstile.store.s3`). An object
   gone by then is left alone: whoever removed it acted on it.
-- Terminal problems (a record that is not an S3 object event, a bad path) are logged and
-  acknowledged; transient ones raise, so Lambda retries the invocation.
+- Terminal problems (an event or record of no shape above, a bad path) are logged as `rejected`
+  (ERROR) and acknowledged; transient ones raise, so Lambda retries the invocation. Invalid settings
+  are reported once per instance (`settings_invalid`) and events acknowledged, as on Google Cloud.
 """
 
 from __future__ import annotations
@@ -25,28 +27,54 @@ from turnstile.clock import Clock
 from turnstile.entry import RunnerFactory, StoreFactory
 from turnstile.errors import PathError, SettingsError
 from turnstile.paths import classify
+from turnstile.protocol.handler import Handled
 from turnstile.settings import Settings
 from turnstile.uris import parse_bucket_uri
 
 log = logs.get("lambda")
 
+EVENTBRIDGE_CREATED = "Object Created"
+"""The `detail-type` of EventBridge's event for a new object (S3 sends it when the bucket's
+"send notifications to EventBridge" setting is on)."""
+
 
 @dataclass(frozen=True)
 class CreatedObject:
-    """One `ObjectCreated` record of an S3 event notification, its key decoded."""
+    """One created object an S3 event names, its key decoded."""
 
     bucket: str
     key: str
     etag: str | None = None
 
 
-def created_objects(event: Mapping[str, Any]) -> tuple[list[CreatedObject], list[str]]:
-    """The created objects an S3 notification names, and a description of each record it cannot use.
+Found = tuple[list[CreatedObject], list[str]]
 
-    Pure. Records of other events (removals, S3's `s3:TestEvent` on configuration) are skipped."""
+
+def created_objects(event: Mapping[str, Any]) -> Found:
+    """The created objects an S3 notification or EventBridge event names, and a description of each
+    record (or event) it cannot use.
+
+    Pure. Other events of S3 (removals, S3's `s3:TestEvent` on configuration, EventBridge's
+    "Object Deleted") are skipped; an event of any other shape is rejected."""
+    if "Records" in event:
+        return _notification_records(event["Records"])
+    if event.get("source") == "aws.s3" and "detail-type" in event:
+        return _eventbridge_event(event)
+    if event.get("Event") == "s3:TestEvent":
+        return [], []
+    return [], [
+        "not an S3 event notification (Records) nor an EventBridge event of S3 (source aws.s3, "
+        f"detail-type {EVENTBRIDGE_CREATED!r}); point the function at the bucket's notifications or "
+        f"at an EventBridge rule on them: {dict(event)!r:.500}"
+    ]
+
+
+def _notification_records(records: object) -> Found:
+    if not isinstance(records, list):
+        return [], [f"an S3 notification's Records must be a list: {records!r:.500}"]
     found: list[CreatedObject] = []
     rejected: list[str] = []
-    for record in event.get("Records") or []:
+    for record in records:
         try:
             if record.get("eventSource") != "aws:s3" or not str(record["eventName"]).startswith(
                 "ObjectCreated:"
@@ -62,6 +90,22 @@ def created_objects(event: Mapping[str, Any]) -> tuple[list[CreatedObject], list
     return found, rejected
 
 
+def _eventbridge_event(event: Mapping[str, Any]) -> Found:
+    if event["detail-type"] != EVENTBRIDGE_CREATED:
+        return [], []
+    try:
+        detail = event["detail"]
+        found = CreatedObject(
+            str(detail["bucket"]["name"]), str(detail["object"]["key"]), detail["object"].get("etag")
+        )
+    except (KeyError, TypeError, AttributeError):
+        return [], [
+            "not an EventBridge Object Created event of S3 (needs detail.bucket.name, "
+            f"detail.object.key): {dict(event)!r:.500}"
+        ]
+    return [found], []
+
+
 def s3_notification(
     event: Mapping[str, Any],
     *,
@@ -70,15 +114,18 @@ def s3_notification(
     runners: RunnerFactory | None = None,
     clock: Clock | None = None,
 ) -> list[str]:
-    """Handle one S3 event notification; return what was done per created object, in order."""
-    settings = Settings.from_env(environ)
-    logs.configure(settings.log_level)
+    """Handle one S3 event (a notification or an EventBridge event); return what was done with each
+    rejected record, then with each created object, in order."""
+    settings = entry.event_settings(environ)
     created, rejected = created_objects(event)
     for error in rejected:
         log.error(f"rejected: {error}", extra={"event": "rejected", "error": error})
+    outcomes: list[str] = [Handled.REJECTED] * len(rejected)
+    if settings is None:
+        return outcomes + [Handled.MISCONFIGURED] * len(created)
     stores = stores or wiring_aws.s3_store
     runners = runners or wiring_aws.job_runner
-    return [
+    return outcomes + [
         _handle(obj, settings, environ=environ, stores=stores, runners=runners, clock=clock)
         for obj in created
     ]
@@ -94,8 +141,12 @@ def _handle(
     clock: Clock | None,
 ) -> str:
     if not classify(obj.key, settings.success_filename, settings.start_backfill_filename).is_action:
-        return "ignored"  # data files, claims, the lock, records: no head needed
-    store = stores(settings, obj.bucket)
+        return Handled.IGNORED  # data files, claims, the lock, records: no head needed
+    try:
+        store = stores(settings, obj.bucket)
+    except SettingsError as exc:
+        entry.report_bad_settings(str(exc))
+        return Handled.MISCONFIGURED
     info = store.stat(obj.key)
     if info is None:
         log.info("object gone before its event was handled", extra={"object": f"s3://{obj.bucket}/{obj.key}"})

@@ -1,6 +1,8 @@
-"""Build what the Terraform deployment uploads: the functions' source and the Dataproc job's files.
+"""Build what a deployment uploads: the functions' source and the job's files, for Google Cloud
+(what the Terraform deployment reads) or for AWS (docs/DEPLOY-AWS.md).
 
     python -m turnstile.packaging [BUILD_DIR] [--scala 2.13] [--no-jars] [--no-deps]
+    python -m turnstile.packaging [BUILD_DIR] --cloud aws [--no-deps]
 
 BUILD_DIR (default `build/`) receives:
 
@@ -16,6 +18,15 @@ BUILD_DIR (default `build/`) receives:
                          archive_uris (see turnstile.spark.dependencies); needs PyPI, or --no-deps
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
                          relocated Jackson classes it needs (see turnstile.jobs.local_spark)
+
+With `--cloud aws`, BUILD_DIR/aws/ receives instead:
+
+    lambda/              the Lambda functions' package: aws_lambda.py and requirements-aws.txt from
+                         functions/, the turnstile modules aws_lambda.py reaches, and (unless
+                         --no-deps) those requirements installed for the Lambda runtime's Python
+    lambda.zip           that folder zipped: the deployment package of both functions
+    job/main.py          the EMR job's main file (spark/main_aws.py: S3 stores), JOB_MAIN_URI
+    job/turnstile.zip    the turnstile modules it reaches (the S3 store among them), JOB_PYTHON_FILE_URIS
 
 Each artefact holds only the modules its entry point imports (`turnstile.importgraph`): no CLI,
 no packaging, no Spark code in the function; none of the protocol in the job. The development
@@ -52,16 +63,35 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = Path(__file__).resolve().parent
 FUNCTIONS_DIR = ROOT / "functions"
 JOB_MAIN = PACKAGE_DIR / "spark" / "main.py"
+AWS_JOB_MAIN = PACKAGE_DIR / "spark" / "main_aws.py"
 DEFAULT_BUILD = Path("build")
 
 FUNCTION_FILES = ("main.py", "requirements.txt")
 """What functions/ contributes to the function source folder."""
+
+LAMBDA_FILES = ("aws_lambda.py", "requirements-aws.txt")
+"""What functions/ contributes to the Lambda package (its handlers, and what to install beside them)."""
+
+LAMBDA_PYTHON = "3.12"
+LAMBDA_PLATFORM = "manylinux2014_x86_64"
+"""The Lambda runtime the package's dependencies are installed for (python3.12 on x86_64; for arm64
+functions build with `--platform manylinux2014_aarch64` yourself)."""
 
 SCALA_VERSIONS = ("2.12", "2.13")
 DEFAULT_SCALA = "2.13"
 """Dataproc Serverless runtime 2.x (Spark 3.5, Scala 2.13); runtime 1.2 would need 2.12."""
 
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class BuiltAws:
+    """Paths of everything `build_aws` wrote."""
+
+    lambda_dir: Path
+    lambda_zip: Path
+    job_main: Path
+    job_package: Path
 
 
 @dataclass(frozen=True)
@@ -106,37 +136,50 @@ def _fresh_dir(path: Path) -> Path:
     return path
 
 
-def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path, Path]:
-    """`out/function/` (main.py, requirements.txt, the turnstile modules main.py reaches) and
-    `out/function.zip`."""
-    folder = _fresh_dir(out / "function")
-    entries: list[tuple[str, Path | bytes]] = []
-    for name in FUNCTION_FILES:
+def _fill_source(folder: Path, functions_dir: Path, files: tuple[str, ...], entry: str) -> None:
+    """Copy `files` of functions/ into `folder`, and beside them the turnstile modules `entry` reaches."""
+    for name in files:
         source = functions_dir / name
         if not source.is_file():
             raise SettingsError(f"{source} is missing; the function source needs functions/{name}")
         shutil.copy2(source, folder / name)
-        entries.append((name, source))
-    for rel in reached_files(functions_dir / "main.py"):
+    for rel in reached_files(functions_dir / entry):
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PACKAGE_DIR.parent / rel, target)
-        entries.append((rel.as_posix(), PACKAGE_DIR.parent / rel))
-    return folder, deterministic_zip(entries, out / "function.zip")
 
 
-def build_job(out: Path) -> tuple[Path, Path]:
-    """`out/job/main.py` and `out/job/turnstile.zip` (the modules the job's main file reaches,
-    importable from the zip).
+def _zip_folder(folder: Path, target: Path) -> Path:
+    files = [
+        path
+        for path in folder.rglob("*")
+        if path.is_file()
+        and not _SKIPPED_DIRS & set(path.parts)
+        and not path.name.endswith(_SKIPPED_SUFFIXES)
+    ]
+    return deterministic_zip([(p.relative_to(folder).as_posix(), p) for p in files], target)
+
+
+def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path, Path]:
+    """`out/function/` (main.py, requirements.txt, the turnstile modules main.py reaches) and
+    `out/function.zip`."""
+    folder = _fresh_dir(out / "function")
+    _fill_source(folder, functions_dir, FUNCTION_FILES, "main.py")
+    return folder, _zip_folder(folder, out / "function.zip")
+
+
+def build_job(out: Path, main_file: Path = JOB_MAIN) -> tuple[Path, Path]:
+    """`out/job/main.py` (a copy of `main_file`) and `out/job/turnstile.zip` (the modules the job's
+    main file reaches, importable from the zip).
 
     turnstile is a namespace package (no `__init__.py`), which zipimport does not find; the zip
     gets an empty `turnstile/__init__.py` so Python imports it from python_file_uris."""
     job = out / "job"
     job.mkdir(parents=True, exist_ok=True)
     main = job / "main.py"
-    shutil.copy2(JOB_MAIN, main)
+    shutil.copy2(main_file, main)
     entries: list[tuple[str, Path | bytes]] = [
-        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in reached_files(JOB_MAIN)
+        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in reached_files(main_file)
     ]
     init = f"{PACKAGE_DIR.name}/__init__.py"
     if init not in {name for name, _ in entries}:
@@ -182,44 +225,84 @@ def job_dependency_pins(requirements: Path = ROOT / "requirements.txt") -> list[
     return [pins[name] for name in JOB_DEPENDENCIES]
 
 
+def install_wheels(
+    pip: Pip, target: Path, requirements: list[str], *, python: str, platform: str, what: str
+) -> None:
+    """`pip install --target` of `requirements` for another machine's Python and platform (wheels
+    only: nothing is compiled here); `what` names them in the error."""
+    arguments = [
+        "install",
+        "--quiet",
+        "--no-compile",
+        "--target",
+        str(target),
+        "--platform",
+        platform,
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--only-binary=:all:",
+        *requirements,
+    ]
+    try:
+        pip(arguments)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        raise SettingsError(
+            f"could not install {what} for Python {python} ({exc}); check access to PyPI, or build with "
+            "--no-deps and install them yourself"
+        ) from exc
+
+
 def build_job_dependencies(out: Path, pip: Pip = _pip) -> Path:
     """`out/job/deps.zip`: JOB_DEPENDENCIES and theirs, installed for the runtime's Python and
-    platform (wheels only: nothing is compiled here), entries at the archive's root."""
+    platform, entries at the archive's root."""
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
-        arguments = [
-            "install",
-            "--quiet",
-            "--no-compile",
-            "--target",
-            str(site),
-            "--platform",
-            DATAPROC_PLATFORM,
-            "--python-version",
-            DATAPROC_PYTHON,
-            "--implementation",
-            "cp",
-            "--only-binary=:all:",
-            *job_dependency_pins(),
-        ]
-        try:
-            pip(arguments)
-        except (subprocess.CalledProcessError, OSError) as exc:
-            raise SettingsError(
-                f"could not install the job's dependencies for Python {DATAPROC_PYTHON} ({exc}); "
-                "check access to PyPI, or build with --no-deps and stage deps.zip yourself"
-            ) from exc
-        files = [
-            path
-            for path in sorted(site.rglob("*"))
-            if path.is_file()
-            and not _SKIPPED_DIRS & set(path.parts)
-            and not path.name.endswith(_SKIPPED_SUFFIXES)
-        ]
-        if not files:
+        install_wheels(
+            pip,
+            site,
+            job_dependency_pins(),
+            python=DATAPROC_PYTHON,
+            platform=DATAPROC_PLATFORM,
+            what="the job's dependencies",
+        )
+        if not any(path.is_file() for path in site.rglob("*")):
             raise SettingsError(f"pip installed nothing into {site}; the job's dependencies are missing")
-        entries: list[tuple[str, Path | bytes]] = [(p.relative_to(site).as_posix(), p) for p in files]
-        return deterministic_zip(entries, out / "job" / JOB_DEPS_ARCHIVE)
+        return _zip_folder(site, out / "job" / JOB_DEPS_ARCHIVE)
+
+
+# -- AWS ------------------------------------------------------------------------------------------
+
+
+def build_lambda(out: Path, functions_dir: Path = FUNCTIONS_DIR, pip: Pip | None = _pip) -> tuple[Path, Path]:
+    """`out/lambda/` (aws_lambda.py, requirements-aws.txt, the turnstile modules aws_lambda.py
+    reaches and, unless `pip` is None, those requirements installed for the Lambda runtime) and
+    `out/lambda.zip`. Lambda installs nothing itself: the package carries its dependencies, so the
+    runtime's own (older) boto3 is never used."""
+    folder = _fresh_dir(out / "lambda")
+    _fill_source(folder, functions_dir, LAMBDA_FILES, "aws_lambda.py")
+    if pip is not None:
+        requirements = ["-r", str(functions_dir / "requirements-aws.txt")]
+        install_wheels(
+            pip,
+            folder,
+            requirements,
+            python=LAMBDA_PYTHON,
+            platform=LAMBDA_PLATFORM,
+            what="the Lambda's dependencies",
+        )
+    return folder, _zip_folder(folder, out / "lambda.zip")
+
+
+def build_aws(out: Path = DEFAULT_BUILD, *, with_deps: bool = True, pip: Pip = _pip) -> BuiltAws:
+    """The Lambda package and the EMR job's files, under `out/aws/`."""
+    lambda_dir, lambda_zip = build_lambda(out / "aws", pip=pip if with_deps else None)
+    job_main, job_package = build_job(out / "aws", AWS_JOB_MAIN)
+    return BuiltAws(lambda_dir, lambda_zip, job_main, job_package)
+
+
+# -- Iceberg jars for Dataproc ---------------------------------------------------------------------
 
 
 def iceberg_runtime_jar(scala: str) -> Path:
@@ -272,27 +355,39 @@ def build(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m turnstile.packaging",
-        description="Build the function source and the Dataproc job files the Terraform deployment uploads.",
+        description="Build the functions' source and the job's files a deployment uploads.",
     )
     parser.add_argument("build_dir", nargs="?", type=Path, default=DEFAULT_BUILD)
+    parser.add_argument(
+        "--cloud", choices=("gcp", "aws"), default="gcp", help="gcp: for terraform/; aws: docs/DEPLOY-AWS.md"
+    )
     parser.add_argument(
         "--scala", choices=SCALA_VERSIONS, default=DEFAULT_SCALA, help="Scala of the Dataproc runtime"
     )
     parser.add_argument("--no-jars", action="store_true", help="skip the Iceberg jars (no Java needed)")
-    parser.add_argument("--no-deps", action="store_true", help="skip job/deps.zip (no PyPI access needed)")
+    parser.add_argument(
+        "--no-deps",
+        action="store_true",
+        help="skip job/deps.zip, or the Lambda's dependencies (no PyPI needed)",
+    )
     args = parser.parse_args(argv)
     try:
-        built = build(
-            args.build_dir, scala=args.scala, with_jars=not args.no_jars, with_deps=not args.no_deps
-        )
+        paths = _built_paths(args)
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for path in (built.function_zip, built.job_main, built.job_package, *built.jars):
+    for path in paths:
         print(path)
-    if built.job_dependencies is not None:
-        print(built.job_dependencies)
     return 0
+
+
+def _built_paths(args: argparse.Namespace) -> list[Path]:
+    if args.cloud == "aws":
+        aws = build_aws(args.build_dir, with_deps=not args.no_deps)
+        return [aws.lambda_zip, aws.job_main, aws.job_package]
+    built = build(args.build_dir, scala=args.scala, with_jars=not args.no_jars, with_deps=not args.no_deps)
+    deps = [built.job_dependencies] if built.job_dependencies is not None else []
+    return [built.function_zip, built.job_main, built.job_package, *built.jars, *deps]
 
 
 if __name__ == "__main__":

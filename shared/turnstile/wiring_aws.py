@@ -19,5 +19,5 @@ def s3_store(settings: Settings, bucket: str) -> ObjectStore:
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     """The runner JOB_RUNNER names on AWS: EMR Serverless, or spark-submit on this machine."""
     if settings.job_runner == "emr":
-        return EmrRunner.from_settings(settings)
+        return EmrRunner.from_settings(settings, store)
     return LocalRunner.from_settings(settings)

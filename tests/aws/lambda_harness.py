@@ -9,6 +9,8 @@ retries a failed asynchronous invocation.
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
 import random
 import urllib.parse
 from collections import deque
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from turnstile import wiring_aws
+from turnstile import logs, wiring_aws
 from turnstile.jobs.port import JobRunner
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
@@ -60,6 +62,30 @@ def s3_notification(
     }
 
 
+def eventbridge_event(
+    bucket: str, key: str, etag: str = "0123", detail_type: str = "Object Created"
+) -> dict[str, Any]:
+    """An EventBridge event of S3 as the bucket's "send notifications to EventBridge" sends it."""
+    return {
+        "version": "0",
+        "id": "17793124-05d4-b198-2fde-7ededc63b103",
+        "detail-type": detail_type,
+        "source": "aws.s3",
+        "account": "123456789012",
+        "time": "2024-05-01T13:00:00Z",
+        "region": "eu-west-1",
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": {"key": key, "size": 0, "etag": etag, "sequencer": "00617F08299329D189"},
+            "request-id": "N4N7GDK58NMKJ12R",
+            "requester": "123456789012",
+            "reason": "PutObject",
+        },
+    }
+
+
 @dataclass
 class LambdaHost:
     store: RecordingStore
@@ -67,6 +93,7 @@ class LambdaHost:
     events: deque[str] = field(default_factory=deque)
     outcomes: list[str] = field(default_factory=list)
     seen: dict[str, int] = field(default_factory=dict)  # name -> the generation last notified
+    log: io.StringIO = field(default_factory=io.StringIO)
 
     @property
     def bucket(self) -> str:
@@ -111,6 +138,10 @@ class LambdaHost:
             count += 1
         return count
 
+    def log_records(self) -> list[dict[str, Any]]:
+        """The JSON lines the handlers logged."""
+        return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
+
 
 def start_lambda_host(
     monkeypatch: pytest.MonkeyPatch,
@@ -136,4 +167,6 @@ def start_lambda_host(
     runner = runner_for(recording)
     monkeypatch.setattr(wiring_aws, "s3_store", lambda settings, bucket: recording)
     monkeypatch.setattr(wiring_aws, "job_runner", lambda settings, store: runner)
-    return LambdaHost(recording, load_handlers(), events, seen=seen)
+    log = io.StringIO()
+    logs.configure("INFO", log)
+    return LambdaHost(recording, load_handlers(), events, seen=seen, log=log)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.core import DEFAULT_ACCOUNT_ID
@@ -36,10 +37,22 @@ def set_run_state(application_id: str, run_id: str, state: str, details: str | N
     run.state_details = details
 
 
+def set_run_created(application_id: str, run_id: str, when: datetime) -> None:
+    """Stamp a run's creation time (moto stamps every run with midnight of the day, in naive UTC)."""
+    [run] = [r for r in service_runs(application_id) if r.id == run_id]
+    run.created_at = when.astimezone(UTC).replace(tzinfo=None)
+
+
 def runs_named(moto_url: str, application_id: str, name: str) -> list[dict[str, Any]]:
     client = emr_client(moto_url)
-    try:
-        listed = client.list_job_runs(applicationId=application_id)["jobRuns"]
-    except client.exceptions.ResourceNotFoundException:
-        return []  # moto's answer for an application without runs
-    return [run for run in listed if run.get("name") == name]
+    runs: list[dict[str, Any]] = []
+    request: dict[str, Any] = {"applicationId": application_id}
+    while True:
+        try:
+            page = client.list_job_runs(**request)
+        except client.exceptions.ResourceNotFoundException:
+            return []  # moto's answer for an application without runs
+        runs.extend(run for run in page["jobRuns"] if run.get("name") == name)
+        if not page.get("nextToken"):
+            return runs
+        request["nextToken"] = page["nextToken"]

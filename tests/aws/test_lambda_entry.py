@@ -7,7 +7,14 @@ import random
 
 import pytest
 
-from tests.aws.lambda_harness import LambdaHost, load_handlers, s3_notification, start_lambda_host
+from tests.aws.lambda_harness import (
+    LambdaHost,
+    eventbridge_event,
+    load_handlers,
+    s3_notification,
+    start_lambda_host,
+)
+from turnstile import entry
 from turnstile.errors import SettingsError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.lambda_entry import created_objects
@@ -48,7 +55,89 @@ def test_removals_and_the_configuration_test_event_are_skipped_and_junk_is_repor
     assert found == [] and len(rejected) == 1 and "needs s3.bucket.name, s3.object.key" in rejected[0]
 
 
+def test_an_eventbridge_object_created_event_names_its_object_as_it_is() -> None:
+    # EventBridge does not URL-encode the key: a '+' stays a '+'.
+    [created], rejected = created_objects(eventbridge_event("b", "sales/orders/a+b c/_SUCCESS", etag="e1"))
+    assert (created.bucket, created.key, created.etag, rejected) == (
+        "b",
+        "sales/orders/a+b c/_SUCCESS",
+        "e1",
+        [],
+    )
+    assert created_objects(
+        eventbridge_event("b", "sales/orders/b1/_SUCCESS", detail_type="Object Deleted")
+    ) == (
+        [],
+        [],
+    )
+
+
+@pytest.mark.parametrize(
+    ("event", "message"),
+    [
+        (
+            {"detail-type": "Object Created", "source": "aws.s3", "detail": {"bucket": {"name": "b"}}},
+            "needs detail",
+        ),
+        ({"Records": "junk"}, "Records must be a list"),
+        (
+            {"Type": "Notification", "Message": "{}"},
+            "not an S3 event notification (Records) nor an EventBridge",
+        ),
+        ({}, "not an S3 event notification"),
+    ],
+    ids=["eventbridge-without-object", "records-not-a-list", "sns-envelope", "empty"],
+)
+def test_an_event_of_another_shape_is_rejected_with_what_it_needs(
+    event: dict[str, object], message: str
+) -> None:
+    found, [rejected] = created_objects(event)
+    assert found == [] and message in rejected
+
+
 # -- the protocol through the handler --------------------------------------------------------------------
+
+
+def test_eventbridge_events_queue_and_apply_the_batch(host: LambdaHost, tables: MemoryTables) -> None:
+    for rel in ("2024/05/01/13", "batch a+b"):
+        host.put_batch(f"sales/orders/{rel}")
+    host.events.clear()  # the bucket sends its events to EventBridge, not to the function
+    outcomes = [
+        host.handlers.on_s3_event(eventbridge_event(host.bucket, f"sales/orders/{rel}/_SUCCESS"), None)
+        for rel in ("2024/05/01/13", "batch a+b")
+    ]
+    assert outcomes == [{"outcomes": ["queued"]}, {"outcomes": ["queued"]}]
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["2024/05/01/13", "batch a+b"]
+
+
+def test_an_event_of_another_shape_is_logged_as_rejected_not_dropped(host: LambdaHost) -> None:
+    result = host.handlers.on_s3_event({"Type": "Notification", "Message": "{}"}, None)
+    assert result == {"outcomes": ["rejected"]}
+    [record] = [r for r in host.log_records() if r.get("event") == "rejected"]
+    assert record["severity"] == "ERROR"
+    assert "not an S3 event notification" in record["error"]
+
+
+def test_invalid_settings_are_reported_once_and_events_acknowledged(
+    host: LambdaHost, monkeypatch: pytest.MonkeyPatch, tables: MemoryTables
+) -> None:
+    entry.report_bad_settings.cache_clear()
+    monkeypatch.setenv("FUNCTION_TIMEOUT_SEC", "nine minutes")
+    host.put_batch("sales/orders/2024/05/01/13")
+    host.events.clear()
+    for name in ("sales/orders/2024/05/01/13/part-0.csv", "sales/orders/2024/05/01/13/_SUCCESS") * 2:
+        assert host.handlers.on_s3_event(s3_notification(host.bucket, name), None) == {
+            "outcomes": ["misconfigured"]
+        }
+    [reported] = [r for r in host.log_records() if r.get("event") == "settings_invalid"]
+    assert reported["severity"] == "CRITICAL"
+    assert "FUNCTION_TIMEOUT_SEC" in reported["message"] and "nine minutes" in reported["message"]
+    assert host.store.inner.list_objects("sales/orders/_backlog/") == []  # nothing acted on
+    monkeypatch.delenv("FUNCTION_TIMEOUT_SEC")  # the fix is deployed: the sweeper catches up
+    host.handlers.sweep({"buckets": [host.bucket]}, None)
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
 
 
 def test_ordered_batches_are_applied_in_order_from_shuffled_duplicated_notifications(

@@ -4,11 +4,17 @@ All against a real moto server."""
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import boto3
+import botocore.loaders
+import botocore.session
 import pytest
+from botocore.config import Config
 from moto.core.authorization import enable_iam_authentication
 
 from tests.conftest import AWS_REGION
@@ -21,7 +27,7 @@ from turnstile.protocol import operator, publisher
 from turnstile.protocol.context import Invocation
 from turnstile.records import Lock, LockState
 from turnstile.settings import Settings
-from turnstile.store.s3 import GENERATION_KEY, S3Store, derived_generation, make_client
+from turnstile.store.s3 import GENERATION_KEY, TESTED_BOTOCORE, S3Store, derived_generation, make_client
 
 TABLE = Table("unused", "sales/orders", "sales", "orders")
 
@@ -167,6 +173,40 @@ def test_a_missing_bucket_says_so(moto_server: str) -> None:
         store.list_objects("")
     with pytest.raises(StoreRefused, match="does not exist"):
         store.read("x")
+
+
+def client_without_conditional_requests(moto_server: str, models: Path) -> Any:
+    """A real S3 client whose API model predates S3's conditional requests, as an older botocore's
+    does (Lambda runtimes bundle one): botocore refuses IfMatch / IfNoneMatch before sending."""
+    loader = botocore.loaders.Loader()
+    version = loader.determine_latest_version("s3", "service-2")
+    model = loader.load_service_model("s3", "service-2", version)
+    for shape in ("PutObjectRequest", "DeleteObjectRequest"):
+        for member in ("IfMatch", "IfNoneMatch"):
+            model["shapes"][shape]["members"].pop(member, None)
+    (models / "s3" / version).mkdir(parents=True)
+    (models / "s3" / version / "service-2.json").write_text(json.dumps(model))
+    old = botocore.session.Session()
+    old.set_config_variable("data_path", str(models))
+    return boto3.session.Session(botocore_session=old).client(
+        "s3", region_name=AWS_REGION, endpoint_url=moto_server, config=Config(s3={"addressing_style": "path"})
+    )
+
+
+def test_a_botocore_without_conditional_requests_is_refused_with_the_version_needed(
+    s3_store: S3Store, moto_server: str, tmp_path: Path
+) -> None:
+    generation = s3_store.write("t/lock", b"v1")
+    store = S3Store(client_without_conditional_requests(moto_server, tmp_path), s3_store.bucket)
+    needed = rf"too old for S3's conditional requests.*botocore {TESTED_BOTOCORE}.*requirements-aws"
+    with pytest.raises(StoreRefused, match=needed):
+        store.create("t/new", b"x")
+    with pytest.raises(StoreRefused, match=needed):
+        store.replace("t/lock", b"v2", if_generation=generation)
+    with pytest.raises(StoreRefused, match=needed):
+        store.delete("t/lock", if_generation=generation)
+    assert s3_store.read("t/new") is None
+    assert store.read("t/lock") is not None  # unconditional calls still work
 
 
 def test_a_missing_region_says_which_variable_to_set() -> None:

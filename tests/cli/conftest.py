@@ -77,7 +77,7 @@ def one_error_line(result: Result) -> str:
 
 @dataclass
 class World:
-    """Builds table states in the emulator bucket with the protocol's own writers."""
+    """Builds table states in the emulator bucket (or a moto S3 bucket) with the protocol's own writers."""
 
     store: GcsStore
     table: Table
@@ -124,7 +124,7 @@ class World:
             updated_at=now,
             error=error,
             failed_rel=rel,
-            unlock_command=unlock_command(self.table),
+            unlock_command=unlock_command(self.table, self.store.scheme),
             position=position,
         )
         return self.store.write(self.table.lock, lock.encode())

@@ -1,5 +1,6 @@
 """The CLI on s3:// URIs against a moto server: put, status, unlock, history and validate go to S3
-because the URI says so; a missing region and a missing bucket are one clear line each."""
+because the URI says so, and what they print names S3 locations with s3://; a missing region and a
+missing bucket are one clear line each."""
 
 from __future__ import annotations
 
@@ -113,3 +114,50 @@ def test_a_missing_bucket_says_to_check_its_name(run: Run) -> None:
     result = run("status", "s3://no-such-bucket-here")
     assert result.exit_code == 1
     assert "s3://no-such-bucket-here does not exist" in one_error_line(result)
+
+
+def test_explain_names_the_object_with_its_s3_uri(run: Run, world: World) -> None:
+    world.upload(HEAD)
+    uri = s3_uri(world, f"{TABLE}/{HEAD}/_SUCCESS")
+    report = json.loads(run("explain", uri, "-o", "json").stdout)
+    assert (report["object"], report["table"], report["rel"]) == (uri, "sales.orders", HEAD)
+    text = run("explain", uri)
+    assert text.exit_code == 0, text.output
+    assert text.stdout.splitlines()[0].split() == ["object", uri]
+
+
+def test_history_names_the_table_and_records_with_s3_uris(run: Run, world: World) -> None:
+    empty = run("history", s3_uri(world))
+    assert empty.exit_code == 0, empty.output
+    assert f"no result records under {s3_uri(world)}/_turnstile/results/ yet" in empty.stdout
+    world.result(HEAD, 7)
+    report = json.loads(run("history", s3_uri(world), "-o", "json").stdout)
+    assert report["table"] == s3_uri(world)
+    [entry] = report["entries"]
+    assert entry["object"] == s3_uri(world, f"{TABLE}/_turnstile/results/{HEAD}/7.json")
+
+
+def test_no_command_spells_an_s3_location_gs(run: Run, world: World) -> None:
+    world.queue(HEAD)
+    world.fail(HEAD)
+    world.result(NEXT, 8)
+    world.store.write(f"{TABLE}/_config/load.json", b'{"mode": "append", "max_bad_rows": 3}')
+    world.upload(NEXT)
+    commands = [
+        ("status", s3_uri(world, "")),
+        ("status", s3_uri(world), "-o", "json"),
+        ("history", s3_uri(world)),
+        ("explain", s3_uri(world, f"{TABLE}/{HEAD}/part-0.csv")),
+        ("validate", s3_uri(world, "")),
+        ("validate", s3_uri(world, ""), "-o", "json"),
+        ("pause", s3_uri(world)),
+        ("resume", s3_uri(world)),
+        ("unlock", s3_uri(world), "--yes"),
+        ("explain", s3_uri(world, "")),  # a bucket, not an object: the hint
+        ("history", s3_uri(world, "sales")),  # not a table: the hint
+        ("retry", s3_uri(world, "")),
+    ]
+    for command in commands:
+        result = run(*command)
+        printed = result.stdout + result.stderr
+        assert "gs://" not in printed, (command, printed)

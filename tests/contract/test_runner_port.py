@@ -1,5 +1,5 @@
 """One contract for every cloud JobRunner: Dataproc Serverless (the local stub of its REST API) and
-EMR Serverless (a moto server), each through its real client library."""
+EMR Serverless (a moto server, run records in a moto S3 bucket), each through its real client library."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from turnstile.jobs.dataproc import make_client as dataproc_client
 from turnstile.jobs.emr import EmrRunner
 from turnstile.jobs.port import JobRunner, JobState
 from turnstile.settings import Settings
+from turnstile.store.s3 import S3Store
 
 JOB = "turnstile-sales-orders-0123456789abcdef"
 OTHER = "turnstile-sales-orders-fedcba9876543210"
@@ -62,7 +63,7 @@ def dataproc() -> Iterator[Service]:
 
 
 @pytest.fixture
-def emr(moto_server: str) -> Service:
+def emr(moto_server: str, s3_store: S3Store) -> Service:
     application = create_application(moto_server)
     settings = Settings.from_env(
         {
@@ -74,7 +75,7 @@ def emr(moto_server: str) -> Service:
             "ICEBERG_WAREHOUSE": "s3://warehouse/iceberg",
         }
     )
-    runner = EmrRunner.from_settings(settings)
+    runner = EmrRunner.from_settings(settings, s3_store)  # its run records in a moto bucket
 
     def set_state(job_id: str, state: str, message: str) -> None:
         run_id = runner.run_id(job_id)

@@ -19,6 +19,7 @@ from typing import Any
 import hcl2
 import pytest
 
+from tests.log_events import WARNING_EVENTS_ALERTED, errors_to_alert, logged_events
 from turnstile import packaging
 from turnstile.protocol.sweeper import BacklogMetrics
 from turnstile.settings import Settings
@@ -923,42 +924,6 @@ def test_a_dashboard_on_a_metric_that_does_not_exist_fails_the_check(tf: Config)
         dashboard(tf, template.replace("${batch_failed}", "${batches_failed}"))
 
 
-# Events that need a human although logged at WARNING: a count over a window is the signal.
-WARNING_EVENTS_ALERTED = {"subscriber_restarted", "job_retry_scheduled", "batch_reconciled"}
-# Logged only by the local stack (turnstile.local), which has no Cloud Logging to alert from.
-LOCAL_ONLY = ROOT / "shared" / "turnstile" / "local"
-LOG_SOURCES = [ROOT / "shared" / "turnstile", ROOT / "functions"]
-
-
-def _event_of(extra: ast.expr) -> str | None:
-    """The constant "event" of an `extra=` argument: a dict, or a dict merged with `|`."""
-    if isinstance(extra, ast.BinOp):
-        return _event_of(extra.left) or _event_of(extra.right)
-    if isinstance(extra, ast.Dict):
-        for key, value in zip(extra.keys, extra.values, strict=True):
-            if isinstance(key, ast.Constant) and key.value == "event" and isinstance(value, ast.Constant):
-                return str(value.value)
-    return None
-
-
-def logged_events(levels: set[str], roots: list[Path] = LOG_SOURCES) -> dict[str, set[Path]]:
-    """Every `event` logged with `log.<level>(..., extra={"event": ...})` under `roots`, with the
-    files that log it."""
-    found: dict[str, set[Path]] = {}
-    for root in roots:
-        for path in sorted(root.rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
-                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
-                    continue
-                if node.func.attr not in levels:
-                    continue
-                for keyword in node.keywords:
-                    event = _event_of(keyword.value) if keyword.arg == "extra" else None
-                    if event:
-                        found.setdefault(event, set()).add(path)
-    return found
-
-
 def metric_counting(tf: Config, event: str) -> str | None:
     """The log-based metric whose filter counts `event`, or None."""
     for name, body in tf.of_type("google_logging_metric"):
@@ -988,11 +953,6 @@ def unalerted(tf: Config, events: set[str]) -> list[str]:
         elif not alerting_on(tf, metric):
             problems.append(f"{event}: metric {metric} has no alert policy")
     return problems
-
-
-def errors_to_alert() -> set[str]:
-    logged = logged_events({"error", "critical", "exception"})
-    return {event for event, paths in logged.items() if not all(p.is_relative_to(LOCAL_ONLY) for p in paths)}
 
 
 def test_the_scan_finds_the_events_the_library_logs_at_error() -> None:

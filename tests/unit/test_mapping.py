@@ -43,7 +43,7 @@ EVERY_KIND = [
 
 def problem(entries: list[object]) -> str:
     with pytest.raises(ConfigError) as caught:
-        _parse_load_json("b", "ds/t/_config/load.json", json.dumps({"mapping": entries}).encode())
+        _parse_load_json("gs://b/ds/t/_config/load.json", json.dumps({"mapping": entries}).encode())
     return str(caught.value)
 
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
-from tests.dependencies import requirement_names, unprovided, with_dependencies
+from tests.dependencies import canonical, requirement_names, unprovided, with_dependencies
 from turnstile import importgraph, packaging
 from turnstile.errors import SettingsError
+from turnstile.store import s3
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / "shared"
@@ -228,6 +229,120 @@ def test_jars_for_dataproc(tmp_path: Path) -> None:
     assert any("shaded-jackson" in n for n in names)
     with zipfile.ZipFile(next(j for j in jars if "shaded-jackson" in j.name)) as jar:
         assert any(n.startswith("org/apache/iceberg/shaded/com/fasterxml/jackson/") for n in jar.namelist())
+
+
+# -- AWS -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built_aws(tmp_path_factory: pytest.TempPathFactory) -> packaging.BuiltAws:
+    return packaging.build_aws(tmp_path_factory.mktemp("build"), with_deps=False)
+
+
+def test_the_aws_job_runs_the_s3_main_file_with_the_s3_store_in_its_zip(
+    built_aws: packaging.BuiltAws, tmp_path: Path
+) -> None:
+    assert built_aws.job_main.read_text() == packaging.AWS_JOB_MAIN.read_text()
+    names = _names(built_aws.job_package)
+    assert not _unwanted(names, NOT_IN_JOB)
+    expected = {rel.as_posix() for rel in packaging.reached_files(packaging.AWS_JOB_MAIN)}
+    assert set(names) == expected | {"turnstile/__init__.py"}
+    assert {"turnstile/store/s3.py", "turnstile/spark/main_aws.py", "turnstile/spark/run.py"} <= set(names)
+    done = _python(
+        "import turnstile.store.s3, turnstile.spark.main_aws\nprint(turnstile.store.s3.__file__)\n",
+        tmp_path,
+        built_aws.job_package,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().startswith(str(built_aws.job_package))
+
+
+def test_the_lambda_package_holds_the_handlers_and_what_they_reach(built_aws: packaging.BuiltAws) -> None:
+    folder = built_aws.lambda_dir
+    assert (folder / "aws_lambda.py").read_text() == (ROOT / "functions" / "aws_lambda.py").read_text()
+    names = _names(built_aws.lambda_zip)
+    assert not _unwanted(names, NOT_IN_FUNCTION)
+    expected = {rel.as_posix() for rel in packaging.reached_files(ROOT / "functions" / "aws_lambda.py")}
+    assert set(names) == expected | set(packaging.LAMBDA_FILES)
+    assert {"turnstile/lambda_entry.py", "turnstile/store/s3.py", "turnstile/jobs/emr.py"} <= set(names)
+    done = _python(
+        "import aws_lambda, turnstile.lambda_entry\n"
+        "print(turnstile.lambda_entry.__file__)\n"
+        "print(callable(aws_lambda.on_s3_event), callable(aws_lambda.sweep))\n",
+        folder,
+        folder,
+    )
+    assert done.returncode == 0, done.stderr
+    where, callables = done.stdout.splitlines()
+    assert Path(where).is_relative_to(folder)
+    assert callables == "True True"
+
+
+def test_the_lambda_package_carries_its_dependencies_for_the_lambda_runtime(tmp_path: Path) -> None:
+    calls: list[list[str]] = []
+    folder, archive = packaging.build_lambda(tmp_path, pip=_fake_pip(calls))
+    [arguments] = calls
+    assert arguments[arguments.index("--target") + 1] == str(folder)
+    assert arguments[arguments.index("-r") + 1] == str(ROOT / "functions" / "requirements-aws.txt")
+    assert arguments[arguments.index("--python-version") + 1] == packaging.LAMBDA_PYTHON
+    assert arguments[arguments.index("--platform") + 1] == packaging.LAMBDA_PLATFORM
+    assert "--only-binary=:all:" in arguments
+    names = _names(archive)
+    assert "pydantic/__init__.py" in names and "aws_lambda.py" in names
+    assert not [n for n in names if "__pycache__" in n]
+
+
+def _imported_names(files: set[Path]) -> set[str]:
+    """Every dotted name `files` import (`from x import y` gives x and x.y)."""
+    imported: set[str] = set()
+    for source in files:
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+    return imported
+
+
+def test_lambda_requirements_cover_every_module_the_lambda_imports() -> None:
+    """Dotted names, not top-level ones: `google` alone would pass with google-cloud-storage while
+    `google.cloud.dataproc_v1` needs google-cloud-dataproc."""
+    start = ROOT / "functions" / "aws_lambda.py"
+    files = {start} | importgraph.reached([start], SHARED, "turnstile")
+    deployed = with_dependencies(requirement_names(ROOT / "functions" / "requirements-aws.txt"))
+    missing = {}
+    for module in sorted(_imported_names(files)):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top == "turnstile":
+            continue
+        dist = _distribution_of(module)
+        if dist is not None and canonical(dist) not in deployed:
+            missing[module] = dist
+    assert not missing, f"imported by the Lambda but not in functions/requirements-aws.txt: {missing}"
+    assert not {"pyspark", "py4j", "functions-framework"} & deployed
+
+
+def _pins(path: Path) -> dict[str, str]:
+    """`name==version` lines of a requirements file: version by canonical name."""
+    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
+    return {canonical(name): version for name, _, version in (line.partition("==") for line in lines if line)}
+
+
+def test_lambda_requirements_pin_the_tested_boto3_and_the_locked_rest() -> None:
+    pins = _pins(ROOT / "functions" / "requirements-aws.txt")
+    assert (pins.pop("boto3"), pins.pop("botocore")) == (s3.TESTED_BOTO3, s3.TESTED_BOTOCORE)
+    assert (md.version("boto3"), md.version("botocore")) == (s3.TESTED_BOTO3, s3.TESTED_BOTOCORE)
+    locked = _pins(ROOT / "requirements.txt")
+    assert pins == {name: locked[name] for name in pins}
+
+
+def test_main_prints_what_it_built_for_aws(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert packaging.main([str(tmp_path), "--cloud", "aws", "--no-deps"]) == 0
+    assert capsys.readouterr().out.split() == [
+        str(tmp_path / "aws" / "lambda.zip"),
+        str(tmp_path / "aws" / "job" / "main.py"),
+        str(tmp_path / "aws" / "job" / "turnstile.zip"),
+    ]
 
 
 def test_main_prints_what_it_built(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

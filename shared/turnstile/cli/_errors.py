@@ -43,7 +43,9 @@ def describe(exc: BaseException, storage: str = "storage") -> tuple[int, str] | 
         case Refused() | UnlockRefused() | CancelRefused():
             return EXIT_USAGE, line("nothing was changed")
         case PathError():
-            return EXIT_USAGE, line("use gs://BUCKET/DATASET/TABLE[/REL] with the layout of README.md")
+            return EXIT_USAGE, line(
+                f"use {SCHEME.get()}://BUCKET/DATASET/TABLE[/REL] with the layout of README.md"
+            )
         case SettingsError():
             return EXIT_USAGE, line("fix the environment variable (docs/CONFIGURATION.md)")
         case StoreUnavailable():

@@ -114,13 +114,13 @@ def table_of(uri: str, destination_regex: str | None = None) -> Table:
     prefix the regex matches)."""
     bucket, prefix = parse(uri)
     if len([p for p in prefix.split("/") if p]) < 2:
-        raise Refused(f"{uri} does not name a table; pass gs://BUCKET/DATASET/TABLE")
+        raise Refused(f"{uri} does not name a table; pass {SCHEME.get()}://BUCKET/DATASET/TABLE")
     try:
         batch = parse_success(bucket, f"{prefix.strip('/')}/_SUCCESS", destination_regex)
     except PathError:
         batch = None  # not a batch folder either: the table's own parse says what is wrong
     if batch is not None and batch.rel:
-        table = batch.table.uri.replace("gs://", f"{uri.partition('://')[0]}://", 1)
+        table = f"{uri.partition('://')[0]}://{bucket}/{batch.table.prefix}"
         raise Refused(f"{uri} names batch {batch.rel!r} of table {table}, not a table; pass {table}")
     return table_of_state_object(bucket, f"{prefix.strip('/')}/{LOCK}", destination_regex)
 

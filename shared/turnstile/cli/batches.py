@@ -10,7 +10,7 @@ from google.auth.exceptions import DefaultCredentialsError
 from rich.console import Console
 
 from turnstile.cli import _target
-from turnstile.cli._errors import guarded
+from turnstile.cli._errors import SCHEME, guarded
 from turnstile.cli._options import Output, OutputOption, emit_json
 from turnstile.config import ConfigReader
 from turnstile.errors import PathError
@@ -33,7 +33,7 @@ def explain_command(uri: str, output: OutputOption = Output.text) -> None:
     target = _target.current()
     bucket, name = _target.parse(uri)
     if not name:
-        raise PathError(f"{uri} names a bucket, not an object; pass gs://BUCKET/OBJECT")
+        raise PathError(f"{uri} names a bucket, not an object; pass {SCHEME.get()}://BUCKET/OBJECT")
     configs, unread = None, ""
     if reads_config(name, target.settings):  # only then a storage client, and maybe credentials
         try:
@@ -44,7 +44,7 @@ def explain_command(uri: str, output: OutputOption = Output.text) -> None:
                 "or turnstile up for the local stack)"
             )
     try:
-        described = explain(name, bucket, target.settings, configs, unread)
+        described = explain(name, bucket, target.settings, configs, unread, scheme=SCHEME.get())
     except PathError as exc:
         hint = _folder_hint(uri, bucket, name, target.settings)
         raise PathError(f"{hint} (as an object: {exc})" if hint else str(exc)) from None
@@ -191,7 +191,9 @@ def retry_command(
     target = _target.current()
     bucket, folder = _target.parse(uri)
     if not folder:
-        raise PathError(f"{uri} names a bucket; pass the failed batch's folder, gs://BUCKET/DS/TABLE/REL")
+        raise PathError(
+            f"{uri} names a bucket; pass the failed batch's folder, {SCHEME.get()}://BUCKET/DS/TABLE/REL"
+        )
     store = target.store(bucket)
     runner = session.LazyRunner(lambda: target.runner(store))
     inv = session.invocation(store, target.settings, runner)
@@ -217,7 +219,9 @@ def reprocess_command(
     target = _target.current()
     bucket, name = _target.parse(uri)
     if not name:
-        raise PathError(f"{uri} names a bucket; pass the batch's folder, gs://BUCKET/DS/TABLE/REL")
+        raise PathError(
+            f"{uri} names a bucket; pass the batch's folder, {SCHEME.get()}://BUCKET/DS/TABLE/REL"
+        )
     success = target.settings.success_filename
     folder = name.rstrip("/").removesuffix(f"/{success}") if name.rstrip("/") != success else ""
     store = target.store(bucket)

@@ -13,6 +13,7 @@ from turnstile.ops import render, session
 from turnstile.protocol import operator
 from turnstile.protocol.lock import read as read_lock
 from turnstile.records import CancelChoice, LockState
+from turnstile.store.port import object_uri
 
 
 @guarded
@@ -27,12 +28,13 @@ def pause_command(
     table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
     _target.require_table(store, table)
+    where = object_uri(store, table.prefix)
     operator.pause(session.invocation(store, target.settings), table, reason)
     if output is Output.json:
-        emit_json({"table": table.uri, "paused": True, "reason": reason})
+        emit_json({"table": where, "paused": True, "reason": reason})
         return
     out = render.console()
-    out.print(f"paused {table.uri}: no job starts until: turnstile resume {table.uri}")
+    out.print(f"paused {where}: no job starts until: turnstile resume {where}")
 
 
 @guarded
@@ -55,23 +57,22 @@ def cancel_command(
     table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
     _target.require_table(store, table)
+    where = object_uri(store, table.prefix)
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
     inv = session.invocation(store, target.settings, runner)
     held, _ = read_lock(inv, table)
     job_ids = operator.cancel(inv, table, choice)
     if output is Output.json:
-        emit_json({"table": table.uri, "job_id": job_ids[0], "job_ids": list(job_ids), "then": choice.value})
+        emit_json({"table": where, "job_id": job_ids[0], "job_ids": list(job_ids), "then": choice.value})
         return
     out = render.console()
     out.print(f"asked the job service to cancel {', '.join(job_ids)}")
     if held.state is not LockState.RUNNING:  # an unordered table's jobs, one batch each
-        then = "is applied again by a new job" if requeue else f"waits for: turnstile retry {table.uri}/REL"
+        then = "is applied again by a new job" if requeue else f"waits for: turnstile retry {where}/REL"
         out.print(
             f"when each has stopped, its batch, if not committed, {then}; follow it with: turnstile status"
         )
         return
-    then = (
-        "stays first in the backlog" if requeue else f"blocks the table until: turnstile unlock {table.uri}"
-    )
+    then = "stays first in the backlog" if requeue else f"blocks the table until: turnstile unlock {where}"
     out.print(f"when it has stopped, the batch it had not committed {then}; follow it with: turnstile status")

@@ -15,10 +15,10 @@ from turnstile.ops import history as history_ops
 from turnstile.ops import render, session
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
-from turnstile.paths import Table
 from turnstile.protocol import operator
 from turnstile.protocol.lock import read as read_lock
 from turnstile.records import Lock, LockState
+from turnstile.store.port import object_uri
 
 
 def _interactive() -> bool:
@@ -219,33 +219,34 @@ def unlock_command(
     table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
     _target.require_table(store, table)
+    where = object_uri(store, table.prefix)
     inv = session.invocation(store, target.settings)
     lock, generation = read_lock(inv, table)
     if expect_generation is not None and generation != expect_generation:
         raise Refused(
-            f"{table.uri}: the lock is at generation {generation}, not {expect_generation}: it changed "
+            f"{where}: the lock is at generation {generation}, not {expect_generation}: it changed "
             "since it was read; run turnstile status again and retry"
         )
     if lock.state is not LockState.FAILED:
         raise Refused(
-            f"{table.uri}: the lock is {lock.state.value}, not FAILED, so there is nothing to unlock; "
-            f"see turnstile status {table.uri}"
+            f"{where}: the lock is {lock.state.value}, not FAILED, so there is nothing to unlock; "
+            f"see turnstile status {where}"
         )
     if output is Output.text:
-        _show_failed_lock(render.console(), table, lock, generation, skip_head=skip_head)
+        _show_failed_lock(render.console(), where, lock, generation, skip_head=skip_head)
     if not yes:
         if not _interactive():
             raise Refused(
                 "not unlocking without a confirmation and stdin is not a terminal; pass --yes to unlock"
             )
-        if not _confirm(f"unlock {table.uri}?"):
+        if not _confirm(f"unlock {where}?"):
             raise Refused("not confirmed; the lock was left as it is")
     done = operator.unlock(inv, table, skip_head=skip_head, expected_generation=generation)
     retried = done.dropped_pointer is None
     if output is Output.json:
         emit_json(
             {
-                "table": table.uri,
+                "table": where,
                 "released": True,
                 "lock_generation": generation,
                 "failed_rel": done.failed_rel,
@@ -259,7 +260,7 @@ def unlock_command(
         )
         return
     out = render.console()
-    out.print(f"released the FAILED lock of {table.uri} (generation {generation})")
+    out.print(f"released the FAILED lock of {where} (generation {generation})")
     if done.removed_by_hand:
         out.print(
             f"the pointer of batch {done.failed_rel!r} had been removed by hand: the batch is dropped, as "
@@ -279,9 +280,9 @@ def unlock_command(
     out.print("restarted the subscriber (a new _BACKFILL generation); follow it with: turnstile status")
 
 
-def _show_failed_lock(out: Console, table: Table, lock: Lock, generation: int, *, skip_head: bool) -> None:
+def _show_failed_lock(out: Console, where: str, lock: Lock, generation: int, *, skip_head: bool) -> None:
     rows: list[tuple[str, object]] = [
-        ("table", table.uri),
+        ("table", where),
         ("state", lock.state.value),
         ("lock generation", generation),
         ("failed batch", lock.failed_rel),
@@ -305,6 +306,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     table = _target.table_of(uri, target.settings.destination_regex)
     store = target.store(table.bucket)
     _target.require_table(store, table)
+    where = object_uri(store, table.prefix)
     inv = session.invocation(store, target.settings)
     lock, lock_generation = read_lock(inv, table)
     paused = store.stat(table.pause) is not None
@@ -312,7 +314,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     if output is Output.json:
         emit_json(
             {
-                "table": table.uri,
+                "table": where,
                 "backfill_generation": generation,
                 "lock": lock.state.value,
                 "pause_lifted": paused,
@@ -321,12 +323,12 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
         return
     out = render.console()
     if paused:
-        out.print(f"lifted the pause of {table.uri}: jobs start again")
-    out.print(f"restarted the subscriber of {table.uri} (_BACKFILL generation {generation})")
+        out.print(f"lifted the pause of {where}: jobs start again")
+    out.print(f"restarted the subscriber of {where} (_BACKFILL generation {generation})")
     if lock.state is LockState.FAILED:
         out.print(
             f"the table is BLOCKED at batch {lock.failed_rel!r}: the subscriber stops at once; fix the "
-            f"cause, then run: {status_ops.unlock_command(table, lock_generation)}"
+            f"cause, then run: {status_ops.unlock_command(table, lock_generation, store.scheme)}"
         )
 
 
@@ -343,18 +345,17 @@ def history_command(
     bad rows, seconds, snapshot id, finished at."""
     target = _target.current()
     table = _target.table_of(uri, target.settings.destination_regex)
+    store = target.store(table.bucket)
     found = history_ops.history(
-        target.store(table.bucket),
-        table,
-        success_filename=target.settings.success_filename,
-        last=last or None,
+        store, table, success_filename=target.settings.success_filename, last=last or None
     )
+    where = object_uri(store, table.prefix)
     if output is Output.json:
-        emit_json({"table": table.uri, "total": found.total, "entries": [e.to_json() for e in found.entries]})
+        emit_json({"table": where, "total": found.total, "entries": [e.to_json() for e in found.entries]})
         return
     out = render.console()
     if not found.entries:
-        out.print(f"no result records under {table.uri}/_turnstile/results/ yet")
+        out.print(f"no result records under {object_uri(store, table.internal)}results/ yet")
         return
     errors = any(e.error for e in found.entries)
     columns = ["REL", "GENERATION", "OUTCOME", "ROWS", "BAD ROWS", "SECONDS", "SNAPSHOT", "FINISHED AT"]

@@ -1,13 +1,18 @@
 """JobRunner adapter on EMR Serverless (boto3 `emr-serverless`).
 
 One turnstile job is one Spark job run in the EMR Serverless application EMR_APPLICATION_ID,
-named after the job id and tagged with it. The calls and what they mean:
+named after the job id and tagged with it. EMR cannot find a run by name, so the runner records
+each job's submission and run id in the bucket (`turnstile.jobs.emr_runs`), and a lookup never
+pages through the application's history:
 
-- submit: look the job up by name (`ListJobRuns`, newest first, within `LOOKBACK`); when a run
-  has it, attach (return). Otherwise `StartJobRun(name=job_id, clientToken=client_token(job_id),
-  tags={JOB_TAG: job_id})`. EMR Serverless itself returns the first run for a repeated client
-  token; the lookup makes a retried or repeated submit attach even where the token is not
-  de-duplicated (moto), or after the token's idempotency window.
+- lookup: the job's record; its run id, or else the runs created since the recorded submission
+  (`ListJobRuns(createdAtAfter=...)`), newest named after the job. Without a record, only the
+  application's active runs (`states`) are searched: a run from before records were kept.
+- submit: record the submission (create-if-absent), then the lookup; when a run has the job,
+  attach (return). Otherwise `StartJobRun(name=job_id, clientToken=client_token(job_id),
+  tags={JOB_TAG: job_id})` and record its run id. EMR Serverless itself returns the first run for a
+  repeated client token; the record makes a retried or repeated submit attach even where the token
+  is not de-duplicated (moto), or after the token's idempotency window.
 - status: the lookup, then `GetJobRun` for the run's current state and its failure details.
 - cancel: `CancelJobRun` on the run, unless it has finished.
 
@@ -31,8 +36,10 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.catalog import S3_FILE_IO, iceberg_catalog_properties
+from turnstile.jobs.emr_runs import RunRecord, RunRecords
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.settings import Settings
+from turnstile.store.port import ObjectStore
 from turnstile.uris import parse_bucket_uri
 
 JOB_TAG = "turnstile-job-id"
@@ -43,8 +50,7 @@ ICEBERG_RUNTIME_ON_EMR = "/usr/share/aws/iceberg/lib/iceberg-spark3-runtime.jar"
 used when JOB_JAR_URIS names no jar."""
 
 LOOKBACK = timedelta(days=30)
-"""How far back the lookup by job id reads the application's runs. A job older than this counts as
-unknown: the protocol then submits it again and the job skips the batches already committed."""
+"""How far back a job without a record is searched among the application's active runs."""
 
 _STATES: dict[str, JobState] = {
     "SUBMITTED": JobState.PENDING,
@@ -57,6 +63,7 @@ _STATES: dict[str, JobState] = {
     "CANCELLING": JobState.CANCELLING,
     "CANCELLED": JobState.CANCELLED,
 }
+_ACTIVE = [name for name, state in _STATES.items() if not state.finished]
 _TRANSIENT_CODES = {"ThrottlingException", "InternalServerException", "ServiceUnavailableException"}
 
 
@@ -168,14 +175,16 @@ def make_client(region: str | None, endpoint: str | None = None, *, max_attempts
 class EmrRunner:
     """EMR Serverless job runs behind the `JobRunner` port."""
 
-    def __init__(self, client: Any, spec: EmrJobSpec) -> None:
+    def __init__(self, client: Any, spec: EmrJobSpec, store: ObjectStore) -> None:
+        """`store`: the bucket whose jobs this runner submits, where it keeps their run records."""
         self._client = client
         self._spec = spec
+        self._records = RunRecords(store, spec.application_id)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> EmrRunner:
+    def from_settings(cls, settings: Settings, store: ObjectStore) -> EmrRunner:
         spec = EmrJobSpec.from_settings(settings)
-        return cls(make_client(settings.aws_region, settings.aws_endpoint_url), spec)
+        return cls(make_client(settings.aws_region, settings.aws_endpoint_url), spec, store)
 
     def _call(self, job_id: str, what: str, method: Any, *, tolerate: str = "", **request: Any) -> Any:
         """One call; an error whose code is `tolerate` returns None."""
@@ -202,8 +211,9 @@ class EmrRunner:
         except BotoCoreError as exc:
             raise JobServiceUnavailable(f"emr-serverless: {what} {job_id}: no answer: {exc}") from exc
 
-    def _runs(self, job_id: str) -> Iterator[Mapping[str, Any]]:
-        request: dict[str, Any] = {"createdAtAfter": datetime.now(UTC) - LOOKBACK}
+    def _runs(self, job_id: str, **bounds: Any) -> Iterator[Mapping[str, Any]]:
+        """The application's runs within `bounds` (createdAtAfter, states), page by page."""
+        request: dict[str, Any] = dict(bounds)
         while True:
             page = self._call(
                 job_id,
@@ -222,13 +232,26 @@ class EmrRunner:
                 return
             request["nextToken"] = token
 
-    def run_id(self, job_id: str) -> str | None:
-        """The id of the newest job run named `job_id`, or None when there is none."""
-        named = [run for run in self._runs(job_id) if run.get("name") == job_id]
+    def _newest(self, job_id: str, **bounds: Any) -> str | None:
+        named = [run for run in self._runs(job_id, **bounds) if run.get("name") == job_id]
         if not named:
             return None
         newest = max(named, key=lambda run: run.get("createdAt") or datetime.min.replace(tzinfo=UTC))
         return str(newest["id"])
+
+    def _located(self, job_id: str, record: RunRecord) -> str | None:
+        """The run of a recorded submission: recorded, or created since it was recorded."""
+        return record.run_id or self._newest(job_id, createdAtAfter=record.listed_since)
+
+    def _active(self, job_id: str) -> str | None:
+        """The job's run among the application's active ones: a run submitted before its records
+        were kept (bounded by the application's concurrency, not by its history)."""
+        return self._newest(job_id, createdAtAfter=datetime.now(UTC) - LOOKBACK, states=_ACTIVE)
+
+    def run_id(self, job_id: str) -> str | None:
+        """The id of the job's run, or None when there is none."""
+        record = self._records.get(job_id)
+        return self._active(job_id) if record is None else self._located(job_id, record)
 
     def submit(self, job_id: str, manifest_uri: str) -> None:
         if parse_bucket_uri(manifest_uri).scheme != "s3":
@@ -236,9 +259,19 @@ class EmrRunner:
                 f"the EMR runner reads manifests from S3, not {manifest_uri}; "
                 "use JOB_RUNNER=dataproc for a GCS bucket"
             )
-        if self.run_id(job_id) is not None:
-            return  # attach: the caller learns its fate from `status`
-        self._call(
+        record, first = self._records.begin(job_id, datetime.now(UTC))
+        try:
+            # A run found is attached to: the caller learns its fate from `status`.
+            found = self._active(job_id) if first else self._located(job_id, record)
+            run_id = found or self._start(job_id, manifest_uri)
+        except JobError:
+            self._records.forget(job_id, record)  # refused: no run exists (a transient error may have one)
+            raise
+        if run_id != record.run_id:
+            self._records.started(job_id, record, run_id)
+
+    def _start(self, job_id: str, manifest_uri: str) -> str:
+        started = self._call(
             job_id,
             "start job run",
             self._client.start_job_run,
@@ -248,15 +281,26 @@ class EmrRunner:
             jobDriver=self._spec.job_driver(manifest_uri),
             tags={JOB_TAG: job_id},
         )
+        return str(started["jobRunId"])
 
     def _job_run(self, job_id: str) -> Mapping[str, Any] | None:
         run_id = self.run_id(job_id)
         if run_id is None:
             return None
-        found: Mapping[str, Any] = self._call(
-            job_id, "get job run", self._client.get_job_run, jobRunId=run_id
-        )["jobRun"]
-        return found
+        found = self._call(
+            job_id,
+            "get job run",
+            self._client.get_job_run,
+            tolerate="ResourceNotFoundException",
+            jobRunId=run_id,
+        )
+        if found is None:
+            # A recorded run the application no longer has (past EMR's retention): unknown, once the
+            # application itself is known to exist.
+            self._call(job_id, "describe application", self._client.get_application)
+            return None
+        run: Mapping[str, Any] = found["jobRun"]
+        return run
 
     def status(self, job_id: str) -> JobStatus | None:
         run = self._job_run(job_id)

@@ -34,7 +34,7 @@ from turnstile.protocol import handler
 from turnstile.protocol.context import Invocation
 from turnstile.records import Pointer
 from turnstile.settings import Settings
-from turnstile.store.port import ObjectInfo, ObjectStore
+from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 HANDLED = "already handled"
 
@@ -47,7 +47,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Outcome:
-    object: str  # gs:// URI
+    object: str  # gs:// or s3:// URI
     generation: int
     result: str  # queued | submitted | already handled | duplicate | rejected | error
     error: str | None = None
@@ -93,7 +93,7 @@ def publish(
     summary = Summary()
     for candidate in found:
         inv = invocation()
-        uri = f"gs://{inv.store.bucket}/{candidate.name}"
+        uri = object_uri(inv.store, candidate.name)
         if _handled(inv, candidate):
             summary.outcomes.append(Outcome(uri, candidate.generation, HANDLED))
             advance()

@@ -15,7 +15,7 @@ from typing import Any
 from turnstile.errors import ConfigError
 from turnstile.paths import Table
 from turnstile.records import BatchResult
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 REPROCESS = ".reprocess-"  # `<generation>.reprocess-<request id>.json`: a `turnstile reprocess`
 
@@ -63,12 +63,11 @@ def history(store: ObjectStore, table: Table, *, success_filename: str, last: in
         found = store.read(name)
         if found is None:
             continue  # deleted since listed
-        entries.append(_entry(store.bucket, name, rel, generation, found.data))
+        entries.append(_entry(object_uri(store, name), rel, generation, found.data))
     return History(f"{table.dataset}.{table.table}", len(named), tuple(entries))
 
 
-def _entry(bucket: str, name: str, rel: str, generation: int, data: bytes) -> Entry:
-    where = f"gs://{bucket}/{name}"
+def _entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
     try:
         record = BatchResult.decode(data, where)
     except ConfigError as exc:
@@ -121,7 +120,7 @@ def last_result(
     found = store.read(newest)
     if found is None:
         return None, None
-    where = f"gs://{store.bucket}/{newest}"
+    where = object_uri(store, newest)
     try:
         record = BatchResult.decode(found.data, where)
     except ConfigError as exc:

@@ -26,11 +26,11 @@ log = logs.get("reprocess")
 
 @dataclass(frozen=True)
 class Requested:
-    batch: str  # gs:// URI of the batch folder
-    table: str  # gs:// URI of the table
+    batch: str  # gs:// or s3:// URI of the batch folder
+    table: str  # gs:// or s3:// URI of the table
     rel: str
     generation: int  # of the batch's `_SUCCESS`: the commit applied once more
-    request: str  # gs:// URI of the request object
+    request: str  # gs:// or s3:// URI of the request object
     queued_after: str | None  # the last batch queued before it, applied first
 
 
@@ -39,24 +39,25 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
     batch, resolved = inv.batch(success_name)  # a path or config that does not resolve says why
     table = batch.table
     success_uri = object_uri(inv.store, success_name)
+    where, folder = object_uri(inv.store, table.prefix), object_uri(inv.store, batch.folder)
     live = reprocess.live_generation(inv, success_name, resolved)
     if live is None:
         raise Refused(
             f"{success_uri} does not exist: there is no batch to reprocess there; check the path "
-            f"(turnstile history {table.uri} lists the committed batches)"
+            f"(turnstile history {where} lists the committed batches)"
         )
     if not backlog.recorded_applied(inv, table, batch.rel, live):
         raise Refused(
-            f"{batch.uri} (its _SUCCESS generation {live}) was never committed, so there is "
-            f"nothing to reprocess: it is queued, running or failed (turnstile status {table.uri}); "
+            f"{folder} (its _SUCCESS generation {live}) was never committed, so there is "
+            f"nothing to reprocess: it is queued, running or failed (turnstile status {where}); "
             "wait for it to be applied, or apply a failed one with turnstile retry (unordered table) "
             "or turnstile unlock (ordered table)"
         )
     held, _ = lock.read(inv, table)
     if held.state is LockState.FAILED:
         raise Refused(
-            f"{table.uri} is blocked on {held.failed_rel!r} ({held.error}); a reprocess would wait "
-            f"behind it: unlock the table first (turnstile unlock {table.uri}), then reprocess"
+            f"{where} is blocked on {held.failed_rel!r} ({held.error}); a reprocess would wait "
+            f"behind it: unlock the table first (turnstile unlock {where}), then reprocess"
         )
     success = inv.settings.success_filename
     queued = [
@@ -78,11 +79,11 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
     name = _create(inv, table, record)
     ensure_subscriber(inv, table)  # after the request: an exiting subscriber looks for it last
     log.warning(
-        f"reprocess of committed batch {batch.rel!r} of {table.uri} requested by an operator",
+        f"reprocess of committed batch {batch.rel!r} of {where} requested by an operator",
         extra={"event": "reprocess_requested", "table": table.prefix, "rel": batch.rel, "request": name},
     )
     rel_after = table.rel_of_pointer(after, success) if after else None
-    return Requested(batch.uri, table.uri, batch.rel, live, object_uri(inv.store, name), rel_after)
+    return Requested(folder, where, batch.rel, live, object_uri(inv.store, name), rel_after)
 
 
 MAX_ATTEMPTS = 100
@@ -99,4 +100,4 @@ def _create(inv: Invocation, table: Table, record: ReprocessRequest) -> str:
         except PreconditionFailed:
             continue  # the same batch asked for in the same microsecond: the next name
         return name
-    raise Failed(f"{table.uri}: no free name for a reprocess request; try again")
+    raise Failed(f"{object_uri(inv.store, table.prefix)}: no free name for a reprocess request; try again")

@@ -16,11 +16,12 @@ from turnstile.protocol import unordered
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.records import BatchFailure
+from turnstile.store.port import object_uri
 
 
 @dataclass(frozen=True)
 class Retried:
-    batch: str  # gs:// URI of the batch folder
+    batch: str  # gs:// or s3:// URI of the batch folder
     generation: int
     attempt: int
     job_id: str
@@ -34,7 +35,7 @@ def failures(inv: Invocation, table: Table, limit: int | None = None) -> list[Ba
     for info in inv.store.list_objects(table.failures, limit=limit):
         read = inv.store.read(info.name)
         if read is not None:
-            found.append(BatchFailure.decode(read.data, f"gs://{inv.store.bucket}/{info.name}"))
+            found.append(BatchFailure.decode(read.data, object_uri(inv.store, info.name)))
     return found
 
 
@@ -42,22 +43,23 @@ def retry(inv: Invocation, success_name: str) -> Retried:
     """Submit the next attempt of the batch whose `_SUCCESS` is `success_name`."""
     batch, resolved = inv.batch(success_name)
     table = batch.table
+    where, folder = object_uri(inv.store, table.prefix), object_uri(inv.store, batch.folder)
     if resolved.ordered or inv.settings.order_per_table:
         raise Refused(
-            f"{batch.uri} belongs to an ordered table, whose failed batch holds the table's lock; "
-            f"see turnstile status {table.uri} and retry it with turnstile unlock {table.uri}"
+            f"{folder} belongs to an ordered table, whose failed batch holds the table's lock; "
+            f"see turnstile status {where} and retry it with turnstile unlock {where}"
         )
     live = inv.store.stat(success_name)
     if live is None:
-        raise Refused(f"gs://{inv.store.bucket}/{success_name} does not exist; upload the batch again")
+        raise Refused(f"{object_uri(inv.store, success_name)} does not exist; upload the batch again")
     found = inv.store.read(table.failure(batch.rel, live.generation))
     if found is None:
         raise Refused(
-            f"{batch.uri} has no failed job for its _SUCCESS generation {live.generation}; "
-            f"turnstile status {table.uri} lists the failed batches"
+            f"{folder} has no failed job for its _SUCCESS generation {live.generation}; "
+            f"turnstile status {where} lists the failed batches"
         )
-    failure = BatchFailure.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+    failure = BatchFailure.decode(found.data, object_uri(inv.store, found.name))
     submitted = unordered.apply(inv, batch, resolved, live.generation, failure.attempt)
     inv.store.remove(found.name)
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, live.generation, failure.attempt)
-    return Retried(batch.uri, live.generation, failure.attempt, job_id, submitted, failure.error)
+    return Retried(folder, live.generation, failure.attempt, job_id, submitted, failure.error)

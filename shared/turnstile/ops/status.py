@@ -262,7 +262,8 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     result, result_error = last_result(inv.store, table, lock.position if lock else None)
     if result_error:
         errors.append(result_error)
-    failed_batches = tuple(_failed_view(table, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
+    where = object_uri(inv.store, table.prefix)
+    failed_batches = tuple(_failed_view(where, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
     waiting = [f for f in failed_batches if f.retry_at is None]
     held = pause is not None
     health = _health(
@@ -279,7 +280,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     mark = status_lineage.watermark(inv, state, errors)
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
-        uri=object_uri(inv.store, table.prefix),
+        uri=where,
         health=health,
         ordered=bool(ordered_by),
         ordered_by=tuple(ordered_by),
@@ -290,7 +291,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         last_commit_lag_seconds=_commit_lag(state, result),
         lock=view,
         subscriber=subscriber,
-        gate=f"gs://{inv.store.bucket}/{gate}" if gate else None,
+        gate=object_uri(inv.store, gate) if gate else None,
         gate_present=gate_present,
         last_applied=lock.position if lock else None,
         last_result=result,
@@ -302,7 +303,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         watermark_lag_seconds=state.age(mark),
         waiting_for=waits,
         waiting_batches=status_lineage.queued_waits(inv, state, errors) if waits else {},
-        paused=PauseView(pause.reason, pause.at, f"turnstile resume {table.uri}") if pause else None,
+        paused=PauseView(pause.reason, pause.at, f"turnstile resume {where}") if pause else None,
         held=len(inv.store.list_objects(table.held, limit=BACKLOG_CAP)) if pause else 0,
     )
 
@@ -313,7 +314,7 @@ def _commit_lag(state: TableState, result: ResultView | None) -> float | None:
     return state.age(result.finished_at)
 
 
-def _failed_view(table: Table, failure: BatchFailure) -> FailedView:
+def _failed_view(where: str, failure: BatchFailure) -> FailedView:
     return FailedView(
         rel=failure.rel,
         success_generation=failure.success_generation,
@@ -323,7 +324,7 @@ def _failed_view(table: Table, failure: BatchFailure) -> FailedView:
         attempt=failure.attempt,
         retry_at=failure.retry_at,
         failed_at=failure.failed_at,
-        retry_command=f"turnstile retry {table.uri}/{failure.rel}",
+        retry_command=f"turnstile retry {where}/{failure.rel}",
     )
 
 
@@ -364,5 +365,5 @@ def _ordered_by(inv: Invocation, table: Table, cache: dict[str, bool]) -> list[s
         if name not in cache:
             cache[name] = inv.store.stat(name) is not None
         if cache[name]:
-            found.append(f"gs://{inv.store.bucket}/{name}")
+            found.append(object_uri(inv.store, name))
     return found

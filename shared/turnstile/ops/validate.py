@@ -78,7 +78,7 @@ def validate(
             if problem is not None:
                 warning, message = problem
                 (report.warnings if warning else report.problems).append(
-                    Problem(f"gs://{bucket}/{info.name}", message)
+                    Problem(object_uri(store, info.name), message)
                 )
                 if not warning:
                     bad_load_json[info.name] = message
@@ -95,7 +95,7 @@ def validate(
         if info.name.startswith(_folder(prefix))
     ]
     for name, message in _incomplete_cascades(configs, load_jsons, bad_load_json):
-        report.problems.append(Problem(f"gs://{bucket}/{name}", message))
+        report.problems.append(Problem(object_uri(store, name), message))
         bad_load_json[name] = message
     for name, message in dependency_problems(
         store,
@@ -104,7 +104,7 @@ def validate(
         _tables_of(configs, bucket, successes, settings.destination_regex),
         order_per_table=settings.order_per_table,
     ):
-        report.problems.append(Problem(f"gs://{bucket}/{name}", message))
+        report.problems.append(Problem(object_uri(store, name), message))
     names = sorted(info.name for info in objects)
     sizes = {info.name: info.size for info in objects}
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
@@ -112,9 +112,9 @@ def validate(
         found = _check_batch(
             store, settings, configs, name, bad_load_json=bad_load_json, names=names, sizes=sizes
         )
-        report.problems += [Problem(f"gs://{bucket}/{name}", message) for message in found]
+        report.problems += [Problem(object_uri(store, name), message) for message in found]
         if not found and (untimed := natural_time_warning(configs, bucket, name, settings.destination_regex)):
-            report.warnings.append(Problem(f"gs://{bucket}/{name}", untimed))
+            report.warnings.append(Problem(object_uri(store, name), untimed))
         advance()
     return report
 
@@ -151,9 +151,9 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
             return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
         return None
     try:
-        load = check_load_json(store.bucket, name, found.data)
+        load = check_load_json(object_uri(store, name), found.data)
     except ConfigError as exc:
-        return False, _without_uri(str(exc), f"gs://{store.bucket}/{name}")
+        return False, _without_uri(str(exc), store, name)
     misspelt = reader_options.unknown(load.get("reader_options") or {})
     return (True, "; ".join(misspelt)) if misspelt else None
 
@@ -204,23 +204,27 @@ def _check_batch(
         if f"{level}{CONFIG}/{LOAD_JSON}" in bad_load_json
     ]
     if inherited:
-        files = ", ".join(f"gs://{store.bucket}/{n}" for n in inherited)
+        files = ", ".join(object_uri(store, n) for n in inherited)
         return [f"cannot be applied: its config cascade includes the invalid {files} (see above)"]
     try:
         resolved = configs.resolve(folder)
         regex = resolved.load.destination_regex or settings.destination_regex
         batch = parse_success(store.bucket, name, regex)
     except (ConfigError, PathError) as exc:
-        return [_without_uri(str(exc), f"gs://{store.bucket}/{name}")]
+        return [_without_uri(str(exc), store, name)]
     refusal = (
         publisher.root_batch_refusal(batch, _folder_batch(batch, names, settings.success_filename))
         if resolved.ordered or settings.order_per_table
         else None
     )
     if refusal is not None:
-        return [_without_uri(refusal, f"gs://{store.bucket}/{name}")]
+        return [_without_uri(refusal, store, name)]
     sub_folders = _check_sub_folders(
-        store.bucket, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
+        object_uri(store, folder),
+        folder,
+        names,
+        nested=resolved.load.nested_folders,
+        success=settings.success_filename,
     )
     if sub_folders is not None:
         return [sub_folders]
@@ -271,7 +275,7 @@ def _folder_batch(batch: Batch, names: list[str], success: str) -> str | None:
 
 
 def _check_sub_folders(
-    bucket: str, folder: str, names: list[str], *, nested: bool, success: str
+    where: str, folder: str, names: list[str], *, nested: bool, success: str
 ) -> str | None:
     """A batch with none of its own files whose data sits in sub-folders the config does not read
     (sub-folders that are batches of their own do not count)."""
@@ -279,12 +283,14 @@ def _check_sub_folders(
     if nested or data_files(folder, below):
         return None
     sub_folders = data_sub_folders(folder, below, success_filename=success)
-    return no_data_files(f"gs://{bucket}/{folder}", sub_folders, nested=nested) if sub_folders else None
+    return no_data_files(where, sub_folders, nested=nested) if sub_folders else None
 
 
-def _without_uri(message: str, uri: str) -> str:
-    """The problem is printed next to its object: do not repeat the object's URI in front of it."""
-    for lead in (f"{uri}: ", f"{uri} "):
-        if message.startswith(lead):
-            return message[len(lead) :]
+def _without_uri(message: str, store: ObjectStore, name: str) -> str:
+    """The problem is printed next to its object: do not repeat the object's URI in front of it
+    (path errors, built from names alone, spell it gs:// on any store)."""
+    for uri in (object_uri(store, name), f"gs://{store.bucket}/{name}"):
+        for lead in (f"{uri}: ", f"{uri} "):
+            if message.startswith(lead):
+                return message[len(lead) :]
     return message

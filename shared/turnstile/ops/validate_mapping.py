@@ -22,7 +22,7 @@ from turnstile.load_config import LoadConfig
 from turnstile.mapping import FromPath
 from turnstile.mapping_fields import path_value, play, sample_fields
 from turnstile.paths import Batch
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 SAMPLE_LINES = 100
 SAMPLE_MAX_BYTES = 64 << 20  # a larger first file is not read whole for a sample
@@ -77,7 +77,7 @@ def _batch_fields(
     fields = _csv_fields(text, load) if load.format == "csv" else _json_fields(text)
     if fields is not None and load.nested_folders:
         fields |= _partition_columns(name.removeprefix(batch.folder))
-    return fields, f"a sample of gs://{store.bucket}/{name}"
+    return fields, f"a sample of {object_uri(store, name)}"
 
 
 def header_problems(
@@ -103,7 +103,7 @@ def header_problems(
     if not sample or [n.lower() for n in header] == [n.lower() for n in expected]:
         return []
     return [
-        f"the header of gs://{store.bucket}/{sample[0]} names {', '.join(header)} where `schema` in "
+        f"the header of {object_uri(store, sample[0])} names {', '.join(header)} where `schema` in "
         f"load.json has {', '.join(expected)}: the batch would fail; fix the header or the schema, or "
         "set reader_options.enforceSchema to true to map columns by position"
     ]

@@ -25,12 +25,14 @@ Errors: a failed precondition (412 `PreconditionFailed`, or 409 `ConditionalRequ
 concurrent conditional write wins) becomes `PreconditionFailed` carrying what the bucket holds now;
 throttling, 5xx and connection failures that outlast botocore's own retries become
 `StoreUnavailable`; a missing bucket, missing or wrong credentials and access denied become
-`StoreRefused` with what to fix.
+`StoreRefused` with what to fix, and so does a botocore too old to send the conditional requests
+(it refuses `IfMatch` / `IfNoneMatch` before sending anything: retrying cannot help).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -40,8 +42,15 @@ from datetime import datetime
 from typing import Any
 
 import boto3
+import botocore
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    NoRegionError,
+    ParamValidationError,
+)
 
 from turnstile.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
 from turnstile.store.port import ObjectInfo, StoredObject
@@ -62,6 +71,12 @@ _CREDENTIALS = {
 }
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "503"}
 _HEAD_WORKERS = 8
+
+TESTED_BOTO3 = "1.44.5"
+TESTED_BOTOCORE = "1.44.8"
+"""The boto3 and botocore turnstile is tested with, which functions/requirements-aws.txt pins: their
+S3 API has the conditional requests (`PutObject` `IfNoneMatch`/`IfMatch`, `DeleteObject` `IfMatch`)."""
+_UNKNOWN_CONDITION = re.compile(r'Unknown parameter in input: "(If(?:None)?Match)"')
 
 
 def make_client(region: str | None, endpoint: str | None = None, *, max_attempts: int = 5) -> Any:
@@ -150,6 +165,8 @@ class S3Store:
             )
         if isinstance(exc, NoRegionError):
             return SettingsError("AWS_REGION is not set; the S3 store needs the region of the bucket")
+        if isinstance(exc, ParamValidationError):
+            return StoreRefused(_refused_parameters(self._where(name), exc))
         if not isinstance(exc, ClientError):  # connection failures, timeouts: botocore retried them
             return StoreUnavailable(f"{self._where(name)}: storage did not answer: {exc}")
         code = _code(exc)
@@ -299,6 +316,19 @@ class S3Store:
             if not page.get("IsTruncated"):
                 return sorted(folders)
             request["ContinuationToken"] = page["NextContinuationToken"]
+
+
+def _refused_parameters(where: str, exc: ParamValidationError) -> str:
+    """What to do when botocore refuses a request before sending it: most likely it predates S3's
+    conditional requests (Lambda runtimes bundle an older boto3 than turnstile needs)."""
+    unknown = _UNKNOWN_CONDITION.search(str(exc))
+    if unknown is None:
+        return f"{where}: the S3 client refused the request's parameters: {' '.join(str(exc).split())}"
+    return (
+        f"{where}: botocore {botocore.__version__} is too old for S3's conditional requests (it does "
+        f"not know {unknown.group(1)}); turnstile needs botocore {TESTED_BOTOCORE} (boto3 {TESTED_BOTO3}) "
+        "or newer: deploy functions/requirements-aws.txt with the code instead of the runtime's bundled boto3"
+    )
 
 
 def _code(exc: ClientError) -> str:
