@@ -133,3 +133,43 @@ def unreadable_files(uris: Iterable[str]) -> str | None:
 def _object_name(uri: str) -> str:
     """`gs://bucket/a/b.csv` -> `a/b.csv`."""
     return uri.partition("://")[2].partition("/")[2]
+
+
+# File extensions that name a format (compressed text keeps its own: `.csv.gz` is csv).
+FORMAT_OF_EXTENSION = {
+    ".parquet": "parquet",
+    ".orc": "orc",
+    ".avro": "avro",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+}
+_SAME = {"jsonl": "json"}  # formats that are one reader
+
+
+def format_mismatch(uris: Iterable[str], format_: str) -> str | None:
+    """When every data file's extension names one format and it is not the config's (parquet files
+    read as the default `csv` would load their bytes as rows): why, and what to set; else None.
+    Files without a known extension say nothing."""
+    named = {FORMAT_OF_EXTENSION.get(_extension(uri)) for uri in uris}
+    if len(named) != 1 or None in named:
+        return None
+    [found] = named
+    if found is None or found == _SAME.get(format_, format_) or format_ == "text":
+        return None
+    first = next(iter(uris))
+    return (
+        f"its files are {found} ({first}) but load.json's format is {format_!r}: reading them as "
+        f'{format_} would load their bytes as rows; set "format": "{found}" in the table\'s '
+        "_config/load.json"
+    )
+
+
+def _extension(uri: str) -> str:
+    base = uri.rpartition("/")[2].lower()
+    for compressed in (".gz", ".bz2", ".deflate", ".snappy", ".zst", ".lz4"):
+        base = base.removesuffix(compressed)
+    dot = base.rfind(".")
+    return base[dot:] if dot > 0 else ""

@@ -496,3 +496,13 @@ def test_a_data_file_whose_name_spark_cannot_read_is_a_problem_naming_it(run: Ru
     assert "rename the file without ':', then upload the batch's _SUCCESS again" in problem["message"]
     world.store.delete(folder + "part-10:00.csv", if_generation=colon)
     assert run("validate", f"gs://{world.store.bucket}").exit_code == 0
+
+
+def test_parquet_files_under_the_default_csv_format_are_a_problem(run: Run, world: World) -> None:
+    world.store.write("sales/orders/2024/05/01/13/part-0.parquet", b"PAR1")
+    world.store.write("sales/orders/2024/05/01/13/_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}/sales/orders", "--output", "json")
+    assert result.exit_code == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert problem["object"].endswith("2024/05/01/13/_SUCCESS")
+    assert "its files are parquet" in problem["message"] and '"format": "parquet"' in problem["message"]

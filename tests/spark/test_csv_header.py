@@ -46,3 +46,13 @@ def test_a_bad_row_beside_a_header_that_fits_is_still_set_aside(spark: Any, tmp_
     done = kit.run(kit.batch("1", csv("id,item", "1,a", "two,b")))
     assert done.succeeded, done.error
     assert kit.rows() == [(1, "a")]
+
+
+def test_parquet_files_under_the_default_csv_format_fail_the_batch_naming_the_format(
+    spark: Any, tmp_path: Path
+) -> None:
+    kit = Kit(spark, tmp_path)
+    done = kit.run(kit.batch("1", ("part-0.parquet", b"PAR1\x00\x01not csv")))
+    assert not done.succeeded
+    assert "its files are parquet" in (done.error or "") and '"format": "parquet"' in (done.error or "")
+    assert not spark.catalog.tableExists(kit.table)  # nothing was written

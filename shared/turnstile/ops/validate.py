@@ -24,10 +24,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from turnstile import reader_options
-from turnstile.batchfiles import data_files, data_sub_folders, no_data_files, unreadable_files
+from turnstile.batchfiles import (
+    data_files,
+    data_sub_folders,
+    format_mismatch,
+    no_data_files,
+    unreadable_files,
+)
 from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
+from turnstile.load_config import LoadConfig
 from turnstile.ops import validate_mapping
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.paths import CONFIG, Batch, ObjectKind, classify, parse_success
@@ -228,9 +235,7 @@ def _check_batch(
     )
     if sub_folders is not None:
         return [sub_folders]
-    unreadable = _unreadable(
-        store, folder, names, nested=resolved.load.nested_folders, success=settings.success_filename
-    )
+    unreadable = _unreadable(store, folder, names, load=resolved.load, success=settings.success_filename)
     header = validate_mapping.header_problems(
         store, batch, resolved.load, (names, sizes), settings.success_filename
     )
@@ -250,13 +255,17 @@ def _check_batch(
 
 
 def _unreadable(
-    store: ObjectStore, folder: str, names: list[str], *, nested: bool, success: str
+    store: ObjectStore, folder: str, names: list[str], *, load: LoadConfig, success: str
 ) -> list[str]:
-    """The problem of a batch with data files whose names Spark cannot read as themselves."""
+    """The problems of a batch with data files whose names Spark cannot read as themselves, or
+    whose extension names another format than the config's."""
     below = [n for n in names if n.startswith(folder)]
-    files = data_files(folder, below, nested=nested, success_filename=success)
-    found = unreadable_files(object_uri(store, file) for file in files)
-    return [found] if found else []
+    uris = [
+        object_uri(store, f)
+        for f in data_files(folder, below, nested=load.nested_folders, success_filename=success)
+    ]
+    found = [unreadable_files(uris), format_mismatch(uris, load.format) if uris else None]
+    return [problem for problem in found if problem]
 
 
 def _folder_batch(batch: Batch, names: list[str], success: str) -> str | None:

@@ -1,0 +1,37 @@
+"""Data files whose extension names another format than the config's are refused, not misread."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnstile.batchfiles import format_mismatch
+
+B = "gs://b/ds/t/01/"
+
+
+def test_parquet_files_under_the_default_csv_format_are_refused_naming_the_format_to_set() -> None:
+    why = format_mismatch([f"{B}part-0.parquet", f"{B}part-1.snappy.parquet"], "csv")
+    assert why is not None
+    assert why.startswith(f"its files are parquet ({B}part-0.parquet) but load.json's format is 'csv'")
+    assert why.endswith('set "format": "parquet" in the table\'s _config/load.json')
+
+
+@pytest.mark.parametrize(
+    ("names", "format_"),
+    [
+        (["a.csv", "b.csv.gz"], "csv"),
+        (["a.json"], "jsonl"),
+        (["a.jsonl"], "json"),
+        (["a.parquet"], "parquet"),
+        (["a.dat", "b.parquet"], "csv"),  # an unknown extension: nothing to go by
+        (["a.csv", "b.parquet"], "csv"),  # mixed: the read says what is wrong
+        (["part-00000"], "csv"),
+        (["a.json"], "text"),  # text reads any file as lines
+    ],
+)
+def test_files_that_fit_or_say_nothing_pass(names: list[str], format_: str) -> None:
+    assert format_mismatch([B + n for n in names], format_) is None
+
+
+def test_compressed_json_under_csv_is_refused() -> None:
+    assert format_mismatch([f"{B}a.json.gz"], "csv") is not None
