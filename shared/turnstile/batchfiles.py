@@ -82,6 +82,27 @@ def data_sub_folders(
     return sorted(found)
 
 
+def unread_sub_folders(
+    batch_folder_uri: str, batch_folder: str, names: Iterable[str], *, success_filename: str
+) -> str | None:
+    """For a batch of a text format whose config leaves `nested` unset: why it cannot be applied
+    as it is when data files also sit in its sub-folders (not batches of their own). Reading only
+    its own files would drop those without a word, where the original loader read them; None when
+    there are none."""
+    listed = list(names)
+    sub_folders = data_sub_folders(batch_folder, listed, success_filename=success_filename)
+    if not sub_folders:
+        return None
+    if not data_files(batch_folder, listed):
+        return no_data_files(batch_folder_uri, sub_folders, nested=False)
+    shown = ", ".join(sub_folders[:5]) + (f" and {len(sub_folders) - 5} more" if len(sub_folders) > 5 else "")
+    return (
+        f"{batch_folder_uri} also has data files in the sub-folders {shown}, which a batch of this format "
+        f'reads only with {NESTED_OPTION}: set "nested" in its _config/load.json, true to load them '
+        "(as gcs_ocn_bq_ingest did) or false to leave them out"
+    )
+
+
 def no_data_files(batch_folder_uri: str, sub_folders: list[str], *, nested: bool) -> str:
     """Why a batch has nothing to load, and what to do: names the sub-folders holding its data
     when it has none of its own files and `nested` is off."""

@@ -35,6 +35,7 @@ LOAD_JSON = "load.json"
 TRANSFORM_SQL = "transform.sql"
 BQ_TRANSFORM_SQL = "bq_transform.sql"  # gcs_ocn_bq_ingest's name: an alias of TRANSFORM_SQL
 ORDERME = "ORDERME"
+EXTERNAL_JSON = "external.json"  # the original loader's definition of its external table
 ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
 
 
@@ -119,6 +120,9 @@ class ConfigReader:
             if base == ORDERME:
                 found.orderme = True
                 found.sources.append(info.name)
+            elif (refused := refused_config_file(base)) is not None:
+                found.sources.append(info.name)
+                found.error = ConfigError(f"{object_uri(self._store, info.name)}: {refused}")
             elif base in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL):
                 obj = self._store.read(info.name)
                 if obj is None:  # deleted between list and read: as if never there
@@ -194,6 +198,22 @@ class ConfigReader:
         """For a folder whose config does not validate: True when no load.json on its path can move
         its batches to another table (none mentions destinationRegex), so the layout names it."""
         return not any(self._level(level).may_move_tables for level in levels(folder))
+
+
+def refused_config_file(base: str) -> str | None:
+    """Why a `_config/` file the original loader read is refused rather than ignored (ignoring it
+    would change what a batch writes without a word); None for any other name."""
+    if base == EXTERNAL_JSON:
+        return (
+            "turnstile does not read external.json: move its settings (format, reader options, schema) "
+            "into load.json, then delete it"
+        )
+    if base.endswith(".sql") and "/" not in base and base not in (TRANSFORM_SQL, BQ_TRANSFORM_SQL):
+        return (
+            f"only {TRANSFORM_SQL} (or its alias {BQ_TRANSFORM_SQL}) is read as the transform: rename "
+            "this file to transform.sql (Spark SQL over the view `batch`), or delete it"
+        )
+    return None
 
 
 def _parse_load_json(where: str, data: bytes) -> dict[str, Any]:

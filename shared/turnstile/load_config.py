@@ -156,6 +156,12 @@ class LoadConfig(BaseModel):
         return lineage(self.natural_time, self.depends_on, self.delay, self.derived)
 
     @property
+    def nested_unsaid(self) -> bool:
+        """`nested` left unset on a format that is not nested by default: sub-folder files are
+        neither read nor meant to be left out (`batchfiles.unread_sub_folders`)."""
+        return self.nested is None and self.format not in NESTED_BY_DEFAULT
+
+    @property
     def nested_folders(self) -> bool:
         """`nested` as set, else its default for the format: the columnar formats Spark writes
         partitioned are nested by default; text formats keep sub-folders as other batches."""

@@ -8,6 +8,10 @@ from __future__ import annotations
 import pytest
 
 from tests.functional.harness import Host, start_host
+from tests.functional.scenario import invocation
+from turnstile.ops.retry import failures
+from turnstile.paths import Table
+from turnstile.protocol import operator
 from turnstile.records import Manifest
 from turnstile.store.gcs import GcsStore
 
@@ -82,3 +86,36 @@ def test_a_batch_folder_inside_a_nested_batch_stays_its_own_batch(
             [f"gs://{host.bucket}/{hour}/part-hour.parquet"],
         ]
     )
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+def test_csv_files_in_sub_folders_stop_the_batch_until_nested_says_whether_to_load_them(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, ordered: bool
+) -> None:
+    """gcs_ocn_bq_ingest read every file below a batch folder; turnstile reads a CSV batch's own
+    files unless `nested` says otherwise, so the files in `sub/` are never dropped without a word."""
+
+    host = start_host(monkeypatch, gcs_store, {"ORDER_PER_TABLE": "true"} if ordered else {})
+    host.upload("ds/csv/01/top.csv", b"id\n1\n")
+    host.upload("ds/csv/01/sub/a.csv", b"id\n2\n")
+    host.upload("ds/csv/01/_SUCCESS")
+    host.drain()
+    assert data_uris(host, "ds/csv") == []  # no job
+    expected_error = "also has data files in the sub-folders sub/, which a batch of this format reads only"
+    if ordered:
+        lock = host.lock("ds/csv")
+        assert lock.failed_rel == "01" and expected_error in (lock.error or "")
+    else:
+        [failure] = failures(invocation(host), Table(host.bucket, "ds/csv", "ds", "csv"))
+        assert failure.rel == "01" and expected_error in failure.error
+    host.upload("ds/csv/_config/load.json", b'{"nested": true}')  # load them, as the original did
+    if ordered:
+        operator.unlock(invocation(host), Table(host.bucket, "ds/csv", "ds", "csv"), skip_head=False)
+    host.upload("ds/csv/02/top.csv", b"id\n3\n")
+    host.upload("ds/csv/02/sub/b.csv", b"id\n4\n")
+    host.upload("ds/csv/02/_SUCCESS")
+    host.drain()
+    applied = data_uris(host, "ds/csv")
+    assert [f"gs://{host.bucket}/ds/csv/02/{n}" for n in ("sub/b.csv", "top.csv")] in applied
+    if ordered:  # the blocked batch, after the fix and the unlock
+        assert [f"gs://{host.bucket}/ds/csv/01/{n}" for n in ("sub/a.csv", "top.csv")] in applied

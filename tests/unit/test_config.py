@@ -650,3 +650,17 @@ def test_jagged_rows_is_for_csv_only() -> None:
 def test_overwrite_partitions_is_a_mode() -> None:
     resolved = resolve({"ds/_config/load.json": {"mode": "overwrite_partitions"}}, "ds/tbl/b1/")
     assert resolved.load.mode == "overwrite_partitions"
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("merge_orders.sql", "only transform.sql (or its alias bq_transform.sql) is read as the transform"),
+        ("external.json", "turnstile does not read external.json: move its settings"),
+    ],
+)
+def test_a_config_file_the_original_read_is_refused_not_ignored(name: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        resolve({f"ds/tbl/_config/{name}": "SELECT 1"}, "ds/tbl/b1/")
+    assert str(caught.value).startswith(f"gs://{BUCKET}/ds/tbl/_config/{name}: {says}")
+    assert resolve({"ds/tbl/_config/README.md": "notes"}, "ds/tbl/b1/").sources == ()  # others: ignored

@@ -29,9 +29,18 @@ from turnstile.batchfiles import (
     data_sub_folders,
     format_mismatch,
     no_data_files,
+    unread_sub_folders,
     unreadable_files,
 )
-from turnstile.config import BQ_TRANSFORM_SQL, LOAD_JSON, ORDERME, TRANSFORM_SQL, ConfigReader, levels
+from turnstile.config import (
+    BQ_TRANSFORM_SQL,
+    LOAD_JSON,
+    ORDERME,
+    TRANSFORM_SQL,
+    ConfigReader,
+    levels,
+    refused_config_file,
+)
 from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
 from turnstile.errors import ConfigError, PathError
 from turnstile.load_config import LoadConfig
@@ -142,6 +151,8 @@ def _tables_of(configs: ConfigReader, bucket: str, successes: list[str], regex: 
 def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     """(is_warning, message) for a `_config/` object, None when it is fine."""
     base = name.partition(f"{CONFIG}/")[2]
+    if (refused := refused_config_file(base)) is not None:
+        return False, refused
     if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL, ORDERME):
         return True, (
             f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only "
@@ -227,11 +238,7 @@ def _check_batch(
     if refusal is not None:
         return [_without_uri(refusal, store, name)]
     sub_folders = _check_sub_folders(
-        object_uri(store, folder),
-        folder,
-        names,
-        nested=resolved.load.nested_folders,
-        success=settings.success_filename,
+        object_uri(store, folder), folder, names, load=resolved.load, success=settings.success_filename
     )
     if sub_folders is not None:
         return [sub_folders]
@@ -284,11 +291,14 @@ def _folder_batch(batch: Batch, names: list[str], success: str) -> str | None:
 
 
 def _check_sub_folders(
-    where: str, folder: str, names: list[str], *, nested: bool, success: str
+    where: str, folder: str, names: list[str], *, load: LoadConfig, success: str
 ) -> str | None:
-    """A batch with none of its own files whose data sits in sub-folders the config does not read
-    (sub-folders that are batches of their own do not count)."""
+    """A batch with data in sub-folders the config does not read: with `nested` unset on a text
+    format, or none of its own files (sub-folders that are batches of their own do not count)."""
     below = [n for n in names if n.startswith(folder)]
+    if load.nested_unsaid and (unread := unread_sub_folders(where, folder, below, success_filename=success)):
+        return unread
+    nested = load.nested_folders
     if nested or data_files(folder, below):
         return None
     sub_folders = data_sub_folders(folder, below, success_filename=success)

@@ -13,6 +13,7 @@ from turnstile.protocol import backlog
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import ordered_job_id
+from turnstile.records import Lock
 from turnstile.store.port import ObjectInfo, object_uri
 
 
@@ -80,3 +81,12 @@ def fresh_job_id(
         if inv.runner.status(job_id) is None:
             return job_id
     raise RuntimeError(f"{table.uri}: {MAX_REUSED_IDS} jobs already exist for {head.name!r}")
+
+
+def authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | None:
+    """Under WAIT_FOR_VALIDATION, the `_BACKFILL` generation this job used up (read now, not from
+    the turn's snapshot: one written meanwhile is used up too)."""
+    if not inv.settings.wait_for_validation:
+        return held.backfill_generation
+    current = inv.store.stat(table.backfill)
+    return None if current is None else current.generation

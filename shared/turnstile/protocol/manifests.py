@@ -2,22 +2,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
-from turnstile.batchfiles import data_files
+from turnstile.batchfiles import data_files, unread_sub_folders
 from turnstile.config import ResolvedConfig
+from turnstile.errors import ConfigError
+from turnstile.load_config import LoadConfig
 from turnstile.paths import Batch
 from turnstile.protocol.context import Invocation
 from turnstile.records import Manifest, ManifestBatch
 from turnstile.store.port import object_uri
 
 
-def data_objects(inv: Invocation, batch: Batch, *, nested: bool) -> tuple[tuple[str, ...], tuple[int, ...]]:
+def data_objects(inv: Invocation, batch: Batch, load: LoadConfig) -> tuple[tuple[str, ...], tuple[int, ...]]:
     """URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with `nested` every
-    file below its folder; never `_`, `.` or `.crc` files) and their sizes, from one listing."""
+    file below its folder; never `_`, `.` or `.crc` files) and their sizes, from one listing.
+    ConfigError when files in sub-folders would be left out without the config saying so."""
     listing = {info.name: info.size for info in inv.store.list_objects(batch.folder)}
-    names = data_files(batch.folder, listing, nested=nested, success_filename=inv.settings.success_filename)
+    if (unread := unread_files(inv, batch.folder, listing, load)) is not None:
+        raise ConfigError(unread)
+    success = inv.settings.success_filename
+    names = data_files(batch.folder, listing, nested=load.nested_folders, success_filename=success)
     return tuple(object_uri(inv.store, name) for name in names), tuple(listing[name] for name in names)
+
+
+def unread_files(inv: Invocation, folder: str, names: Iterable[str], load: LoadConfig) -> str | None:
+    """Why the batch in `folder` cannot be applied as its config reads it (`names`: a listing of
+    it): files in sub-folders that a config leaving `nested` unset neither reads nor leaves out."""
+    if not load.nested_unsaid:
+        return None
+    uri = object_uri(inv.store, folder)
+    return unread_sub_folders(uri, folder, names, success_filename=inv.settings.success_filename)
 
 
 def manifest_batch(
@@ -32,7 +48,7 @@ def manifest_batch(
     """Everything the job needs about one batch; lists its folder unless the caller already did."""
     table = batch.table
     if data_uris is None:
-        data_uris, data_sizes = data_objects(inv, batch, nested=resolved.load.nested_folders)
+        data_uris, data_sizes = data_objects(inv, batch, resolved.load)
     source = resolved.transform_source
     window = _step_window(resolved, batch.rel)
     return ManifestBatch(

@@ -39,7 +39,7 @@ from turnstile.protocol.decide import (
     Waiting,
     decide,
 )
-from turnstile.protocol.manifests import manifest_batch, write_manifest
+from turnstile.protocol.manifests import manifest_batch, unread_files, write_manifest
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.state import TableState
 from turnstile.records import (
@@ -173,7 +173,9 @@ def _acquire(
         folder = table.batch_folder(ref.rel)
         try:
             batch, resolved = covering.described(inv, table, table.success(ref.rel, success_filename))
-        except (ConfigError, PathError) as exc:
+            if (unread := unread_files(inv, folder, sizes, resolved.load)) is not None:
+                raise ConfigError(unread)
+        except (ConfigError, PathError) as exc:  # the next job starts at it, and stops on it
             if not batches:
                 _block(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
                 return None
@@ -207,7 +209,7 @@ def _acquire(
         covers=tuple(covered),
         manifest=table.manifest(job_id),
         acquired_at=inv.clock.now(),
-        backfill_generation=_authorizing_backfill(inv, table, held),
+        backfill_generation=covering.authorizing_backfill(inv, table, held),
         history=held.history,
         position=held.position,  # kept while held: a job that applies nothing must not reset it
         attempt=held.attempt,  # a retry counts on from the failures before it
@@ -304,15 +306,6 @@ def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int,
     _fail(inv, table, held, lock_generation, backlog.covered(head, generation), error=error)
 
 
-def _authorizing_backfill(inv: Invocation, table: Table, held: Lock) -> int | None:
-    """Under WAIT_FOR_VALIDATION, the `_BACKFILL` generation this job used up (read now, not from
-    the turn's snapshot: one written meanwhile is used up too)."""
-    if not inv.settings.wait_for_validation:
-        return held.backfill_generation
-    current = inv.store.stat(table.backfill)
-    return None if current is None else current.generation
-
-
 def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> bool:
     """Submit the lock's job; True when the runner took it."""
     try:
@@ -373,7 +366,7 @@ def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, fin
         history=history,
         # WAIT_FOR_VALIDATION: a _BACKFILL written before the job ended (the sweeper waking the
         # subscriber) is used up here; only one written after it is a go-ahead.
-        backfill_generation=_authorizing_backfill(inv, table, held),
+        backfill_generation=covering.authorizing_backfill(inv, table, held),
         position=position,
     )
     try:

@@ -42,6 +42,11 @@ def apply(
     if inv.runner.status(job_id) is not None:
         log.info("job already submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
         return False
+    try:
+        described = manifest_batch(inv, batch, resolved, success_generation)
+    except ConfigError as exc:  # its files cannot be read as its config says
+        refused(inv, batch, success_generation, str(exc))
+        return True
     marker = OpenJob(
         job_id=job_id,
         success=batch.success(inv.settings.success_filename),
@@ -59,7 +64,7 @@ def apply(
         bucket=inv.store.bucket,
         ordered=False,
         done_signal=table.done_signal(job_id),
-        batches=(manifest_batch(inv, batch, resolved, success_generation),),
+        batches=(described,),
     )
     uri = write_manifest(inv, table.manifest(job_id), manifest)
     try:
