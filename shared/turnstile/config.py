@@ -52,7 +52,7 @@ class ResolvedConfig:
     @property
     def transform_source(self) -> str | None:
         """The object name of the transform.sql in force (the nearest one), None without one."""
-        found = [s for s in self.sources if s.rpartition("/")[2] == TRANSFORM_SQL]
+        found = [s for s in self.sources if s.rpartition("/")[2] in (TRANSFORM_SQL, BQ_TRANSFORM_SQL)]
         return found[-1] if found and self.transform_sql is not None else None
 
     @property

@@ -343,6 +343,11 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
     prefix = folder[: match.end("table")]
     rel = folder[match.end("table") :].strip("/")
     partition = groups.get("partition")
+    if partition is not None and partition.startswith("$") and destination_regex:
+        raise PathError(
+            f"{where}: the destination regex's partition group captured {partition!r}, with its '$': "
+            r"the group holds the decorator without it (write \$(?P<partition>...), as in docs/MIGRATING.md)"
+        )
     if partition is not None and not _PARTITION.fullmatch(partition):
         raise PathError(
             f"{where}: partition decorator ${partition} is not YYYY[MM[DD[HH]]] or __UNPARTITIONED__"

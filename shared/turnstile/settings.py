@@ -185,7 +185,7 @@ class Settings(BaseModel):
             raise ValueError(
                 "must be 1-20 characters of lowercase letters, digits and hyphens, starting with a letter"
             )
-        return value
+        return value.rstrip("-")  # the original's default `gcf-ingest-`: ids join parts with a hyphen
 
     @field_validator("destination_regex")
     @classmethod

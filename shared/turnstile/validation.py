@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from turnstile import legacy
+
 
 def explain(error: ValidationError) -> list[str]:
     """One sentence per failed field: `key 'mode': got 'upsert'; Input should be 'append' or ...`."""
@@ -14,7 +16,11 @@ def explain(error: ValidationError) -> list[str]:
         if not key:
             lines.append(problem["msg"].removeprefix("Value error, "))
         elif problem["type"] == "extra_forbidden":
-            lines.append(f"key '{key}' is not a known key (got {problem['input']!r})")
+            hint = legacy.LOAD_KEYS.get(key)
+            known = f"; it is gcs_ocn_bq_ingest's: {hint}" if hint else ""
+            lines.append(f"key '{key}' is not a known key (got {problem['input']!r}){known}")
+        elif key == "schema" and not isinstance(problem["input"], str):
+            lines.append(f"key 'schema': got {problem['input']!r}; {legacy.SCHEMA_AS_FIELDS}")
         elif problem["type"] == "missing":
             lines.append(f"key '{key}' is required")
         else:

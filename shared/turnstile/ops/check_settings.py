@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from turnstile import legacy
 from turnstile.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocBatchSpec
 from turnstile.ops.errors import Refused
@@ -124,6 +125,12 @@ def _fix(variable: str, docs: Mapping[str, str]) -> str:
 
 
 def _unknown(name: str, docs: Mapping[str, str]) -> Problem:
+    if name in legacy.ENVIRONMENT:
+        return Problem(
+            name,
+            "is gcs_ocn_bq_ingest's, not a turnstile setting, so it is ignored",
+            legacy.ENVIRONMENT[name],
+        )
     close = difflib.get_close_matches(name, list(docs), n=1)
     hint = (
         f"did you mean {close[0]}? rename it" if close else "remove it or use a name of docs/CONFIGURATION.md"

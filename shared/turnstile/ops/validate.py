@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile import reader_options
+from turnstile import legacy, reader_options
 from turnstile.batchfiles import (
     data_files,
     data_sub_folders,
@@ -167,7 +167,8 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     if base in (TRANSFORM_SQL, BQ_TRANSFORM_SQL):
         if not found.data.strip():
             return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
-        return None
+        original = legacy.transform_names(found.text())
+        return None if original is None else (False, f"{base} cannot run: {original}")
     try:
         load = check_load_json(object_uri(store, name), found.data)
     except ConfigError as exc:

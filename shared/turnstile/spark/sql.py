@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from string import Template
 
+from turnstile import legacy
 from turnstile.errors import BatchFailed
 
 Column = tuple[str, str]  # (name, Spark simple type string such as "decimal(10,2)")
@@ -115,6 +116,8 @@ def transform(sql: str, placeholders: Mapping[str, str]) -> str:
     """transform.sql as one statement with its `${...}` placeholders filled; BatchFailed when it
     holds several statements or a placeholder that `placeholders` does not name."""
     statement = sql.strip().rstrip(";").strip()
+    if (original := legacy.transform_names(without_literals(statement))) is not None:
+        raise BatchFailed(f"transform.sql cannot run: {original}")
     if ";" in without_literals(statement).strip().rstrip(";"):
         raise BatchFailed(
             "transform.sql must hold one statement (a SELECT over `batch`, or one "

@@ -1,0 +1,59 @@
+"""gcs_ocn_bq_ingest's names are refused with their replacement, not only as unknown."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from turnstile.legacy import transform_names
+from turnstile.load_config import LoadConfig
+from turnstile.ops.check_settings import check
+from turnstile.validation import explain
+
+
+def problems_of(document: dict[str, object]) -> list[str]:
+    with pytest.raises(ValidationError) as caught:
+        LoadConfig.model_validate(document)
+    return explain(caught.value)
+
+
+def test_bigquery_load_keys_name_turnstiles_key() -> None:
+    found = problems_of({"sourceFormat": "CSV", "fieldDelimiter": "|"})
+    assert any("key 'sourceFormat' is not a known key" in p and 'use "format"' in p for p in found)
+    assert any('"reader_options": {"delimiter": ...}' in p for p in found)
+
+
+def test_a_schema_as_bigquery_fields_says_it_is_spark_ddl() -> None:
+    [problem] = problems_of({"schema": {"fields": [{"name": "id", "type": "INTEGER"}]}})
+    assert problem.startswith("key 'schema': got {'fields'") and "Spark DDL" in problem
+
+
+def test_a_legacy_environment_variable_names_its_replacement() -> None:
+    environ = {"BQ_PROJECT": "p", "MAX_RETRIES_ON_BIGQUERY_ERROR": "5"}
+    found = {p.variable: p for p in check(environ, unknown_are_problems=True)}
+    assert "gcs_ocn_bq_ingest's" in found["BQ_PROJECT"].problem
+    assert "GOOGLE_CLOUD_PROJECT" in found["BQ_PROJECT"].fix
+    assert "job_retries" in found["MAX_RETRIES_ON_BIGQUERY_ERROR"].fix
+
+
+def test_the_originals_transform_names_are_named_with_theirs() -> None:
+    why = transform_names("INSERT {dest_dataset}.{dest_table} SELECT * FROM temp_ext")
+    assert why is not None and "temp_ext, {dest_dataset}, {dest_table}:" in why and "${table}" in why
+    assert transform_names("SELECT * FROM batch") is None
+
+
+def test_a_partition_group_that_captures_the_dollar_says_to_leave_it_out() -> None:
+    from turnstile.errors import PathError
+    from turnstile.paths import parse_success
+
+    regex = r"^(?P<dataset>\w+)/(?P<table>\w+)/?(?P<partition>\$[0-9]+)?/?(?P<batch>[\w\-]+)?/?"
+    with pytest.raises(PathError) as caught:
+        parse_success("b", "ds/t/$2024050113/_SUCCESS", regex)
+    assert "captured '$2024050113', with its '$'" in str(caught.value)
+    assert r"\$(?P<partition>...)" in str(caught.value)
+
+
+def test_the_originals_job_prefix_with_its_trailing_hyphen_makes_ids_with_one_hyphen() -> None:
+    from turnstile.settings import Settings
+
+    assert Settings.from_env({"JOB_PREFIX": "gcf-ingest-"}).job_prefix == "gcf-ingest"
