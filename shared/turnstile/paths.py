@@ -301,8 +301,8 @@ def table_of_state_object(bucket: str, name: str, destination_regex: str | None 
 
 
 def _table_from_regex(bucket: str, prefix: str, name: str, destination_regex: str) -> Table:
-    match = re.compile(destination_regex).search(f"{prefix}/")
-    if match is None or match.groupdict().get("table") is None or match.end("table") != len(prefix):
+    match = _table_prefix_match(destination_regex, prefix)
+    if match is None:
         raise PathError(
             f"gs://{bucket}/{name}: {prefix!r} is not a table prefix of the destination regex "
             f"{destination_regex!r} (DESTINATION_REGEX); state objects must sit directly in the "
@@ -315,6 +315,45 @@ def _table_from_regex(bucket: str, prefix: str, name: str, destination_regex: st
         _dataset(groups.get("dataset"), bucket, name),
         _identifier(groups.get("table"), "table", bucket, name),
     )
+
+
+def _table_prefix_match(destination_regex: str, prefix: str) -> re.Match[str] | None:
+    """The regex's match of a table prefix, its table group ending where the prefix does. A regex
+    whose groups after the table are required (gcs_ocn_bq_ingest's README example,
+    `.../(?P<table>...)/region=(?P<batch>...)/yyyy=...`) matches a prefix by its part up to the
+    table group, as the original found a table from its state objects' folder."""
+    for pattern in (destination_regex, _up_to_table(destination_regex)):
+        match = re.compile(pattern).search(f"{prefix}/") if pattern else None
+        if (
+            match is not None
+            and match.groupdict().get("table") is not None
+            and match.end("table") == len(prefix)
+        ):
+            return match
+    return None
+
+
+def _up_to_table(pattern: str) -> str | None:
+    """The regex up to the closing parenthesis of its `table` group; None without one."""
+    start = pattern.find("(?P<table>")
+    depth, at, in_class = 0, start, False
+    while 0 <= at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            at += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return pattern[: at + 1]
+        at += 1
+    return None
 
 
 def parse_success(bucket: str, name: str, destination_regex: str | None = None) -> Batch:

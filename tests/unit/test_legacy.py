@@ -57,3 +57,16 @@ def test_the_originals_job_prefix_with_its_trailing_hyphen_makes_ids_with_one_hy
     from turnstile.settings import Settings
 
     assert Settings.from_env({"JOB_PREFIX": "gcf-ingest-"}).job_prefix == "gcf-ingest"
+
+
+def test_the_original_readmes_regex_with_required_groups_after_the_table_finds_its_state_objects() -> None:
+    from turnstile.paths import parse_success, table_of_state_object
+
+    regex = (
+        r"(?:[\w\-_0-9]+)/(?P<dataset>[\w\-_0-9]+)/(?P<table>[\w\-_0-9]+)/region=(?P<batch>[\w]+)/"
+        r"yyyy=(?P<yyyy>[0-9]{4})/mm=(?P<mm>[0-9]{2})/dd=(?P<dd>[0-9]{2})/hh=(?P<hh>[0-9]{2})/"
+    )
+    batch = parse_success("b", "edw/my_product/tx/region=US/yyyy=2020/mm=01/dd=02/hh=03/_SUCCESS", regex)
+    assert (batch.table.prefix, batch.rel) == ("edw/my_product/tx", "region=US/yyyy=2020/mm=01/dd=02/hh=03")
+    for state in ("_bqlock", "_BACKFILL", "_backlog/region=US/yyyy=2020/mm=01/dd=02/hh=03/_SUCCESS"):
+        assert table_of_state_object("b", f"edw/my_product/tx/{state}", regex) == batch.table
