@@ -80,3 +80,27 @@ def test_table_commands_take_a_custom_regex_table(
     wrong = run("pause", f"gs://{store.bucket}/landing/sales")
     assert wrong.exit_code == 2
     assert "is not a table prefix of the destination regex" in wrong.stderr
+
+
+def test_a_destination_regex_in_a_folders_load_json_with_a_required_batch_finds_the_table(
+    run: Run, world: World
+) -> None:
+    """gcs_ocn_bq_ingest regexes have no optional groups: the batch folder is required."""
+    store = world.store
+    regex = r"^landing/(?P<dataset>[\w]+)/(?P<table>[\w]+)/(?P<batch>[\w]+)/"
+    store.write("landing/_config/load.json", json.dumps({"destinationRegex": regex}).encode())
+    store.write("landing/ds5/ord/_config/ORDERME", b"")
+    store.write("landing/ds5/ord/b1/p.csv", b"id\n1\n")
+    generation = store.write("landing/ds5/ord/b1/_SUCCESS", b"")
+    batch = parse_success(store.bucket, "landing/ds5/ord/b1/_SUCCESS", regex)
+    assert batch.table.prefix == "landing/ds5/ord"
+    publisher.publish(
+        session.invocation(store, Settings.from_env({"DESTINATION_REGEX": regex})), batch, generation
+    )
+    bucket = f"gs://{store.bucket}"
+    for uri in (f"{bucket}/landing", f"{bucket}/landing/ds5/ord"):
+        found = tables(run, uri)
+        assert list(found) == ["ds5.ord"], uri
+        assert found["ds5.ord"]["backlog_head"] == "b1"
+    history = run("history", f"{bucket}/landing/ds5/ord")
+    assert history.exit_code == 0, history.output

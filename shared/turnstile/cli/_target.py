@@ -109,6 +109,14 @@ def layout_settings(settings: Settings, store: ObjectStore, prefix: str) -> Sett
     return settings.model_copy(update={"destination_regex": regex}) if regex else settings
 
 
+def table_at(target: Target, uri: str) -> Table:
+    """The table a URI names, read with the destination regex in force there: DESTINATION_REGEX,
+    or a `destinationRegex` in the `_config/load.json` cascade down to it (as the function reads it)."""
+    bucket, prefix = parse(uri)
+    regex = layout_settings(target.settings, target.store(bucket), prefix).destination_regex
+    return table_of(uri, regex)
+
+
 def table_of(uri: str, destination_regex: str | None = None) -> Table:
     """The table a `gs://BUCKET/DATASET/TABLE` URI names (with a DESTINATION_REGEX: the table
     prefix the regex matches)."""

@@ -25,7 +25,7 @@ def pause_command(
     """Start no job for the table until `turnstile resume`: a running job finishes, new batches keep
     queuing in order, the sweeper leaves the table alone."""
     target = _target.current()
-    table = _target.table_of(uri, target.settings.destination_regex)
+    table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
     where = object_uri(store, table.prefix)
@@ -54,7 +54,7 @@ def cancel_command(
     stays (each batch is its own commit); the batch it had not committed blocks the table (unordered:
     waits for turnstile retry), or with --requeue is applied by the next job."""
     target = _target.current()
-    table = _target.table_of(uri, target.settings.destination_regex)
+    table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
     where = object_uri(store, table.prefix)

@@ -216,7 +216,7 @@ def unlock_command(
 
     Without --skip-head the failed batch is applied again; with it, its pointer is dropped."""
     target = _target.current()
-    table = _target.table_of(uri, target.settings.destination_regex)
+    table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
     where = object_uri(store, table.prefix)
@@ -303,7 +303,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     """Undo `turnstile pause` and start the table's subscriber now (a new `_BACKFILL` generation);
     also the go-ahead under WAIT_FOR_VALIDATION."""
     target = _target.current()
-    table = _target.table_of(uri, target.settings.destination_regex)
+    table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
     where = object_uri(store, table.prefix)
@@ -344,7 +344,7 @@ def history_command(
     """The table's result records in the order its batches apply: rel, generation, outcome, rows,
     bad rows, seconds, snapshot id, finished at."""
     target = _target.current()
-    table = _target.table_of(uri, target.settings.destination_regex)
+    table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     found = history_ops.history(
         store, table, success_filename=target.settings.success_filename, last=last or None
