@@ -14,6 +14,7 @@ from enum import Enum
 from functools import cached_property
 
 from turnstile.errors import PathError
+from turnstile.table_regex import partition_problem, table_prefix_match
 
 BACKLOG = "_backlog"
 CONFIG = "_config"
@@ -36,7 +37,6 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # A Google Cloud project id, as a `project.dataset` folder names it (domain-scoped `a.com:p` too).
 _PROJECT = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 # ASCII digits only: `\d` would also take e.g. Arabic-Indic digits for a date.
-_PARTITION = re.compile(r"[0-9]{4}([0-9]{2}){0,3}|__UNPARTITIONED__")
 
 
 class ObjectKind(Enum):
@@ -301,7 +301,7 @@ def table_of_state_object(bucket: str, name: str, destination_regex: str | None 
 
 
 def _table_from_regex(bucket: str, prefix: str, name: str, destination_regex: str) -> Table:
-    match = _table_prefix_match(destination_regex, prefix)
+    match = table_prefix_match(destination_regex, prefix)
     if match is None:
         raise PathError(
             f"gs://{bucket}/{name}: {prefix!r} is not a table prefix of the destination regex "
@@ -315,45 +315,6 @@ def _table_from_regex(bucket: str, prefix: str, name: str, destination_regex: st
         _dataset(groups.get("dataset"), bucket, name),
         _identifier(groups.get("table"), "table", bucket, name),
     )
-
-
-def _table_prefix_match(destination_regex: str, prefix: str) -> re.Match[str] | None:
-    """The regex's match of a table prefix, its table group ending where the prefix does. A regex
-    whose groups after the table are required (gcs_ocn_bq_ingest's README example,
-    `.../(?P<table>...)/region=(?P<batch>...)/yyyy=...`) matches a prefix by its part up to the
-    table group, as the original found a table from its state objects' folder."""
-    for pattern in (destination_regex, _up_to_table(destination_regex)):
-        match = re.compile(pattern).search(f"{prefix}/") if pattern else None
-        if (
-            match is not None
-            and match.groupdict().get("table") is not None
-            and match.end("table") == len(prefix)
-        ):
-            return match
-    return None
-
-
-def _up_to_table(pattern: str) -> str | None:
-    """The regex up to the closing parenthesis of its `table` group; None without one."""
-    start = pattern.find("(?P<table>")
-    depth, at, in_class = 0, start, False
-    while 0 <= at < len(pattern):
-        char = pattern[at]
-        if char == "\\":
-            at += 2
-            continue
-        if in_class:
-            in_class = char != "]"
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-            if depth == 0:
-                return pattern[: at + 1]
-        at += 1
-    return None
 
 
 def parse_success(bucket: str, name: str, destination_regex: str | None = None) -> Batch:
@@ -382,15 +343,8 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
     prefix = folder[: match.end("table")]
     rel = folder[match.end("table") :].strip("/")
     partition = groups.get("partition")
-    if partition is not None and partition.startswith("$") and destination_regex:
-        raise PathError(
-            f"{where}: the destination regex's partition group captured {partition!r}, with its '$': "
-            r"the group holds the decorator without it (write \$(?P<partition>...), as in docs/MIGRATING.md)"
-        )
-    if partition is not None and not _PARTITION.fullmatch(partition):
-        raise PathError(
-            f"{where}: partition decorator ${partition} is not YYYY[MM[DD[HH]]] or __UNPARTITIONED__"
-        )
+    if partition is not None and (problem := partition_problem(partition, destination_regex)):
+        raise PathError(f"{where}: {problem}")
     batch = Batch(
         table=Table(bucket, prefix, dataset, table),
         rel=rel,

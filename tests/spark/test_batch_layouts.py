@@ -18,6 +18,7 @@ import pytest
 
 from tests.spark.jobkit import Kit, csv
 from turnstile.clock import SystemClock
+from turnstile.errors import ConfigError
 from turnstile.execution import execute
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.protocol.context import Invocation
@@ -130,7 +131,12 @@ def test_a_partitioned_csv_batch_without_nested_fails_naming_its_sub_folders_and
     folder = f"ds/{name}/2024/05/01/13/"
     upload_folder(gcs_store, write_partitioned(spark, tmp_path / "out", "csv"), folder)
 
-    batch = manifest_for(gcs_store, folder + "_SUCCESS")  # csv: nested is off by default
+    # csv with nested unset: the function refuses to describe it, naming the sub-folders.
+    with pytest.raises(ConfigError, match=r"has no data files of its own; its data is in the sub-folders"):
+        manifest_for(gcs_store, folder + "_SUCCESS")
+    # Said off: the job finds nothing to read and fails the same way.
+    gcs_store.write(f"ds/{name}/_config/load.json", b'{"nested": false}')
+    batch = manifest_for(gcs_store, folder + "_SUCCESS")
     assert batch.data_uris == ()
     done = apply(spark, gcs_store, tmp_path, batch)
 

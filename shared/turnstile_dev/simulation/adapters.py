@@ -144,16 +144,12 @@ class Cancellable:
 
     tables: SimTables
     cancelled: Callable[[], bool]
-    ledger: dict[str, dict[tuple[str, int, str | None], int]] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # table -> commits there at the first look
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
-        if batch.table_prefix not in self.ledger:
-            self.ledger[batch.table_prefix] = {
-                (c.rel, c.generation, c.reprocess): index
-                for index, c in enumerate(self.tables.commits, start=1)
-                if c.table == batch.table_prefix
-            }
-        return self.ledger[batch.table_prefix].get((batch.rel, batch.success_generation, batch.reprocess))
+        seen = self.seen.setdefault(batch.table_prefix, len(self.tables.commits))
+        found = self.tables.committed_snapshot(batch)
+        return found if found is not None and found <= seen else None
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         if self.cancelled():
