@@ -14,10 +14,9 @@ from typing import Any
 
 from turnstile.errors import ConfigError
 from turnstile.paths import Table
+from turnstile.protocol import results
 from turnstile.records import BatchResult
 from turnstile.store.port import ObjectStore, object_uri
-
-REPROCESS = ".reprocess-"  # `<generation>.reprocess-<request id>.json`: a `turnstile reprocess`
 
 
 @dataclass(frozen=True)
@@ -47,14 +46,10 @@ class History:
 
 
 def history(store: ObjectStore, table: Table, *, success_filename: str, last: int | None) -> History:
-    root = f"{table.internal}results/"
     named: list[tuple[str, str, int, str]] = []  # (object, rel, generation, reprocess request id)
-    for info in store.list_objects(root):
-        tail = info.name[len(root) :]
-        folder, _, base = tail.rpartition("/")
-        stem, _, request = base.removesuffix(".json").partition(REPROCESS)
-        if base.endswith(".json") and stem.isdigit():
-            named.append((info.name, folder, int(stem), request))
+    for info in store.list_objects(f"{table.internal}results/"):
+        if (record := results.read_name(table, info.name)) is not None:
+            named.append((info.name, record.rel, record.generation, record.request))
     # A reprocess follows the commit it repeats (request ids sort by the time they were made).
     named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2], item[3]))
     chosen = named[-last:] if last else named
@@ -108,12 +103,12 @@ def last_result(
     root = f"{table.internal}results/"
     records = []
     if position is not None:
-        records = _direct_records(store, f"{root}{position}/" if position else root)
+        records = _direct_records(store, table, f"{root}{position}/" if position else root)
     if not records:
         folder = root
         while subfolders := store.list_folders(folder):
             folder = subfolders[-1]
-        records = _direct_records(store, folder)
+        records = _direct_records(store, table, folder)
     if not records:
         return None, None
     newest = max(records, key=lambda pair: pair[1])[0]
@@ -140,12 +135,11 @@ def last_result(
     )
 
 
-def _direct_records(store: ObjectStore, folder: str) -> list[tuple[str, int]]:
-    """(name, generation named) of the `<generation>.json` records directly in `folder`."""
+def _direct_records(store: ObjectStore, table: Table, folder: str) -> list[tuple[str, int]]:
+    """(name, generation named) of the batches' own records directly in `folder`."""
     found = []
     for info in store.list_objects(folder):
-        base = info.name[len(folder) :]
-        stem = base.removesuffix(".json")
-        if "/" not in base and base.endswith(".json") and stem.isdigit():
-            found.append((info.name, int(stem)))
+        record = results.read_name(table, info.name)
+        if record is not None and not record.request and "/" not in info.name[len(folder) :]:
+            found.append((info.name, record.generation))
     return found

@@ -23,7 +23,7 @@ from turnstile.ops.history import ResultView, last_result
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
-from turnstile.protocol.lineage import dependents_folder
+from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
 from turnstile.protocol.sweeper import tables as all_tables
@@ -191,20 +191,15 @@ def statuses(inv: Invocation, prefix: str, orderme_cache: dict[str, bool]) -> li
     for table in tables_under(inv, prefix):
         shown = table_status(inv, table, orderme_cache)
         quiet = shown.health is Health.IDLE and shown.last_result is None and not shown.backlog_depth
-        if quiet and shown.lock is not None and shown.lock.generation == 0 and _only_awaited(inv, table):
+        if (
+            quiet
+            and shown.lock is not None
+            and shown.lock.generation == 0
+            and not holds_more_than_waits(inv.store, table.prefix)
+        ):
             continue
         found.append(shown)
     return found
-
-
-def _only_awaited(inv: Invocation, table: Table) -> bool:
-    first = inv.store.list_objects(f"{table.prefix}/", limit=1)
-    return (
-        bool(first)
-        and first[0].name.startswith(dependents_folder(table))
-        and inv.store.list_folders(f"{table.prefix}/") == [table.internal]
-        and inv.store.list_folders(table.internal) == [dependents_folder(table)]
-    )
 
 
 def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None = None) -> TableStatus:

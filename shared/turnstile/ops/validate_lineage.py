@@ -12,7 +12,8 @@ import json
 from turnstile.config import LOAD_JSON, ConfigReader
 from turnstile.errors import ConfigError, PathError
 from turnstile.lineage_config import Edge
-from turnstile.paths import CONFIG, INTERNAL, parse_success
+from turnstile.paths import CONFIG, parse_success
+from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.store.port import ObjectStore
 
 MAX_TABLES = 1000  # tables followed from one load.json: a guard, far above any real lineage
@@ -104,7 +105,7 @@ def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: s
 def _source_problem(
     store: ObjectStore, configs: ConfigReader, edge: Edge, order_per_table: bool
 ) -> str | None:
-    if not _exists(store, edge.prefix):
+    if not holds_more_than_waits(store, edge.prefix):
         return (
             "has no objects in the bucket (no batches, no _config/); a name is `dataset.table` for "
             "the folder `dataset/table`: fix the name or create the table's _config/ first"
@@ -125,16 +126,6 @@ def _source_problem(
             "forever: put an ORDERME in its _config/"
         )
     return None
-
-
-def _exists(store: ObjectStore, prefix: str) -> bool:
-    """Whether the table has objects of its own: batches or `_config/`, not only the records of
-    the tables that wait for it (`_turnstile/dependents/`, written when they first waited)."""
-    folders = store.list_folders(f"{prefix}/")
-    if any(not f.endswith(f"/{INTERNAL}/") for f in folders):
-        return True
-    first = store.list_objects(f"{prefix}/", limit=1)
-    return bool(first) and not first[0].name.startswith(f"{prefix}/{INTERNAL}/")
 
 
 def _declares_waits(store: ObjectStore, name: str) -> bool:

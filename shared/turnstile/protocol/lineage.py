@@ -19,13 +19,13 @@ from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.lineage_config import Lineage
 from turnstile.load_config import LoadConfig
 from turnstile.naturaltime import NaturalTime
-from turnstile.paths import LOCK, Table, table_of_state_object
+from turnstile.paths import INTERNAL, LOCK, Table, table_of_state_object
 from turnstile.protocol import dependencies
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, Unreadable
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.records import Dependent, Pointer, StepsPublished, Watermark
-from turnstile.store.port import ObjectInfo, StoredObject, object_uri
+from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, object_uri
 
 log = logs.get("lineage")
 MAX_CAS_ATTEMPTS = 20
@@ -79,6 +79,16 @@ def steps_object(table: Table) -> str:
 def dependents_folder(table: Table) -> str:
     """Folder of the tables waiting for this one's watermark, with trailing slash."""
     return f"{table.internal}dependents/"
+
+
+def holds_more_than_waits(store: ObjectStore, prefix: str) -> bool:
+    """Whether the table folder holds objects of its own (batches, `_config/`), not only the records
+    of the tables that wait for it (`_turnstile/dependents/`, written when they first waited: a
+    source named before it exists, or a typo)."""
+    if any(not f.endswith(f"/{INTERNAL}/") for f in store.list_folders(f"{prefix}/")):
+        return True
+    first = store.list_objects(f"{prefix}/", limit=1)
+    return bool(first) and not first[0].name.startswith(f"{prefix}/{INTERNAL}/dependents/")
 
 
 def dependent_object(source: Table, dependent_prefix: str) -> str:

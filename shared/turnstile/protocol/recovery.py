@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from turnstile import logs
 from turnstile.errors import PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import backlog, lock
+from turnstile.protocol import backlog, lock, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import is_unordered_job
 from turnstile.records import Lock
@@ -76,13 +76,12 @@ def _running_job(inv: Invocation, table: Table) -> str | None:
 
 def last_applied(inv: Invocation, table: Table) -> str | None:
     """The rel of the last batch (in path order) whose result record says it was applied."""
-    root = f"{table.internal}results/"
     records: list[tuple[str, int, str]] = []  # (pointer, generation, rel): sorted as the backlog sorts
-    for info in inv.store.list_objects(root):
-        folder, _, base = info.name[len(root) :].rpartition("/")
-        stem = base.removesuffix(".json")
-        if base.endswith(".json") and stem.isdigit():  # a reprocess's record repeats a commit
-            records.append((table.pointer(folder, inv.settings.success_filename), int(stem), folder))
+    for info in inv.store.list_objects(f"{table.internal}results/"):
+        record = results.read_name(table, info.name)
+        if record is not None and not record.request:  # a reprocess's record repeats a commit
+            pointer = table.pointer(record.rel, inv.settings.success_filename)
+            records.append((pointer, record.generation, record.rel))
     for _, generation, rel in sorted(records, reverse=True):
         if backlog.recorded_applied(inv, table, rel, generation):
             return rel

@@ -18,7 +18,7 @@ from turnstile import logs
 from turnstile.config import ResolvedConfig
 from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import Table
-from turnstile.protocol import covering, lineage, lock
+from turnstile.protocol import covering, lineage, lock, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import reprocess_job_id
@@ -67,7 +67,7 @@ def new_request_id(now: datetime, success_name: str, attempt: int = 0) -> str:
 def result_name(table: Table, rel: str, success_generation: int, request_id: str) -> str:
     """Result record of a reprocess: next to the batch's own record, which it never replaces."""
     own = table.result(rel, success_generation)
-    return f"{own.removesuffix('.json')}.reprocess-{request_id}.json"
+    return f"{own.removesuffix('.json')}{results.REPROCESS}{request_id}.json"
 
 
 def pending(inv: Invocation, table: Table) -> bool:

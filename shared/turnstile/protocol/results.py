@@ -1,0 +1,27 @@
+"""The names of result records: `<table>/_turnstile/results/<rel>/<generation>.json`, one per batch,
+and `<generation>.reprocess-<request id>.json` beside it for each operator's reprocess."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnstile.paths import Table
+
+REPROCESS = ".reprocess-"
+
+
+@dataclass(frozen=True)
+class RecordName:
+    rel: str
+    generation: int  # of the batch's `_SUCCESS`
+    request: str  # the reprocess request's id; "" for the batch's own record
+
+
+def read_name(table: Table, name: str) -> RecordName | None:
+    """What a result record's object name says; None for any other object under `results/`."""
+    root = f"{table.internal}results/"
+    if not name.startswith(root) or not name.endswith(".json"):
+        return None
+    rel, _, base = name[len(root) :].rpartition("/")
+    stem, _, request = base.removesuffix(".json").partition(REPROCESS)
+    return RecordName(rel, int(stem), request) if stem.isdigit() else None
