@@ -35,19 +35,20 @@ def tables(run: Run, uri: str) -> dict[str, dict[str, object]]:
     return {t["table"]: t for t in json.loads(result.stdout)["tables"]}
 
 
-@pytest.mark.parametrize("where", ["env", "load.json"])
+@pytest.mark.parametrize("where", ["env", "load.json", "landing/_config/load.json"])
 def test_status_explain_and_backfill_follow_a_custom_regex(
     run: Run, world: World, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     store = world.store
     if where == "env":
         monkeypatch.setenv("DESTINATION_REGEX", REGEX)
-    else:
-        store.write("_config/load.json", json.dumps({"destinationRegex": REGEX}).encode())
+    else:  # in the bucket root's config, or only in the config of the folder above the datasets
+        config = "_config/load.json" if where == "load.json" else where
+        store.write(config, json.dumps({"destinationRegex": REGEX}).encode())
     store.write(f"{PREFIX}/_config/ORDERME", b"")
     queue(store, "b1", REGEX)
     bucket = f"gs://{store.bucket}"
-    for uri in (f"{bucket}/landing", f"{bucket}/landing/sales", f"{bucket}/{PREFIX}"):
+    for uri in (bucket, f"{bucket}/landing", f"{bucket}/landing/sales", f"{bucket}/{PREFIX}"):
         found = tables(run, uri)
         assert list(found) == ["sales.orders"], uri
         assert found["sales.orders"]["backlog_depth"] == 1

@@ -1,5 +1,6 @@
 """Table layouts end to end: every state object sits at the table prefix the layout names, at any
-depth, for the default layout, a project-qualified dataset folder and a custom DESTINATION_REGEX.
+depth, for the default layout, a project-qualified dataset folder and a custom destination regex
+(the DESTINATION_REGEX setting, or a `destinationRegex` in a folder's `_config/load.json`).
 
 Each case drives functions/main.py through real CloudEvents on fake-gcs-server (harness.py):
 ordered batches are queued, locked, applied in order, their pointers removed, the job's done signal
@@ -7,6 +8,8 @@ handled, and `_BACKFILL` (the manual restart) and `_HISTORYDONE` (the gate) act 
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -24,11 +27,19 @@ LAYOUTS = {
     "default": ("ds/tbl", "ds", "tbl", {}),
     "project-qualified": ("my-proj.sales/orders", "sales", "orders", {}),
     "custom-regex": ("landing/sales/feeds/orders", "sales", "orders", {"DESTINATION_REGEX": CUSTOM_REGEX}),
+    "load-json-regex": ("landing/sales/feeds/orders", "sales", "orders", {}),
 }
+# The same custom layout, said by the `_config/load.json` of the folder above the datasets.
+LOAD_JSON_REGEX = {"landing/_config/load.json": {"destinationRegex": CUSTOM_REGEX}}
 
 
-def start(monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, env: dict[str, str]) -> Host:
-    return start_host(monkeypatch, gcs_store, {"ORDER_PER_TABLE": "true"} | env)
+def start(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, env: dict[str, str], layout: str = ""
+) -> Host:
+    host = start_host(monkeypatch, gcs_store, {"ORDER_PER_TABLE": "true"} | env)
+    for name, config in (LOAD_JSON_REGEX if layout == "load-json-regex" else {}).items():
+        host.upload(name, json.dumps(config).encode())
+    return host
 
 
 def pointers(host: Host, prefix: str) -> list[str]:
@@ -44,7 +55,7 @@ def test_ordered_batches_of_each_layout_are_queued_locked_applied_and_released_a
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, layout: str
 ) -> None:
     prefix, dataset, table, env = LAYOUTS[layout]
-    host = start(monkeypatch, gcs_store, env)
+    host = start(monkeypatch, gcs_store, env, layout)
     generations = {rel: host.put_batch(f"{prefix}/{rel}") for rel in ("b1", "b2")}
     host.drain()
     assert host.tables.commits[prefix] == [("b1", generations["b1"]), ("b2", generations["b2"])]
@@ -67,7 +78,7 @@ def test_a_backfill_uploaded_at_the_table_prefix_restarts_that_table(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, layout: str
 ) -> None:
     prefix, _, _, env = LAYOUTS[layout]
-    host = start(monkeypatch, gcs_store, env)
+    host = start(monkeypatch, gcs_store, env, layout)
     host.tables.failing.add("b1")
     host.put_batch(f"{prefix}/b1")
     host.drain()
@@ -88,7 +99,7 @@ def test_the_history_gate_at_the_table_prefix_releases_that_table(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, layout: str
 ) -> None:
     prefix, _, _, env = LAYOUTS[layout]
-    host = start(monkeypatch, gcs_store, env | {"START_BACKFILL_FILENAME": "_HISTORYDONE"})
+    host = start(monkeypatch, gcs_store, env | {"START_BACKFILL_FILENAME": "_HISTORYDONE"}, layout)
     host.put_batch(f"{prefix}/b2")
     host.put_batch(f"{prefix}/b1")
     host.drain()

@@ -171,13 +171,7 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
         found = all_tables(inv)
     elif len(parts) == 1:
         table_of_state_object(bucket, f"{parts[0]}/any/{LOCK}")  # the dataset name must be valid
-        found = []
-        for folder in inv.store.list_folders(f"{parts[0]}/"):
-            name = folder.rstrip("/").rsplit("/", 1)[-1]
-            try:
-                found.append(table_of_state_object(bucket, f"{parts[0]}/{name}/{LOCK}"))
-            except PathError:
-                continue  # a folder whose name is no identifier is no table
+        found = all_tables(inv, parts[0])  # a folder whose name is no identifier is no table
     else:
         found = [table_of_state_object(bucket, f"{'/'.join(parts)}/{LOCK}")]
     # Folders starting with `_` (`_config/`, `_failed/`...) are turnstile's own, never tables.

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 from turnstile.clock import Clock
 from turnstile.config import ConfigReader, ResolvedConfig
 from turnstile.config_cache import CachedLevels, ConfigCache
+from turnstile.errors import ConfigError
 from turnstile.jobs.port import JobRunner
 from turnstile.paths import Batch, parse_success
 from turnstile.settings import Settings
@@ -48,6 +49,16 @@ class Invocation:
 
     def time_left(self) -> float:
         return (self.deadline - self.clock.now()).total_seconds()
+
+    def destination_regex(self, folder: str) -> str | None:
+        """The destination regex in force at a folder, as batches below it are read: a
+        `destinationRegex` in the `_config/load.json` cascade down to it, else DESTINATION_REGEX. A
+        cascade that does not validate gives DESTINATION_REGEX: whoever reads its config reports it."""
+        try:
+            regex = self.configs.resolve(folder, partial=True).load.destination_regex
+        except ConfigError:
+            regex = None
+        return regex or self.settings.destination_regex
 
     def batch(self, success_name: str) -> tuple[Batch, ResolvedConfig]:
         """Parse a `_SUCCESS` name with the destination regex its config cascade selects (once per

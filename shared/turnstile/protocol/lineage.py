@@ -117,7 +117,7 @@ def check_period(where: str, load: LoadConfig, rel: str) -> None:
 
 
 def table_at(inv: Invocation, prefix: str) -> Table:
-    return table_of_state_object(inv.store.bucket, f"{prefix}/{LOCK}", inv.settings.destination_regex)
+    return table_of_state_object(inv.store.bucket, f"{prefix}/{LOCK}", inv.destination_regex(f"{prefix}/"))
 
 
 def read_watermark(inv: Invocation, table: Table) -> tuple[Watermark | None, int]:

@@ -8,7 +8,8 @@ unlocks a FAILED table: it logs it, with the age of its lock, so the alert keeps
 human acts. Each sweep logs one `table_backlog` line per table (pending batches, age of the oldest,
 lag of the last commit): the log-based metrics and the dashboard of terraform/monitoring.tf.
 
-Tables are found as `<dataset>/<table>/` folders (the default layout): two folder listings.
+Tables are found as `<dataset>/<table>/` folders (the default layout): two folder listings, and
+deeper where a destination regex puts them.
 """
 
 from __future__ import annotations
@@ -111,26 +112,29 @@ MAX_TABLE_DEPTH = 4  # folders a custom DESTINATION_REGEX may put before a table
 
 def tables(inv: Invocation, under: str = "") -> list[Table]:
     """Every table prefix of the bucket (or below the folder `under`): `<dataset>/<table>/` (the
-    dataset folder may be `project.dataset`); with a DESTINATION_REGEX, any folder at most
-    MAX_TABLE_DEPTH deep that the regex matches as a whole table prefix. Reserved `_` folders are
-    not walked."""
-    regex = inv.settings.destination_regex
+    dataset folder may be `project.dataset`); where a destination regex is in force (DESTINATION_REGEX,
+    or a `destinationRegex` in the `_config/load.json` cascade down to the folder), any folder at
+    most MAX_TABLE_DEPTH deep that the regex matches as a whole table prefix. Reserved `_` folders
+    are not walked."""
     found: list[Table] = []
     under = under.strip("/")
     level = [f"{under}/" if under else ""]
-    for depth in range(len(under.split("/")) + 1 if under else 1, MAX_TABLE_DEPTH + 1 if regex else 3):
+    depth = len(under.split("/")) + 1 if under else 1
+    while level and depth <= MAX_TABLE_DEPTH:
         deeper = []
         for parent in level:
             for folder in inv.store.list_folders(parent):
                 prefix = folder.rstrip("/")
                 if prefix.rpartition("/")[2].startswith("_"):
                     continue
+                regex = inv.destination_regex(folder)
                 table = _table_at(inv.store.bucket, prefix, regex) if depth >= 2 else None
                 if table is not None:
                     found.append(table)  # a table's own sub-folders are batches: not walked
-                else:
+                elif regex is not None or depth < 2:
                     deeper.append(folder)
         level = deeper
+        depth += 1
     return found
 
 
