@@ -171,20 +171,29 @@ _SAME = {"jsonl": "json"}  # formats that are one reader
 
 
 def format_mismatch(uris: Iterable[str], format_: str) -> str | None:
-    """When every data file's extension names one format and it is not the config's (parquet files
-    read as the default `csv` would load their bytes as rows): why, and what to set; else None.
-    Files without a known extension say nothing."""
-    named = {FORMAT_OF_EXTENSION.get(_extension(uri)) for uri in uris}
-    if len(named) != 1 or None in named:
+    """When a data file's extension names another format than the config's (parquet files read as
+    the default `csv` would load their bytes as rows; a `.json` file among `.csv` ones would give its
+    line as the header): why, and what to set or move; else None. Files without a known extension
+    say nothing; `text` reads any file as lines."""
+    if format_ == "text":
         return None
-    [found] = named
-    if found is None or found == _SAME.get(format_, format_) or format_ == "text":
+    named = [(uri, FORMAT_OF_EXTENSION.get(_extension(uri))) for uri in uris]
+    foreign = [(uri, found) for uri, found in named if found not in (None, _SAME.get(format_, format_))]
+    if not foreign:
         return None
-    first = next(iter(uris))
+    (first, found), others = foreign[0], len(foreign) - 1
+    if len(foreign) == len(named) and {kind for _, kind in foreign} == {found}:
+        return (
+            f"its files are {found} ({first}) but load.json's format is {format_!r}: reading them as "
+            f'{format_} would load their bytes as rows; set "format": "{found}" in the table\'s '
+            "_config/load.json"
+        )
+    more = f" (and {others} more file(s) of another format)" if others else ""
     return (
-        f"its files are {found} ({first}) but load.json's format is {format_!r}: reading them as "
-        f'{format_} would load their bytes as rows; set "format": "{found}" in the table\'s '
-        "_config/load.json"
+        f"its file {first}{more} is {found}, but load.json's format is {format_!r} and a batch is read "
+        f"in one format: read as {format_}, its rows would be lost or misread; move the file out of "
+        "the batch folder (a batch of its own, in a table of that format), then upload the batch's "
+        "_SUCCESS again"
     )
 
 

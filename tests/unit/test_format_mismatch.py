@@ -23,8 +23,7 @@ def test_parquet_files_under_the_default_csv_format_are_refused_naming_the_forma
         (["a.json"], "jsonl"),
         (["a.jsonl"], "json"),
         (["a.parquet"], "parquet"),
-        (["a.dat", "b.parquet"], "csv"),  # an unknown extension: nothing to go by
-        (["a.csv", "b.parquet"], "csv"),  # mixed: the read says what is wrong
+        (["a.dat", "b.csv"], "csv"),  # an unknown extension: nothing to go by
         (["part-00000"], "csv"),
         (["a.json"], "text"),  # text reads any file as lines
     ],
@@ -35,3 +34,23 @@ def test_files_that_fit_or_say_nothing_pass(names: list[str], format_: str) -> N
 
 def test_compressed_json_under_csv_is_refused() -> None:
     assert format_mismatch([f"{B}a.json.gz"], "csv") is not None
+
+
+@pytest.mark.parametrize(
+    ("names", "format_", "named"),
+    [
+        (["a.json", "b.csv"], "csv", "a.json"),
+        (["a.csv", "b.json", "c.csv"], "csv", "b.json"),
+        (["a.dat", "b.parquet"], "csv", "b.parquet"),
+        (["a.jsonl", "b.csv.gz"], "json", "b.csv.gz"),
+    ],
+)
+def test_a_file_of_another_format_among_the_batchs_files_is_refused_naming_it(
+    names: list[str], format_: str, named: str
+) -> None:
+    """Read in the config's format, a `.json` line among CSV files became the header and its record
+    was lost, with the batch committed."""
+    why = format_mismatch([B + n for n in names], format_)
+    assert why is not None
+    assert why.startswith(f"its file {B}{named} is ")
+    assert f"load.json's format is {format_!r}" in why and "move the file out of the batch folder" in why

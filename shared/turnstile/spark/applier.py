@@ -71,9 +71,12 @@ class IcebergApplier:
         base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
         strict = _written_as_read(batch)
         reading.refuse_unknown_fields(self._spark, located.paths, load, batch.rel)
+        known = self._known(batch)
         while True:
             try:
-                read = reading.read(self._spark, located.paths, load, base_path=base, strict=strict)
+                read = reading.read(
+                    self._spark, located.paths, load, base_path=base, strict=strict, known=known
+                )
             except ValueError as exc:
                 raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
             except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
@@ -127,8 +130,8 @@ class IcebergApplier:
     def _columnless(
         self, batch: ManifestBatch, table: str, read: reading.ReadBatch
     ) -> tuple[ManifestBatch, reading.ReadBatch]:
-        """A batch whose files hold no columns (all empty) as no rows of the table's columns (see
-        `emptybatch`); BatchFailed when there is no table to take them from."""
+        """A batch whose files hold no columns (all empty) as no rows of the table's columns
+        (`emptybatch`); BatchFailed when there is no table to take them from."""
         if self._exists(table):
             columns: StructType | str = self._table_schema(table)
         elif batch.load.table_schema:
@@ -205,7 +208,7 @@ class IcebergApplier:
         if load.mode == "merge" and not batch.transform_sql:
             # A copy-on-write MERGE adds whole rewritten files: the batch's rows are what it merged.
             written = read.rows_read - bad_rows
-        return written, bad_rows, snapshot, _time_range(rows, load)
+        return written, bad_rows, snapshot, commits.time_range(rows, load)
 
     # --- writing ------------------------------------------------------------------------
     def _write(
@@ -315,6 +318,11 @@ class IcebergApplier:
         extra = [f.col(f"`{present[k]}`") for k in keep if k in present]
         return frame.select(*shaped, *extra)
 
+    def _known(self, batch: ManifestBatch) -> StructType | None:
+        """The columns of the table a batch with no `schema`, mapping or transform goes into by name."""
+        plain = batch.load.schema_ is None and batch.transform_sql is None and not batch.load.mapping
+        return self._table_schema(self.table(batch)) if plain and self._exists(self.table(batch)) else None
+
     def _table_schema(self, table: str, *, fresh: bool = False) -> StructType:
         if fresh or table not in self._schemas:
             self._schemas[table] = self._spark.table(table).schema
@@ -369,15 +377,6 @@ def _committed(
         bad_rows=bad_rows,
         bytes_read=bytes_read,
     )
-
-
-def _time_range(rows: DataFrame, load: LoadConfig) -> tuple[str | None, str | None]:
-    """The batch's earliest and latest `time_column` values (the rows read, before any transform)."""
-    if not load.time_column:
-        return None, None
-    column = f.col(f"`{load.time_column}`")
-    row = rows.agg(f.min(column), f.max(column)).collect()[0]
-    return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))
 
 
 def _written_as_read(batch: ManifestBatch) -> bool:

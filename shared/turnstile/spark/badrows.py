@@ -35,12 +35,15 @@ class Culprit:
         return f"column {self.column!r} ({self.type}) cannot hold {self.value!r}"
 
 
-def culprits(spark: SparkSession, rows: list[str], load: LoadConfig) -> list[Culprit | None]:
-    """Per raw row, the first column whose value does not parse as its type; None when Spark cannot
-    tell (a malformed line, a wrong number of fields, or a format this does not apply to)."""
-    if not rows or load.schema_ is None or load.format not in ("csv", "json", "jsonl"):
+def culprits(
+    spark: SparkSession, rows: list[str], load: LoadConfig, columns: StructType | None
+) -> list[Culprit | None]:
+    """Per raw row, the first of `columns` (what the rows were parsed as) whose value does not parse
+    as its type; None when Spark cannot tell (a malformed line, a wrong number of fields, or a format
+    this does not apply to)."""
+    if not rows or columns is None or load.format not in ("csv", "json", "jsonl"):
         return [None] * len(rows)
-    fields = spark.createDataFrame([], load.schema_).schema.fields  # Spark parses the DDL
+    fields = columns.fields
     options = line_options(load)
     # CSV is positional: parse under neutral names, so any column name is safe in the DDL string.
     typed = StructType([StructField(f"c{i}", x.dataType, True) for i, x in enumerate(fields)])
@@ -73,9 +76,14 @@ def culprits(spark: SparkSession, rows: list[str], load: LoadConfig) -> list[Cul
     return found
 
 
-def report_line(row: str, culprit: Culprit | None, load: LoadConfig) -> dict[str, str]:
+def report_line(
+    row: str, culprit: Culprit | None, load: LoadConfig, columns: StructType | None
+) -> dict[str, str]:
     """One line of the bad-rows file: the raw row, why, and the column and value when known."""
-    reason = f"does not match the schema {load.schema_}"
+    given = load.schema_ or (
+        columns.simpleString().removeprefix("struct<").removesuffix(">") if columns else ""
+    )
+    reason = f"does not match the {'schema' if load.schema_ else 'columns read'} {given}"
     if culprit is None:
         return {"row": row, "reason": reason}
     return {
@@ -97,8 +105,8 @@ def set_aside(
     `_failed/` in `store`; CorruptRecord when together they are more than max_bad_records."""
     read, mapped = bad
     sample = [row[0] for row in read.bad.limit(SAMPLE).collect()] if read.bad is not None else []
-    found = culprits(spark, sample, load)
-    lines = [report_line(row, why, load) for row, why in zip(sample, found, strict=True)]
+    found = culprits(spark, sample, load, read.columns)
+    lines = [report_line(row, why, load, read.columns) for row, why in zip(sample, found, strict=True)]
     diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
     if mapped.bad is not None:
         cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, SAMPLE)
@@ -115,9 +123,20 @@ def set_aside(
         raise CorruptRecord(
             f"{count} row(s) {failed} (max_bad_records is {load.max_bad_records}){where}; "
             f"they are in {object_uri(store, name)}. Fix the data (or the {fix} in load.json) and "
-            "re-upload, or raise max_bad_records.",
+            f"re-upload, or raise max_bad_records.{_json_array_hint(sample, load)}",
             column=column,
             value=sample[0] if sample else row,
             rows_read=read.rows_read,
             bad_rows=count,
         )
+
+
+def _json_array_hint(sample: list[str], load: LoadConfig) -> str:
+    """JSON lines read one object a line: a file holding one array (or pretty-printed objects) is
+    all bad rows, and its `[` line says so."""
+    if load.format not in ("json", "jsonl") or not any(row.strip() in ("[", "]", "{", "}") for row in sample):
+        return ""
+    return (
+        " The files look like JSON arrays or objects over several lines, where format json reads one "
+        'object a line: set "reader_options": {"multiLine": true} in load.json for such files.'
+    )

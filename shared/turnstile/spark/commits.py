@@ -15,9 +15,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as f
 
 from turnstile.errors import BatchFailed
+from turnstile.load_config import LoadConfig
 
 BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
 
@@ -125,3 +127,12 @@ def tagged_commit(spark: SparkSession, table: str, key: str, depth: int = 64) ->
         parent = snapshot.parentId()
         snapshot = None if parent is None else loaded.snapshot(parent)
     return None
+
+
+def time_range(rows: DataFrame, load: LoadConfig) -> tuple[str | None, str | None]:
+    """The batch's earliest and latest `time_column` values (the rows read, before any transform)."""
+    if not load.time_column:
+        return None, None
+    column = f.col(f"`{load.time_column}`")
+    row = rows.agg(f.min(column), f.max(column)).collect()[0]
+    return (None if row[0] is None else str(row[0]), None if row[1] is None else str(row[1]))

@@ -6,12 +6,14 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as f
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import AtomicType, StringType, StructField, StructType
 
 from turnstile import ddl
+from turnstile.batchfiles import GLOB_CHARACTERS
 from turnstile.errors import BatchFailed
 from turnstile.load_config import LoadConfig
 from turnstile.spark import messages
+from turnstile.spark.schema import widens
 from turnstile.spark.staging import literal
 
 CORRUPT = "_turnstile_unparsed"
@@ -42,6 +44,7 @@ class ReadBatch:
     # Read in FAILFAST, neither cached nor counted: a row that does not parse fails the write
     # (nothing is committed) and the batch is read again the careful way; its rows are the commit's.
     strict: bool = False
+    columns: StructType | None = None  # what a text batch's rows were parsed as (`schema` or inferred)
 
     def release(self) -> None:
         """Drop the cached read. Spark finds a cache by plan, and a plan over the same paths is
@@ -53,11 +56,18 @@ class ReadBatch:
 def _options(load: LoadConfig) -> dict[str, str]:
     options: dict[str, str] = {}
     if load.format == "csv":
-        options |= {"header": "true", "inferSchema": "true"}
-        if load.schema_ is not None:
+        options |= {
+            "header": "true",
+            "inferSchema": "true",
+            # RFC 4180, as BigQuery reads CSV: `""` is a quote inside a quoted field (Spark's own
+            # default, `\"`, kept `"he said ""hi"""` with its quotes), and a quoted field may hold
+            # line breaks (Spark's default cut such a row in two: a truncated value and a fragment).
+            "escape": '"',
+            "multiLine": "true",
             # Spark's default maps a header's columns to the schema by position whatever they are
             # named: a file with its columns in another order would load into the wrong columns.
-            options["enforceSchema"] = "false"
+            "enforceSchema": "false",
+        }
     options |= {
         key: str(value).lower() if isinstance(value, bool) else str(value)
         for key, value in load.reader_options.items()
@@ -72,23 +82,34 @@ def read(
     *,
     base_path: str | None = None,
     strict: bool = False,
+    known: StructType | None = None,
 ) -> ReadBatch:
     """Read the batch's files, each as itself (`paths` are the files' own names, not patterns);
     with `base_path` (the batch folder, for nested batches; Spark takes it as it is) Spark's
     partition discovery turns `key=value` folders below it into columns. `strict`: the lean read
-    (see `ReadBatch.strict`), for a batch whose rows are written as read."""
-    reader = spark.read.format(_SPARK_FORMAT[load.format]).options(**_options(load))
+    (see `ReadBatch.strict`), for a batch whose rows are written as read. `known`: the table's
+    columns, whose types a text batch without a `schema` is read with (see `inferred_schema`)."""
+    options = _options(load)
+    if options.get("multiLine") == "true" and "multiLine" not in load.reader_options and _patterns(paths):
+        options["multiLine"] = "false"  # Spark's multi-line CSV reader takes each name as a pattern
+    reader = spark.read.format(_SPARK_FORMAT[load.format]).options(**options)
     if not paths:
         raise ValueError("a batch with no data files")
     if base_path is not None:
         reader = reader.option("basePath", base_path)
     textual = load.format in ("csv", "json", "jsonl")
-    if load.schema_ is not None and strict:
-        reader = _with_schema(spark, reader, load.schema_)
+    # A text batch without a `schema` is read with the one Spark infers, so its bad rows show.
+    inferred = inferred_schema(spark, paths, load, options, known) if textual and not load.schema_ else None
+    schema: StructType | None = None  # of the careful read, parsing row by row
+    if strict and (load.schema_ is not None or inferred is not None):
+        reader = (
+            reader.schema(inferred)
+            if inferred is not None
+            else _with_schema(spark, reader, load.schema_ or "")
+        )
         if textual:
             reader = reader.option("mode", "FAILFAST")
-    elif load.schema_ is not None:
-        schema = _parsed(spark, load.schema_)
+    elif (schema := _parsed(spark, load.schema_) if load.schema_ is not None else inferred) is not None:
         if textual:  # rows that do not fit the schema land in CORRUPT instead of failing the read
             schema = StructType([*schema.fields, StructField(CORRUPT, StringType(), True)])
             reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
@@ -101,7 +122,7 @@ def read(
         raise
     if strict:
         return ReadBatch(frame, None, 0, 0, strict=True)
-    if CORRUPT not in frame.columns:
+    if CORRUPT not in frame.columns or schema is None:  # no text: nothing parsed row by row
         frame = frame.cache()
         count = frame.count()
         return ReadBatch(frame, None, count, 0, frame)
@@ -116,7 +137,43 @@ def read(
     # Both counts in one pass (it also fills the cache the write then reads from).
     counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
     total, bad_rows = int(counted["total"]), int(counted["bad"])
-    return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached)
+    parsed_as = StructType([x for x in schema.fields if x.name != CORRUPT])
+    return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached, columns=parsed_as)
+
+
+def inferred_schema(
+    spark: SparkSession, paths: list[str], load: LoadConfig, options: dict[str, str], known: StructType | None
+) -> StructType:
+    """The columns of a text batch without a `schema`, as Spark infers them from its files (their
+    data columns only: no `key=value` folder columns), so that the batch is then read with them and
+    a row that does not fit is a bad row, as with a `schema` (Spark's inferring read kept a JSON line
+    that did not parse as a `_corrupt_record` column, dropped a CSV row's extra fields and read every
+    CSV file after the first by the first one's header). A column the table has is read as the
+    table's type, unless the batch's is one the table may widen to: `2` in a double column is 2.0,
+    and `02134` in a string column keeps its zero, where inferred as int they failed the batch."""
+    found = (
+        spark.read.format(_SPARK_FORMAT[load.format])
+        .options(**options)
+        .option("columnNameOfCorruptRecord", CORRUPT)
+        .load([literal(path) for path in paths])
+        .schema
+    )
+    table = {x.name.lower(): x.dataType for x in known.fields} if known is not None else {}
+    fields = []
+    for field in found.fields:
+        if field.name == CORRUPT:
+            continue
+        kind = table.get(field.name.lower())
+        if (
+            kind is None
+            or not isinstance(kind, AtomicType)
+            or kind == field.dataType
+            or widens(kind.simpleString(), field.dataType.simpleString())
+        ):
+            fields.append(field)
+        else:
+            fields.append(StructField(field.name, kind, True))
+    return StructType(fields)
 
 
 def refuse_unknown_fields(spark: SparkSession, paths: list[str], load: LoadConfig, rel: str) -> None:
@@ -165,9 +222,10 @@ def failure_text(exc: BaseException) -> str:
     text = messages.reason(exc)
     if HEADER_MISMATCH in text:
         text += (
-            "; the header must name the columns of load.json's schema in its order (any case): fix "
-            "the files' header or the schema, or set reader_options.enforceSchema to true to map "
-            "columns by position whatever the header says (as a BigQuery load does)"
+            "; each file's header must name the columns in one order (any case): that of load.json's "
+            "schema, or without one, that of the batch's first file: fix the files' header or the "
+            "schema, or set reader_options.enforceSchema to true to map columns by position whatever "
+            "the header says (as a BigQuery load does)"
         )
     return text
 
@@ -220,6 +278,13 @@ _NOT_FOR_ONE_LINE = frozenset(
         "encoding",
     }
 )
+
+
+def _patterns(paths: list[str]) -> bool:
+    """Whether a path holds what Hadoop's FileInputFormat, which Spark's multi-line CSV reader hands
+    the files to, takes as a pattern or a separator (the line reader takes each name as itself)."""
+    names = (path.partition("://")[2] or path for path in paths)  # not the `gs://` of a URI
+    return any(set(name) & set(GLOB_CHARACTERS + ",:") for name in names)
 
 
 def line_options(load: LoadConfig) -> dict[str, str]:
