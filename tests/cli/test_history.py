@@ -80,6 +80,7 @@ def test_an_unreadable_record_is_shown_not_fatal(run: Run, world: World) -> None
 
 
 def test_no_records_yet(run: Run, world: World) -> None:
+    world.upload("2024/05/01/13")  # a batch, not applied yet
     result = run("history", world.uri)
     assert result.exit_code == 0
     assert "no result records" in result.stdout

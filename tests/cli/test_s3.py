@@ -127,6 +127,7 @@ def test_explain_names_the_object_with_its_s3_uri(run: Run, world: World) -> Non
 
 
 def test_history_names_the_table_and_records_with_s3_uris(run: Run, world: World) -> None:
+    world.upload(HEAD)  # a batch, not applied yet
     empty = run("history", s3_uri(world))
     assert empty.exit_code == 0, empty.output
     assert f"no result records under {s3_uri(world)}/_turnstile/results/ yet" in empty.stdout

@@ -3,6 +3,8 @@ at all: a batch folder, or a prefix with nothing under it (a typo), and changes 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
@@ -80,3 +82,45 @@ def test_status_of_a_batch_folder_or_of_a_typo_says_so(run: Run, world: World) -
     assert typo.exit_code == 2
     assert "nothing is stored under" in one_error_line(typo)
     assert run("status", world.uri).exit_code == 0
+
+
+@pytest.mark.parametrize("command", [["history"], ["validate"], ["backfill"], ["backfill", "--dry-run"]])
+def test_a_typo_in_the_path_of_a_read_or_publish_command_is_refused_not_reported_clean(
+    run: Run, world: World, command: list[str]
+) -> None:
+    """`validate` of a mistyped prefix said "no problems found" having checked nothing."""
+    world.upload("2024/05/01/13")
+    typo = f"gs://{world.store.bucket}/sales/ordres"
+    result = run(command[0], typo, *command[1:])
+    assert result.exit_code == 2
+    assert f"nothing is stored under {typo}: " in one_error_line(result)
+    assert "check the name" in one_error_line(result)
+
+
+@pytest.mark.parametrize("where", ["_config/load.json", "sales/orders/_config/load.json"])
+def test_a_load_json_that_does_not_validate_does_not_lock_the_operator_out(
+    run: Run, world: World, where: str
+) -> None:
+    """The table commands read the cascade only for a destinationRegex: a bad file (an unknown key at
+    the root, a merge without keys at the table) stopped status, history, pause and unlock alike."""
+    world.upload("2024/05/01/13")
+    bad = {"max_bad_rows": 1} if where.startswith("_config") else {"mode": "merge"}
+    world.store.write(where, json.dumps(bad).encode())
+    history = run("history", world.uri)
+    assert history.exit_code == 0, history.output
+    assert "no result records under" in history.stdout
+    assert run("pause", world.uri).exit_code == 0
+    assert world.store.stat(world.table.pause) is not None
+    assert run("resume", world.uri).exit_code == 0
+    assert world.store.stat(world.table.pause) is None
+    status = run("status", world.uri)
+    assert status.exit_code == 1, status.output  # the table's batches cannot be applied: a problem
+    assert "sales.orders  UNREADABLE" in status.stdout
+    said = (
+        f"sales.orders: gs://{world.store.bucket}/_config/load.json: key 'max_bad_rows' is not a known key"
+        if where.startswith("_config")
+        else f"sales.orders: the merged load.json for gs://{world.store.bucket}/sales/orders/"
+    )
+    assert said in status.stdout
+    everywhere = run("status", f"gs://{world.store.bucket}")
+    assert everywhere.exit_code == 1 and "sales.orders  UNREADABLE" in everywhere.stdout

@@ -19,6 +19,7 @@ from turnstile import wiring
 from turnstile.errors import JobServiceUnavailable
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobStatus
+from turnstile.ops import backfill as backfill_ops
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
 from turnstile.protocol import operator, sweeper
@@ -197,6 +198,29 @@ def test_a_late_batch_blocks_the_table_and_the_operator_decides(
     assert host.tables.commits[TABLE] == commits_in(generations, order)
     assert_settled(host)
     assert host.lock(TABLE).position == "04"
+
+
+def test_a_late_batch_dropped_with_skip_head_is_recorded_and_never_queued_again(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """It never ran a job, so nothing said it was dropped: `backfill` queued it again, and the table
+    blocked on it once more. Its record says so now, and `history` shows the drop."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    generations = _late_batch(host)
+    operator.unlock(invocation(host), table(host), skip_head=True)
+    host.drain()
+    found = host.store.inner.read(table(host).result("02", generations["02"]))
+    assert found is not None
+    record = BatchResult.decode(found.data, found.name)
+    assert record.outcome is BatchOutcome.FAILED and record.snapshot_id is None
+    assert record.error is not None and record.error.startswith("dropped by an operator (unlock --skip-head)")
+    assert "'02' arrived after '03' had been applied" in record.error
+    candidates = backfill_ops.candidates(host.store, invocation(host).settings, TABLE)
+    summary = backfill_ops.publish(candidates, lambda: invocation(host), [])
+    assert summary.counts() == {backfill_ops.HANDLED: 3}
+    host.drain()
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01", "03"])
 
 
 def test_letting_a_late_batch_through_keeps_every_commit_in_the_history(

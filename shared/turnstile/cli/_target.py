@@ -9,7 +9,7 @@ from pathlib import Path
 from turnstile import wiring, wiring_aws
 from turnstile.cli._errors import SCHEME, STORAGE
 from turnstile.config import ConfigReader
-from turnstile.errors import PathError, SettingsError
+from turnstile.errors import ConfigError, PathError, SettingsError
 from turnstile.jobs.port import JobRunner
 from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
@@ -103,9 +103,14 @@ def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
 
 def layout_settings(settings: Settings, store: ObjectStore, prefix: str) -> Settings:
     """The settings with the destination regex that applies at `prefix`: a `destinationRegex` in the
-    `_config/load.json` cascade down to it wins over DESTINATION_REGEX, as for the function."""
+    `_config/load.json` cascade down to it wins over DESTINATION_REGEX, as for the function. A
+    cascade that does not validate gives DESTINATION_REGEX: a bad config must not keep an operator
+    from `status`, `pause` or `cancel` (status shows the error)."""
     folder = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    regex = ConfigReader(store).resolve(folder).load.destination_regex
+    try:
+        regex = ConfigReader(store).resolve(folder, partial=True).load.destination_regex
+    except ConfigError:
+        regex = None
     return settings.model_copy(update={"destination_regex": regex}) if regex else settings
 
 
@@ -136,8 +141,13 @@ def table_of(uri: str, destination_regex: str | None = None) -> Table:
 def require_table(store: ObjectStore, table: Table) -> None:
     """Refuse a table prefix with nothing under it: a typo would otherwise be paused, resumed or
     unlocked as if it were a table, while the real one went on."""
-    if not store.list_objects(f"{table.prefix}/", limit=1):
+    require_stored(store, table.prefix, "no table there")
+
+
+def require_stored(store: ObjectStore, prefix: str, there: str = "nothing to check there") -> None:
+    """Refuse a prefix with nothing under it (a typo): a command would report nothing wrong with it."""
+    if prefix.strip("/") and not store.list_objects(f"{prefix.strip('/')}/", limit=1):
         raise Refused(
-            f"nothing is stored under {object_uri(store, table.prefix)}: no table there; check the name "
+            f"nothing is stored under {object_uri(store, prefix.strip('/'))}: {there}; check the name "
             f"(turnstile status {object_uri(store, '').rstrip('/')} lists the tables)"
         )

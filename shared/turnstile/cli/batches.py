@@ -83,6 +83,7 @@ def validate_command(
     target = _target.current()
     bucket, prefix = _target.parse(uri)
     store = target.store(bucket)
+    _target.require_stored(store, prefix)
     objects = validate_ops.objects_to_check(store, prefix)
     with render.progress() as bar:
         task = bar.add_task("validating", total=len(objects))
@@ -143,6 +144,7 @@ def backfill_command(
     target = _target.current()
     bucket, prefix = _target.parse(uri)
     store = target.store(bucket)
+    _target.require_stored(store, prefix)
     found = backfill_ops.candidates(store, target.settings, prefix)
     if dry_run:
         if output is Output.json:

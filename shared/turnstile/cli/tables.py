@@ -346,6 +346,7 @@ def history_command(
     target = _target.current()
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
+    _target.require_table(store, table)
     found = history_ops.history(
         store, table, success_filename=target.settings.success_filename, last=last or None
     )

@@ -205,6 +205,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     except ConfigError as exc:
         lock, lock_generation = None, 0
         errors.append(str(exc))
+    config_error = _config_error(inv, table)
     head = state.backlog(BACKLOG_CAP + 1)
     backfill = state.backfill
     if state.claim_error:
@@ -267,6 +268,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     if waits and health in (Health.QUEUED, Health.STALLED, Health.IDLE):
         health = Health.WAITING
     mark = status_lineage.watermark(inv, state, errors)
+    health = _with_config_error(health, errors, config_error)
     return TableStatus(
         table=f"{table.dataset}.{table.table}",
         uri=where,
@@ -315,6 +317,24 @@ def _failed_view(where: str, failure: BatchFailure) -> FailedView:
         failed_at=failure.failed_at,
         retry_command=f"turnstile retry {where}/{failure.rel}",
     )
+
+
+def _config_error(inv: Invocation, table: Table) -> str | None:
+    """Why the config the function reads for the table's batches does not validate (a broken file
+    stops them all); None when it does."""
+    try:
+        inv.configs.resolve(table.batch_folder(""))
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def _with_config_error(health: Health, errors: list[str], error: str | None) -> Health:
+    """A config error is shown, and is a problem, unless a failure already says more."""
+    if error is None:
+        return health
+    errors.append(error)
+    return health if health.is_problem else Health.UNREADABLE
 
 
 def _health(

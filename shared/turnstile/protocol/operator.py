@@ -14,7 +14,16 @@ from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol import unordered
 from turnstile.protocol.context import Invocation
-from turnstile.records import CancelChoice, Lock, LockState, Pause, wake_body
+from turnstile.records import (
+    BatchOutcome,
+    BatchResult,
+    CancelChoice,
+    CoveredBatch,
+    Lock,
+    LockState,
+    Pause,
+    wake_body,
+)
 
 log = logs.get("operator")
 
@@ -59,6 +68,8 @@ def unlock(
             dropped = head.pointer
         except PreconditionFailed:
             pass  # already gone, or re-published with a new generation that must still apply
+    if dropped and head and not head.reprocess:
+        _record_dropped(inv, table, lock, head)
     position = lock.position
     success = inv.settings.success_filename
     moves = head is not None and not head.reprocess  # a reprocess request does not move the position
@@ -89,6 +100,28 @@ def unlock(
         },
     )
     return Unlocked(lock.failed_rel, lock.job_id, dropped, removed_by_hand=by_hand)
+
+
+def _record_dropped(inv: Invocation, table: Table, lock: Lock, head: CoveredBatch) -> None:
+    """A FAILED result record for a dropped batch that has none (a late batch never ran a job), so
+    that `history` shows the drop and nothing queues it again (`backfill`, the lock's recovery): a
+    failed batch whose pointer is gone counts as dropped. Its `_SUCCESS` uploaded again applies it."""
+    record = BatchResult(
+        job_id=lock.job_id or "",
+        rel=head.rel,
+        success_generation=head.success_generation,
+        outcome=BatchOutcome.FAILED,
+        rows_read=0,
+        rows_written=0,
+        bad_rows=0,
+        seconds=0.0,
+        finished_at=inv.clock.now(),
+        error=f"dropped by an operator (unlock --skip-head), not applied: {lock.error}",
+    )
+    try:
+        inv.store.create(table.result(head.rel, head.success_generation), record.encode())
+    except PreconditionFailed:
+        pass  # its job's own record says why it failed
 
 
 def resume(inv: Invocation, table: Table) -> int:
