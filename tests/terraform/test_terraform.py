@@ -1332,3 +1332,46 @@ def test_every_variable_is_used(tf: Config) -> None:
 def test_every_local_is_used(tf: Config) -> None:
     used = set(re.findall(r"\blocal\.(\w+)", _code_without_comments()))
     assert not set(tf.locals) - used, f"declared but unused: {sorted(set(tf.locals) - used)}"
+
+
+# -- the deployment docs against the configuration ----------------------------------------------------------
+
+
+def _deploy_section(title: str) -> str:
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    start = text.index(f"\n{title}\n")
+    end = text.find("\n#", start + len(title) + 2)
+    return text[start:end]
+
+
+def test_the_deployed_table_names_every_alert_policy_and_the_dashboard(tf: Config) -> None:
+    row = next(
+        line
+        for line in _deploy_section("## What is deployed").splitlines()
+        if line.startswith("| alert policies")
+    )
+    policies = dict(tf.of_type("google_monitoring_alert_policy"))
+    for name, body in policies.items():
+        title = body["display_name"].split(": ", 1)[1]
+        assert f"{title}`" in row, f"docs/DEPLOY.md, What is deployed: alert {name} ({title}) missing"
+    assert f"({len(policies)})" in row
+    assert list(tf.of_type("google_monitoring_dashboard"))
+    assert "\n| dashboard |" in _deploy_section("## What is deployed")
+
+
+def test_the_environment_section_names_every_variable_the_functions_get(tf: Config) -> None:
+    section = _deploy_section("### Environment")
+    missing = [key for key in tf.locals["function_env_all"] if f"`{key}" not in section]
+    assert not missing, f"docs/DEPLOY.md, Environment, lacks {missing}"
+
+
+def test_the_readme_deploy_block_puts_turnstile_on_path_before_running_it() -> None:
+    text = (ROOT / "README.md").read_text()
+    run = text.index('eval "$(terraform -chdir=terraform output -raw status_command)"')
+    assert "source .venv/bin/activate" in text[text.rindex("```bash", 0, run) : run]
+
+
+def test_make_help_names_every_artifact_package_builds() -> None:
+    line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if x.startswith("package:"))
+    for artifact in ("function.zip", "main.py", "turnstile.zip", packaging.JOB_DEPS_ARCHIVE, "jars"):
+        assert artifact in line, artifact
