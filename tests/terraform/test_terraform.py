@@ -1375,3 +1375,18 @@ def test_make_help_names_every_artifact_package_builds() -> None:
     line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if x.startswith("package:"))
     for artifact in ("function.zip", "main.py", "turnstile.zip", packaging.JOB_DEPS_ARCHIVE, "jars"):
         assert artifact in line, artifact
+
+
+def test_the_dataproc_worker_exposure_is_documented_while_the_grant_stands(tf: Config) -> None:
+    """roles/dataproc.worker holds project-wide storage.objects.* (Google's role reference), which the
+    role-name allow-list cannot see: while the batch account has it, the docs and iam.tf must say
+    that the inbound bucket's conditional grant does not hold, and no doc may claim the contrary."""
+    worker = [b for _, _, b in _grants(tf) if b["role"] == "roles/dataproc.worker"]
+    if not worker:
+        return
+    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
+    assert "**Known exposure: `roles/dataproc.worker` on the batch account.**" in deploy
+    assert "the known exposure" in _deploy_section("### Service accounts and grants")
+    assert "upstream data, `_bqlock`, `_config/` and the backlog are out of reach |" not in deploy
+    iam = (TF_DIR / "iam.tf").read_text()
+    assert "Known exposure" in iam and "project-wide storage.objects.*" in iam
