@@ -52,7 +52,7 @@ CHECKOV_REQUIREMENTS := tests/terraform/requirements-checkov.txt
 
 .PHONY: package package-aws terraform-check
 
-package: setup ## Build build/function.zip and build/job/ (main.py, turnstile.zip, jars) for terraform/
+package: setup ## Build build/function.zip and build/job/ (main.py, turnstile.zip, deps.zip, jars) for terraform/
 	$(BIN)/python -m turnstile.packaging build
 
 package-aws: $(INSTALLED) ## Build build/aws/ (lambda.zip, job/main.py, job/turnstile.zip) for docs/DEPLOY-AWS.md

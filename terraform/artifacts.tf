@@ -14,15 +14,43 @@ locals {
   job_deps      = "${local.build_dir}/job/deps.zip"
   job_jar_files = fileset("${local.build_dir}/job/jars", "*.jar")
 
-  job_version = substr(sha256(join(",", [filesha256(local.job_main_file), filesha256(local.job_package), filesha256(local.job_deps)])), 0, 16)
+  # What `make package` writes and the deployment cannot do without, each checked before its hash
+  # is taken (a missing file would otherwise fail the plan inside filesha256 with no hint), and
+  # refused by the precondition below, naming `make package`. Without an Iceberg runtime jar every
+  # batch would fail at its first Iceberg call (`--no-jars` builds); without deps.zip (`--no-deps`)
+  # the job cannot import its dependencies.
+  build_missing = concat(
+    [for file in [local.function_zip, local.job_main_file, local.job_package, local.job_deps] : file if !fileexists(file)],
+    length([for jar in local.job_jar_files : jar if startswith(jar, "iceberg-spark-runtime-")]) > 0 ? [] : ["${local.build_dir}/job/jars/iceberg-spark-runtime-*.jar"],
+  )
+  build_hashes = { for file in [local.function_zip, local.job_main_file, local.job_package, local.job_deps] : file => fileexists(file) ? filesha256(file) : "missing" }
+
+  job_version = substr(sha256(join(",", [local.build_hashes[local.job_main_file], local.build_hashes[local.job_package], local.build_hashes[local.job_deps]])), 0, 16)
+  # (md5 as before: an unchanged function.zip keeps its deployed object's name)
+  function_version = fileexists(local.function_zip) ? filemd5(local.function_zip) : "missing"
+}
+
+# Refuses a plan on an incomplete build, before anything is uploaded. A `check` block would only
+# warn, and the batches would fail at their first Iceberg call.
+resource "terraform_data" "build" {
+  input = local.job_version
+
+  lifecycle {
+    precondition {
+      condition     = length(local.build_missing) == 0
+      error_message = "The build in build_dir lacks ${join(", ", local.build_missing)}: run `make package` (it builds function.zip, job/main.py, job/turnstile.zip, job/deps.zip and job/jars/), or point build_dir at a complete build."
+    }
+  }
 }
 
 # Functions source: functions/main.py and requirements.txt with the turnstile modules they import.
 resource "google_storage_bucket_object" "function_source" {
-  name         = "functions/source-${filemd5(local.function_zip)}.zip"
+  name         = "functions/source-${local.function_version}.zip"
   bucket       = google_storage_bucket.artifacts.name
   source       = local.function_zip
   content_type = "application/zip"
+
+  depends_on = [terraform_data.build]
 }
 
 resource "google_storage_bucket_object" "job_main" {
@@ -30,6 +58,8 @@ resource "google_storage_bucket_object" "job_main" {
   bucket       = google_storage_bucket.artifacts.name
   source       = local.job_main_file
   content_type = "text/x-python"
+
+  depends_on = [terraform_data.build]
 }
 
 resource "google_storage_bucket_object" "job_package" {
@@ -37,6 +67,8 @@ resource "google_storage_bucket_object" "job_package" {
   bucket       = google_storage_bucket.artifacts.name
   source       = local.job_package
   content_type = "application/zip"
+
+  depends_on = [terraform_data.build]
 }
 
 # The job's own pydantic and google-cloud-storage (and theirs), installed for the runtime's Python:
@@ -47,6 +79,8 @@ resource "google_storage_bucket_object" "job_dependencies" {
   bucket       = google_storage_bucket.artifacts.name
   source       = local.job_deps
   content_type = "application/zip"
+
+  depends_on = [terraform_data.build]
 }
 
 # The Iceberg Spark runtime (Scala 2.13 for runtime 2.x) and the relocated Jackson classes it needs.
@@ -57,6 +91,8 @@ resource "google_storage_bucket_object" "job_jars" {
   bucket       = google_storage_bucket.artifacts.name
   source       = "${local.build_dir}/job/jars/${each.value}"
   content_type = "application/java-archive"
+
+  depends_on = [terraform_data.build]
 }
 
 # Images of the functions, built by Cloud Build with the build service account (iam.tf).

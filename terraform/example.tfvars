@@ -1,5 +1,5 @@
-# Example inputs: copy to terraform.tfvars (read automatically) and edit. docs/DEPLOY.md walks
-# through a deployment; variables.tf documents every input and its default.
+# Example inputs: copy to prod.tfvars and edit, then pass -var-file=prod.tfvars to plan and destroy
+# (docs/DEPLOY.md walks through a deployment); variables.tf documents every input and its default.
 
 project_id = "my-data-project"
 region     = "europe-west1"
@@ -18,7 +18,8 @@ table_prefixes             = ["sales/orders", "sales/customers"]
 failed_rows_retention_days = 90
 job_record_retention_days  = 30
 
-# Who runs `turnstile status` and `turnstile unlock`.
+# Who runs the turnstile CLI: status, unlock, ..., and retry/backfill/cancel, which submit and
+# cancel Dataproc batches as the batch service account (docs/DEPLOY.md, Operator access).
 operator_members = ["group:data-oncall@example.com"]
 
 # Protocol settings (docs/CONFIGURATION.md).

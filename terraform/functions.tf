@@ -71,6 +71,11 @@ resource "google_cloudfunctions2_function" "events" {
       condition     = var.restart_buffer_seconds < local.function_timeout_seconds
       error_message = "restart_buffer_seconds must be less than function_timeout_seconds, or a subscriber run has no time to work."
     }
+    # Cloud Run refuses concurrency above 1 on less than one vCPU, but only at apply.
+    precondition {
+      condition     = var.function_concurrency == 1 || tonumber(var.function_cpu) >= 1
+      error_message = "function_concurrency must be 1 when function_cpu is below 1: Cloud Run serves concurrent requests only with at least one vCPU."
+    }
   }
 
   depends_on = [

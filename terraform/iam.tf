@@ -4,7 +4,8 @@
 #
 #   <name>-fn       runs both functions: objects of the inbound bucket, create/get Dataproc
 #                   batches, act as <name>-batch (and as no other service account)
-#   <name>-batch    runs the Dataproc batches: dataproc.worker, the three buckets, the catalog
+#   <name>-batch    runs the Dataproc batches: dataproc.worker (with its project-wide object
+#                   access: docs/DEPLOY.md), the three buckets, the catalog
 #   <name>-trigger  Eventarc's identity: receives the bucket's events, invokes <name>-events
 #   <name>-sched    Cloud Scheduler's OIDC identity: invokes <name>-sweeper
 #   <name>-build    Cloud Build's identity when it builds the functions' images
@@ -88,7 +89,10 @@ resource "google_service_account_iam_member" "functions_act_as_batch" {
 # -- the Dataproc batches -----------------------------------------------------------------------------
 
 # Required of a Serverless batch's service account: the agent's calls, logs and metrics, and the
-# Dataproc staging and temp buckets.
+# Dataproc staging and temp buckets. Known exposure (docs/DEPLOY.md, Service accounts and grants):
+# the role also holds project-wide storage.objects.* permissions, so the batch account can write and
+# delete any object of the project's buckets, whatever the conditional grants below say. Closing it
+# needs a custom role of the role's non-storage permissions and a staging bucket of the batches' own.
 resource "google_project_iam_member" "batch_worker" {
   project = var.project_id
   role    = "roles/dataproc.worker"
@@ -99,7 +103,8 @@ resource "google_project_iam_member" "batch_worker" {
 # the batches read everything (data files, manifests, _config/) and may create or overwrite only
 # what a job writes: result records and done signals under <table>/_turnstile/ and rejected rows
 # under <table>/_failed/. Overwriting an object needs storage.objects.delete, hence objectUser, but
-# only there: upstream data, _bqlock, _config/ and the backlog are out of reach. The table prefix
+# only there: by these grants, upstream data, _bqlock, _config/ and the backlog are out of reach
+# (roles/dataproc.worker above undoes that; see its comment). The table prefix
 # varies, so the condition looks for the folder anywhere in the object's name (`extract` returns
 # "" when the template's prefix does not occur; the bucket part of the name cannot contain "/", and
 # "/objects/_config/x" matches "/_config/" too, so bucket-level folders are covered).
@@ -243,7 +248,7 @@ resource "google_storage_bucket_iam_member" "build_reads_source" {
 
 # -- people and keys ----------------------------------------------------------------------------------
 
-# Operators read everything (turnstile status, history) and write what the CLI writes: _bqlock
+# Operators (var.operator_members) read everything (turnstile status, history) and write what the CLI writes: _bqlock
 # (unlock), _BACKFILL (backfill), uploads (put). They may not delete or overwrite _config/ files
 # (those are reviewed changes), only create new ones; objectUser elsewhere also lets them delete
 # upstream data, which `put` needs to replace a batch. Three grants, each narrowed by a condition.
@@ -281,6 +286,26 @@ resource "google_storage_bucket_iam_member" "operators_inbound_new_configs" {
     description = "objectCreator cannot overwrite or delete: creating a table's first config files only."
     expression  = "${local.is_inbound_object} && resource.name.extract(\"/_config/{rest}\") != \"\""
   }
+}
+
+# `turnstile retry`, `backfill` and `cancel` start and cancel Dataproc batches from the operator's
+# machine, as the functions do (with the environment of the operator_job_env_prefix output): the
+# functions' own custom role (create, get, cancel batches; nothing else) and actAs on the batch
+# service account alone, so the batches run as the functions' do.
+resource "google_project_iam_member" "operators_batch_submitter" {
+  for_each = toset(var.operator_members)
+
+  project = var.project_id
+  role    = google_project_iam_custom_role.batch_submitter.id
+  member  = each.value
+}
+
+resource "google_service_account_iam_member" "operators_act_as_batch" {
+  for_each = toset(var.operator_members)
+
+  service_account_id = google_service_account.batch.name
+  role               = "roles/iam.serviceAccountUser"
+  member             = each.value
 }
 
 # With CMEK, the Cloud Storage service agent encrypts and decrypts with the key: on that key only.

@@ -70,7 +70,7 @@ locals {
   )
 
   # The functions' environment: every key is a turnstile.settings alias (tests/terraform checks it
-  # against Settings.variables()). Empty values are dropped: the settings treat them as unset anyway.
+  # against Settings.variables()).
   function_env_all = {
     JOB_RUNNER               = "dataproc"
     GOOGLE_CLOUD_PROJECT     = var.project_id
@@ -99,7 +99,15 @@ locals {
     ICEBERG_WAREHOUSE        = local.iceberg_warehouse
     ICEBERG_CATALOG_URI      = local.iceberg_catalog_uri
   }
-  function_env = { for key, value in local.function_env_all : key => value if value != "" }
+  # Empty values are dropped (the settings treat them as unset anyway), but only those of the keys
+  # whose values come straight from optional inputs, known at plan: a filter on every value would
+  # make the whole map unknown at plan whenever one value is (DATAPROC_SERVICE_ACCOUNT on a first
+  # apply), and the plan would hold no environment for `turnstile check-settings` to check.
+  function_env_optional_keys = ["DESTINATION_REGEX", "START_BACKFILL_FILENAME", "DATAPROC_SUBNETWORK", "ICEBERG_CATALOG_URI"]
+  function_env = merge(
+    { for key, value in local.function_env_all : key => value if !contains(local.function_env_optional_keys, key) },
+    { for key in local.function_env_optional_keys : key => local.function_env_all[key] if local.function_env_all[key] != "" },
+  )
 
   # What an operator's `turnstile` needs to read the bucket as the functions do: the project and the
   # layout settings that differ from the library's defaults.
@@ -116,6 +124,16 @@ locals {
     key => local.function_env[key] if lookup(local.function_env, key, default) != default
   }
   operator_env_prefix = join(" ", [for key in sort(keys(local.operator_env)) : "${key}='${replace(local.operator_env[key], "'", "'\\''")}'"])
+
+  # What an operator's `turnstile retry`, `backfill` and `cancel` need on top to start and cancel
+  # jobs as the functions do: the runner and every job setting the functions carry (JOB_RUNNER,
+  # JOB_*, DATAPROC_*, ICEBERG_*). Without them the CLI refuses (its default runner is this machine).
+  # Filtered by key, so the keys stay known at plan.
+  operator_job_env = merge(local.operator_env, {
+    for key, value in local.function_env : key => value
+    if startswith(key, "JOB_") || startswith(key, "DATAPROC_") || startswith(key, "ICEBERG_")
+  })
+  operator_job_env_prefix = join(" ", [for key in sort(keys(local.operator_job_env)) : "${key}='${replace(local.operator_job_env[key], "'", "'\\''")}'"])
 }
 
 resource "google_project_service" "apis" {

@@ -492,7 +492,7 @@ resource "google_monitoring_alert_policy" "batch_failed" {
 
       1. See why: `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` lists the failed batch with its error.
       2. Fix the cause (the batch's files, its `_config/load.json` or `transform.sql`, the table).
-      3. Apply it: `${local.operator_env_prefix} turnstile retry gs://${google_storage_bucket.inbound.name}/$${metric.label.table}/BATCH`.
+      3. Apply it on Dataproc, with the deployment's job settings (terraform output operator_job_env_prefix; needs the operator grants of docs/DEPLOY.md): `${local.operator_job_env_prefix} turnstile retry gs://${google_storage_bucket.inbound.name}/$${metric.label.table}/BATCH`.
     EOT
   }
 }
@@ -583,7 +583,7 @@ resource "google_monitoring_alert_policy" "rejected" {
       refusing the functions' account). The batch is not applied.
 
       1. Fix what the message says (the path, the config, the grant in terraform/iam.tf).
-      2. Upload the batch's `_SUCCESS` again, or `${local.operator_env_prefix} turnstile backfill gs://${google_storage_bucket.inbound.name}/FOLDER`.
+      2. Upload the batch's `_SUCCESS` again, or `${local.operator_job_env_prefix} turnstile backfill gs://${google_storage_bucket.inbound.name}/FOLDER`.
     EOT
   }
 }
@@ -676,7 +676,7 @@ resource "google_monitoring_alert_policy" "job_retries" {
       backoff, but they keep failing.
 
       1. Logs Explorer: `jsonPayload.event="job_retry_scheduled" jsonPayload.table="$${metric.label.table}"`; the `error` field says why.
-      2. Fix the cause (Dataproc quota in ${local.dataproc_region}, the batch account's grants); once the retries are exhausted, `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` shows the batch and `turnstile retry` (unordered) or `turnstile unlock` (ordered) applies it.
+      2. Fix the cause (Dataproc quota in ${local.dataproc_region}, the batch account's grants); once the retries are exhausted, `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` shows the batch and `turnstile retry` (unordered, with the job settings of terraform output operator_job_env_prefix) or `turnstile unlock` (ordered) applies it.
     EOT
   }
 }

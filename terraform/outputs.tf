@@ -48,6 +48,11 @@ output "unlock_command" {
   value       = trimspace("${local.operator_env_prefix} turnstile unlock gs://${google_storage_bucket.inbound.name}/DATASET/TABLE")
 }
 
+output "operator_job_env_prefix" {
+  description = "Environment for an operator's turnstile retry, backfill and cancel: JOB_RUNNER=dataproc and the functions' job settings (JOB_*, DATAPROC_*, ICEBERG_*), as KEY='VALUE' words; e.g. eval \"export $(terraform -chdir=terraform output -raw operator_job_env_prefix)\". Changes with every new build (the job files' names carry their hash)."
+  value       = local.operator_job_env_prefix
+}
+
 output "function_environment" {
   description = "The environment both functions run with."
   value       = local.function_env

@@ -5,6 +5,9 @@
 resource "google_storage_bucket" "inbound" {
   #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access; they also record the caller's identity.
   #checkov:skip=CKV_GCP_78:No versioning on purpose: turnstile rewrites _bqlock and _BACKFILL and creates and deletes claims and pointers for every batch, so noncurrent copies would multiply objects and cost; they are no recovery path either (restoring an old lock generation would undo a compare-and-swap), and the batches are upstream's copies.
+  # For the same reason no soft delete (soft_delete_policy below): Cloud Storage keeps every
+  # overwritten or deleted object for 7 days by default and bills for it, which for this bucket
+  # means every lock rewrite, claim, pointer and _BACKFILL generation of every batch.
   name                        = local.inbound_bucket
   project                     = var.project_id
   location                    = var.region # the Eventarc trigger must be in the bucket's region
@@ -13,6 +16,11 @@ resource "google_storage_bucket" "inbound" {
   public_access_prevention    = "enforced"
   force_destroy               = var.force_destroy_buckets
   labels                      = local.labels
+
+  # Overwritten and deleted objects are gone at once (see the versioning note above).
+  soft_delete_policy {
+    retention_duration_seconds = 0
+  }
 
   dynamic "encryption" {
     for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
@@ -23,8 +31,11 @@ resource "google_storage_bucket" "inbound" {
 
   # turnstile's own leftovers. Lifecycle conditions match name prefixes and suffixes only, so:
   # - job manifests and done signals under <table>/_turnstile/jobs/ are matched by their suffixes
-  #   (.manifest.json, .done), which no other object of the layout ends with: a manifest is read
-  #   while its job runs and when a FAILED table is unlocked, so they are kept for weeks;
+  #   (.manifest.json, .done), which no other object of turnstile's layout ends with: a manifest is
+  #   read while its job runs and when a FAILED table is unlocked, so they are kept for weeks. The
+  #   rule is bucket-wide, so it also deletes upstream objects with these suffixes after that age
+  #   (docs/DEPLOY.md, Buckets); SUCCESS_FILENAME and START_BACKFILL_FILENAME may not end with them
+  #   (variables.tf and the settings refuse it), or queued markers would be deleted;
   # - claims (<folder>/_claimed_<name>_created_at_<generation>) can be matched neither way: the
   #   sweeper deletes those older than STALE_CLAIM_SECONDS;
   # - rejected rows (_failed/) and result records live under each table's prefix: one rule per
@@ -73,6 +84,15 @@ resource "google_storage_bucket" "inbound" {
     }
     action {
       type = "AbortIncompleteMultipartUpload"
+    }
+  }
+
+  # A CMEK key must be in the location of the bucket it encrypts; kms_key_name serves all three
+  # buckets, and the warehouse is in dataproc_region.
+  lifecycle {
+    precondition {
+      condition     = var.kms_key_name == null || (split("/", coalesce(var.kms_key_name, "-/-/-/-"))[3] == var.region && local.dataproc_region == var.region)
+      error_message = "kms_key_name must be a key in region (its location part), and with a key dataproc_region must be region or unset: one key encrypts the inbound, artifacts and warehouse buckets, and the warehouse bucket is in dataproc_region."
     }
   }
 

@@ -72,9 +72,14 @@ variable "warehouse_bucket_name" {
 }
 
 variable "kms_key_name" {
-  description = "Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) for the buckets' default encryption; null: Google-managed keys. The key must be in the buckets' region."
+  description = "Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) for the default encryption of all three buckets; null: Google-managed keys. The key must be in the buckets' location, so with a key, dataproc_region (the warehouse bucket's location) must be region or unset."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.kms_key_name == null || can(regex("^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$", coalesce(var.kms_key_name, "-")))
+    error_message = "kms_key_name must be a key's resource name, projects/P/locations/L/keyRings/R/cryptoKeys/K."
+  }
 }
 
 variable "force_destroy_buckets" {
@@ -109,24 +114,44 @@ variable "failed_rows_retention_days" {
   description = "Days after which rejected rows under <table>/_failed/ of the tables in table_prefixes are deleted."
   type        = number
   default     = 90
+
+  validation {
+    condition     = var.failed_rows_retention_days >= 1 && floor(var.failed_rows_retention_days) == var.failed_rows_retention_days
+    error_message = "failed_rows_retention_days must be a whole number of days, at least 1."
+  }
 }
 
 variable "result_retention_days" {
   description = "Days after which result records under <table>/_turnstile/results/ of the tables in table_prefixes are deleted; null keeps them (they are a table's load history)."
   type        = number
   default     = null
+
+  validation {
+    condition     = var.result_retention_days == null || (coalesce(var.result_retention_days, 1) >= 1 && floor(coalesce(var.result_retention_days, 1)) == coalesce(var.result_retention_days, 1))
+    error_message = "result_retention_days must be null (keep them) or a whole number of days, at least 1."
+  }
 }
 
 variable "noncurrent_version_retention_days" {
   description = "Days a replaced or deleted object version is kept in the versioned artifacts and warehouse buckets."
   type        = number
   default     = 14
+
+  validation {
+    condition     = var.noncurrent_version_retention_days >= 1 && floor(var.noncurrent_version_retention_days) == var.noncurrent_version_retention_days
+    error_message = "noncurrent_version_retention_days must be a whole number of days, at least 1."
+  }
 }
 
 variable "operator_members" {
-  description = "Principals (user:, group:) who run turnstile status and unlock: they get object access to the inbound bucket only."
+  description = "Principals (user:, group:, serviceAccount:) who run the turnstile CLI: object access to the inbound bucket (narrowed in iam.tf), and creating, reading and cancelling Dataproc batches as the batch service account (retry, backfill, cancel)."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = alltrue([for m in var.operator_members : can(regex("^(user|group|serviceAccount):[^@\\s]+@[^@\\s]+$", m))])
+    error_message = "operator_members must be IAM principals such as user:ana@example.com, group:data-ops@example.com or serviceAccount:ops@P.iam.gserviceaccount.com."
+  }
 }
 
 # -- functions ----------------------------------------------------------------------------------------
@@ -170,6 +195,11 @@ variable "function_cpu" {
   description = "vCPUs of one instance of the event function (concurrency above 1 needs at least 1)."
   type        = string
   default     = "1"
+
+  validation {
+    condition     = can(tonumber(var.function_cpu)) && try(tonumber(var.function_cpu) > 0 && tonumber(var.function_cpu) <= 8, false)
+    error_message = "function_cpu must be a number of vCPUs, more than 0 and at most 8, e.g. \"1\" or \"0.5\"."
+  }
 }
 
 variable "function_concurrency" {
@@ -181,6 +211,8 @@ variable "function_concurrency" {
     condition     = var.function_concurrency >= 1 && var.function_concurrency <= 16
     error_message = "function_concurrency must be 1-16 (gunicorn serves 4 threads per vCPU; more requests queue)."
   }
+
+  # That it is 1 when function_cpu is below 1 is a precondition of the event function (functions.tf).
 }
 
 variable "function_max_instances" {
@@ -233,6 +265,12 @@ variable "success_filename" {
     condition     = can(regex("^[^/\\n]+$", var.success_filename)) && !contains([".", ".."], var.success_filename)
     error_message = "success_filename must be one object name without a slash (SUCCESS_FILENAME), e.g. _SUCCESS."
   }
+
+  # The inbound bucket's lifecycle deletes objects ending with these after job_record_retention_days.
+  validation {
+    condition     = !endswith(var.success_filename, ".done") && !endswith(var.success_filename, ".manifest.json")
+    error_message = "success_filename must not end with .done or .manifest.json (SUCCESS_FILENAME): the inbound bucket's lifecycle rule deletes such objects after job_record_retention_days, queued batches' markers included."
+  }
 }
 
 variable "destination_regex" {
@@ -266,6 +304,11 @@ variable "start_backfill_filename" {
   validation {
     condition     = var.start_backfill_filename == null || can(regex("^[^/\\n]+$", coalesce(var.start_backfill_filename, "-")))
     error_message = "start_backfill_filename must be one object name without a slash (START_BACKFILL_FILENAME), e.g. _HISTORYDONE."
+  }
+
+  validation {
+    condition     = !endswith(coalesce(var.start_backfill_filename, "-"), ".done") && !endswith(coalesce(var.start_backfill_filename, "-"), ".manifest.json")
+    error_message = "start_backfill_filename must not end with .done or .manifest.json (START_BACKFILL_FILENAME): the inbound bucket's lifecycle rule deletes such objects after job_record_retention_days."
   }
 }
 
@@ -325,6 +368,11 @@ variable "dataproc_subnetwork" {
   description = "Subnetwork URI for the batches (Private Google Access on); null: the region's subnetwork of the default network."
   type        = string
   default     = null
+
+  validation {
+    condition     = var.dataproc_subnetwork == null || can(regex("^((https://www.googleapis.com/compute/v1/)?projects/[^/]+/regions/[^/]+/subnetworks/)?[a-z]([-a-z0-9]*[a-z0-9])?$", coalesce(var.dataproc_subnetwork, "-")))
+    error_message = "dataproc_subnetwork must be a subnetwork URI, projects/P/regions/R/subnetworks/S, or a subnetwork's name (DATAPROC_SUBNETWORK)."
+  }
 }
 
 variable "dataproc_properties" {
@@ -412,6 +460,11 @@ variable "notification_channels" {
   description = "Monitoring notification channel ids (projects/P/notificationChannels/N) the alerts notify."
   type        = list(string)
   default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels must be channel ids of the form projects/P/notificationChannels/N."
+  }
 }
 
 variable "stall_window_seconds" {

@@ -45,6 +45,10 @@ def _json_object(value: Any) -> Any:
     return value
 
 
+# Suffixes of turnstile's job records (<table>/_turnstile/jobs/), which the deployed bucket's
+# lifecycle rule deletes by suffix alone (it cannot match the folder): no marker may end with them.
+JOB_RECORD_SUFFIXES = (".manifest.json", ".done")
+
 CommaList = Annotated[tuple[str, ...], BeforeValidator(_comma_list)]
 JsonObject = Annotated[dict[str, str], BeforeValidator(_json_object)]
 
@@ -186,6 +190,17 @@ class Settings(BaseModel):
                 "must be 1-20 characters of lowercase letters, digits and hyphens, starting with a letter"
             )
         return value.rstrip("-")  # the original's default `gcf-ingest-`: ids join parts with a hyphen
+
+    @field_validator("success_filename", "start_backfill_filename")
+    @classmethod
+    def _not_a_job_record_suffix(cls, value: str | None) -> str | None:
+        # The deployment's lifecycle rule deletes objects with these suffixes (terraform/storage.tf).
+        if value is not None and value.endswith(JOB_RECORD_SUFFIXES):
+            raise ValueError(
+                f"must not end with {' or '.join(JOB_RECORD_SUFFIXES)}: the inbound bucket's lifecycle "
+                "rule deletes such objects (job manifests and done signals) after some weeks"
+            )
+        return value
 
     @field_validator("destination_regex")
     @classmethod

@@ -183,6 +183,18 @@ def test_a_file_that_is_not_key_value_lines_is_refused_naming_the_line(tmp_path:
     assert missing.exit_code == 2 and "cannot read the environment file" in missing.stderr
 
 
+def test_a_plan_without_an_environment_is_named_as_such(tmp_path: Path) -> None:
+    """`jq .environment_variables` of a plan whose environment is unknown until apply gives `null`."""
+    path = tmp_path / "function-env.json"
+    path.write_text("null\n")
+    result = check("--env-file", str(path))
+    assert result.exit_code == 2
+    assert f"error: {path}: the plan holds no environment (JSON null: its values are unknown until apply" in (
+        result.stderr
+    )
+    assert "is not KEY=VALUE" not in result.stderr
+
+
 def test_the_example_environment_is_the_one_terraform_renders() -> None:
     """DEPLOYED above has every variable terraform/main.tf gives the functions, except those empty
     (so dropped) with the default inputs."""

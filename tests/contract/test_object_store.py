@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from turnstile.errors import PreconditionFailed
+from turnstile.errors import PreconditionFailed, StoreRefused
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store
@@ -211,3 +211,12 @@ def test_listing_a_range_between_offsets(store: ObjectStore) -> None:
         store.write(name, b"")
     assert [o.name for o in store.list_objects("t/", start_offset="t/a0", end_offset="t/c/")] == ["t/b/1"]
     assert [o.name for o in store.list_objects("t/", end_offset="t/a/2")] == ["t/_x/1", "t/a/1"]
+
+
+def test_listing_a_bucket_that_does_not_exist_is_refused_naming_it(gcs_store: GcsStore) -> None:
+    """fake-gcs-server answers a listing of a missing bucket with 404, as GCS does: refused (retrying
+    cannot help), naming the bucket, for both kinds of listing."""
+    missing = GcsStore(gcs_store._client, "no-such-bucket-contract")
+    for listing in (lambda: missing.list_objects("ds/"), lambda: missing.list_folders("")):
+        with pytest.raises(StoreRefused, match="the bucket gs://no-such-bucket-contract does not exist"):
+            listing()

@@ -187,6 +187,23 @@ def test_the_http_sweep_reports_a_storage_refusal_without_a_traceback(
     assert "Traceback" not in host.log.getvalue()
 
 
+def test_the_http_sweep_of_a_bucket_that_does_not_exist_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """A scheduler body naming a missing bucket (fake-gcs-server answers its listing with 404): the
+    ERROR `sweep_refused` that docs/DEPLOY.md's alert table promises, naming the bucket."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    client = gcs_store._client  # the emulator's client, on a bucket that was never created
+    monkeypatch.setattr(wiring, "object_store", lambda settings, bucket: GcsStore(client, bucket))
+    answer = sweep_client(monkeypatch).post("/", json={"buckets": ["nope-bucket"]})
+    assert answer.status_code == 500
+    error = answer.get_json()["error"]
+    assert "the bucket gs://nope-bucket does not exist" in error and "check the bucket name" in error
+    [record] = [r for r in host.log_records() if r.get("event") == "sweep_refused"]
+    assert record["severity"] == "ERROR" and record["error"] == error
+    assert "Traceback" not in host.log.getvalue()
+
+
 def test_a_lost_job_done_event_under_wait_for_validation_is_no_go_ahead(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
 ) -> None:

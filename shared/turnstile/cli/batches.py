@@ -197,6 +197,7 @@ def retry_command(
             f"{uri} names a bucket; pass the failed batch's folder, {SCHEME.get()}://BUCKET/DS/TABLE/REL"
         )
     store = target.store(bucket)
+    target.refuse_local_jobs_on_cloud(store)  # before the attempt is claimed
     runner = session.LazyRunner(lambda: target.runner(store))
     inv = session.invocation(store, target.settings, runner)
     done = retry_ops.retry(inv, f"{folder.rstrip('/')}/{target.settings.success_filename}")

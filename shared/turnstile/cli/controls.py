@@ -58,6 +58,7 @@ def cancel_command(
     store = target.store(table.bucket)
     _target.require_table(store, table)
     where = object_uri(store, table.prefix)
+    target.refuse_local_jobs_on_cloud(store)  # before the lock records the cancel
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
     inv = session.invocation(store, target.settings, runner)

@@ -52,6 +52,12 @@ def read_env_file(path: Path) -> dict[str, str]:
         raise Refused(
             f"cannot read the environment file {path}: {exc.strerror or exc}; pass an existing file"
         ) from exc
+    if text.strip() == "null":  # `terraform show -json` of a plan whose environment is not known yet
+        raise Refused(
+            f"{path}: the plan holds no environment (JSON null: its values are unknown until apply, "
+            "e.g. a service account created by the same apply); check a plan whose environment is "
+            "known, or after apply: terraform output -json function_environment"
+        )
     if text.lstrip().startswith("{"):
         return _json_env(path, text)
     found: dict[str, str] = {}

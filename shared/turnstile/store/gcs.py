@@ -161,6 +161,20 @@ class GcsStore:
             return False
         return True
 
+    @contextmanager
+    def _listing(self, prefix: str) -> Iterator[None]:
+        """A listing's 404 can only mean the bucket is missing: refused, naming it (retrying
+        cannot help; the sweeper logs it as `sweep_refused`)."""
+        try:
+            with self._translate(prefix):
+                yield
+        except gexc.NotFound as exc:
+            raise StoreRefused(
+                f"gs://{self.bucket}/{prefix}: the bucket gs://{self.bucket} does not exist "
+                f"({exc.code} {exc.message}); check the bucket name (for the sweeper: the scheduler "
+                "job's body), then retry"
+            ) from exc
+
     def list_objects(
         self,
         prefix: str,
@@ -169,7 +183,7 @@ class GcsStore:
         end_offset: str | None = None,
         limit: int | None = None,
     ) -> list[ObjectInfo]:
-        with self._translate(prefix):
+        with self._listing(prefix):
             blobs = self._client.list_blobs(
                 self._bucket,
                 prefix=prefix,
@@ -181,7 +195,7 @@ class GcsStore:
             return [_info(b) for b in blobs]
 
     def list_folders(self, prefix: str) -> list[str]:
-        with self._translate(prefix):
+        with self._listing(prefix):
             pages = self._client.list_blobs(self._bucket, prefix=prefix, delimiter="/", retry=self._retry)
             for _ in pages:  # the prefixes are collected while the pages are read
                 pass
