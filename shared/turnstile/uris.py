@@ -50,6 +50,11 @@ def parse_bucket_uri(uri: str) -> BucketUri:
             raise PathError(
                 f"{uri!r}: the scheme {scheme}:// is not supported; use gs://BUCKET or s3://BUCKET"
             )
+        if scheme is None:
+            raise PathError(
+                f"{uri!r} is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI: it has no scheme; "
+                "name the bucket's objects, not a local folder"
+            )
         raise PathError(
             f"{uri!r} is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI "
             "(S3 bucket names are 3-63 lowercase letters, digits, dots and hyphens)"

@@ -124,3 +124,44 @@ def test_a_load_json_that_does_not_validate_does_not_lock_the_operator_out(
     assert said in status.stdout
     everywhere = run("status", f"gs://{world.store.bucket}")
     assert everywhere.exit_code == 1 and "sales.orders  UNREADABLE" in everywhere.stdout
+
+
+def test_retry_of_a_table_a_typo_or_a_missing_batch_says_which(run: Run, world: World) -> None:
+    world.upload("2024/05/01/13")
+    bucket = world.store.bucket
+    table = run("retry", world.uri)
+    assert table.exit_code == 2
+    assert one_error_line(table) == (
+        f"error: {world.uri} names table sales.orders, not a batch; pass the failed batch's folder, "
+        f"{world.uri}/REL (turnstile status {world.uri} lists the failed batches)"
+    )
+    typo = run("retry", f"gs://{bucket}/sales/ordres/2024/05/01/13")
+    assert typo.exit_code == 2
+    assert one_error_line(typo) == (
+        f"error: nothing is stored under gs://{bucket}/sales/ordres: no table there; check the name"
+    )
+    missing = run("retry", f"{world.uri}/2024/05/01/14")
+    assert missing.exit_code == 2
+    assert f"{world.uri}/2024/05/01/14/_SUCCESS does not exist: no batch there; check the path" in (
+        one_error_line(missing)
+    )
+
+
+@pytest.mark.parametrize("path", ["/tmp", "sales/orders"])
+def test_a_path_without_a_scheme_is_named_as_such(run: Run, world: World, path: str) -> None:
+    result = run("status", path)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert f"'{path}' is not a gs://BUCKET[/PATH] or s3://BUCKET[/PATH] URI: it has no scheme" in line
+    assert "S3 bucket names" not in line
+
+
+def test_resume_of_an_unordered_table_speaks_of_its_held_batches_not_a_subscriber(
+    run: Run, world: World
+) -> None:
+    world.upload("2024/05/01/13")
+    assert run("pause", world.uri).exit_code == 0
+    resumed = run("resume", world.uri)
+    assert resumed.exit_code == 0
+    assert "the batches held while paused are submitted now" in resumed.stdout
+    assert "subscriber" not in resumed.stdout

@@ -324,7 +324,10 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     out = render.console()
     if paused:
         out.print(f"lifted the pause of {where}: jobs start again")
-    out.print(f"restarted the subscriber of {where} (_BACKFILL generation {generation})")
+    if lock_generation:
+        out.print(f"restarted the subscriber of {where} (_BACKFILL generation {generation})")
+    else:  # an unordered table: no subscriber, but the batches held while paused
+        out.print(f"the batches held while paused are submitted now (_BACKFILL generation {generation})")
     if lock.state is LockState.FAILED:
         out.print(
             f"the table is BLOCKED at batch {lock.failed_rel!r}: the subscriber stops at once; fix the "

@@ -51,7 +51,7 @@ def retry(inv: Invocation, success_name: str) -> Retried:
         )
     live = inv.store.stat(success_name)
     if live is None:
-        raise Refused(f"{object_uri(inv.store, success_name)} does not exist; upload the batch again")
+        raise Refused(_no_batch(inv, batch.rel, table, success_name))
     found = inv.store.read(table.failure(batch.rel, live.generation))
     if found is None:
         raise Refused(
@@ -63,3 +63,19 @@ def retry(inv: Invocation, success_name: str) -> Retried:
     inv.store.remove(found.name)
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, live.generation, failure.attempt)
     return Retried(folder, live.generation, failure.attempt, job_id, submitted, failure.error)
+
+
+def _no_batch(inv: Invocation, rel: str, table: Table, success_name: str) -> str:
+    """Why there is no `_SUCCESS` to retry: a table's URI given, a typo, or a batch not uploaded."""
+    where = object_uri(inv.store, table.prefix)
+    if not rel:
+        return (
+            f"{where} names table {table.dataset}.{table.table}, not a batch; pass the failed batch's "
+            f"folder, {where}/REL (turnstile status {where} lists the failed batches)"
+        )
+    if not inv.store.list_objects(f"{table.prefix}/", limit=1):
+        return f"nothing is stored under {where}: no table there; check the name"
+    return (
+        f"{object_uri(inv.store, success_name)} does not exist: no batch there; check the path "
+        f"(turnstile status {where} lists the failed batches), or upload the batch"
+    )
