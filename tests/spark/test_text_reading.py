@@ -124,3 +124,14 @@ def test_a_wider_type_than_the_tables_still_widens_it_under_add_columns(spark: A
     assert done.succeeded, done.error
     assert spark.table(kit.table).schema["id"].dataType.simpleString() == "bigint"
     assert kit.rows() == [(1, "a"), (3000000000, "b")]
+
+
+def test_a_header_naming_a_column_twice_fails_saying_so(spark: Any, tmp_path: Path) -> None:
+    """Spark renamed them `dup1`, `dup2` (by their place), which later batches could not match."""
+    kit = Kit(spark, tmp_path)
+    done = kit.run(kit.batch("1", csv("id,dup,DUP", "1,a,b")))
+    assert not done.succeeded
+    error = done.error or ""
+    assert "the header names column 'dup' more than once (any case)" in error
+    assert f"gs://spark-tests/{kit.prefix}/1/part-0.csv" in error
+    assert kit.snapshots() == []

@@ -39,7 +39,7 @@ def query_command(
         return
     out = render.console()
     if found.columns:
-        render.show(out, render.table(found.columns, found.rows, null="NULL"))
+        render.show(out, render.table(found.columns, found.rows, null="NULL", precise=True))
     shown = f"{len(found.rows)} rows"
     out.print(f"{shown}, more not shown (--limit)" if found.truncated else shown)
 

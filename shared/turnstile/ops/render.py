@@ -52,14 +52,16 @@ def table(
     title: str | None = None,
     header: bool = True,
     null: str = "-",
+    precise: bool = False,
 ) -> Table:
+    """`precise`: timestamps to the microsecond (a query's rows; the operator's views keep seconds)."""
     shown = Table(
         title=title, title_justify="left", header_style="bold", box=None, pad_edge=False, show_header=header
     )
     for column in columns:
         shown.add_column(column, overflow="fold")
     for row in rows:
-        shown.add_row(*(cell(value, null) for value in row))
+        shown.add_row(*(cell(value, null, precise=precise) for value in row))
     return shown
 
 
@@ -73,13 +75,14 @@ def show(out: Console, renderable: Table) -> None:
     out.file.write("".join(line.rstrip() + "\n" for line in captured.get().splitlines()))
 
 
-def cell(value: object, null: str = "-") -> Text:
+def cell(value: object, null: str = "-", *, precise: bool = False) -> Text:
     if value is None:
         return Text(null)
     if isinstance(value, bool):
         return Text("yes" if value else "no")
     if isinstance(value, datetime):
-        return Text(value.strftime("%Y-%m-%d %H:%M:%S"))
+        fraction = ".%f" if precise and value.microsecond else ""
+        return Text(value.strftime(f"%Y-%m-%d %H:%M:%S{fraction}"))
     return Text(str(value))  # Text, not markup: object names may hold `[`
 
 

@@ -220,6 +220,13 @@ HEADER_MISMATCH = "CSV header does not conform to the schema"
 def failure_text(exc: BaseException) -> str:
     """Why a read failed, and for a header that does not name the schema's columns, what to do."""
     text = messages.reason(exc)
+    twice = _named_twice(text)
+    if twice is not None:
+        return (
+            f"{text}; the header names column {twice!r} more than once (any case): give each column a "
+            "name of its own upstream, or a schema with reader_options.enforceSchema true to map them "
+            "by position"
+        )
     if HEADER_MISMATCH in text:
         text += (
             "; each file's header must name the columns in one order (any case): that of load.json's "
@@ -228,6 +235,14 @@ def failure_text(exc: BaseException) -> str:
             "the header says (as a BigQuery load does)"
         )
     return text
+
+
+def _named_twice(text: str) -> str | None:
+    """The first name Spark's header-mismatch message lists twice in `Header: a, b, b Schema:`."""
+    if HEADER_MISMATCH not in text or "Header: " not in text or " Schema: " not in text:
+        return None
+    names = [n.strip().lower() for n in text.partition("Header: ")[2].partition(" Schema: ")[0].split(",")]
+    return next((n for i, n in enumerate(names) if n in names[:i]), None)
 
 
 def _with_schema(spark: SparkSession, reader: DataFrameReader, ddl: str) -> DataFrameReader:
