@@ -171,3 +171,45 @@ def test_cancel_without_a_running_job_is_refused(
     ):
         operator.cancel(inv(host, runner), table(host), CancelChoice.BLOCK)
     assert host.applied(TABLE) == ["01"]
+
+
+def test_batches_held_by_a_forgotten_pause_count_as_pending_in_the_sweepers_backlog_metrics(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)  # unordered: no backlog, held batches instead
+    operator.pause(invocation(host), table(host), reason="forgotten")
+    put_all(host, ["01", "02"])
+    host.drain()
+    clock = ManualClock()
+    clock.sleep(7200)  # two hours later, nobody resumed it
+    listed: list[str] = []
+    list_objects = gcs_store.list_objects
+    monkeypatch.setattr(
+        gcs_store, "list_objects", lambda prefix, **kw: listed.append(prefix) or list_objects(prefix, **kw)
+    )
+    sweeper.sweep(invocation(host, clock))
+    creates = host.store.ops["create"]
+    sweeper.sweep(invocation(host, clock))
+    assert host.store.ops["create"] == creates  # the held batches are not held again
+    [first, second] = [r for r in host.log_records() if r.get("event") == "table_backlog"]
+    assert first["pending"] == 2 and second["pending"] == 2
+    assert isinstance(first["oldest_pending_age_seconds"], float)
+    assert 7200 <= first["oldest_pending_age_seconds"] < 7200 + 60  # the alert's input
+    internal = [p.removeprefix(f"{TABLE}/_turnstile/") for p in listed if "/_turnstile/" in p]
+    assert internal.count("held/") == 2 and "failures/" not in internal  # one listing per sweep
+    # One `batch_held` line per batch: the sweeps' reconciliation does not hold them again.
+    held = [r for r in host.log_records() if r.get("event") == "batch_held"]
+    assert sorted(str(r["rel"]) for r in held) == ["01", "02"]
+    assert host.applied(TABLE) == []
+
+
+def test_a_duplicate_event_of_a_held_batch_logs_no_second_batch_held(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)
+    operator.pause(invocation(host), table(host))
+    generation = put_all(host, ["01"])["01"]
+    host.drain()
+    host.deliver(f"{TABLE}/01/_SUCCESS", generation)  # Eventarc delivers it again
+    assert len([r for r in host.log_records() if r.get("event") == "batch_held"]) == 1
+    assert len(gcs_store.list_objects(table(host).held)) == 1
