@@ -4,8 +4,8 @@ Per table, about a dozen small reads: the lock, the head of the backlog (a listi
 `BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+") and the pointer at its head (when it was
 published: the age of the oldest pending batch), `_BACKFILL` and the claim of its
 generation, the gate file, the ORDERME files of the cascade down to the table's `incremental/` and
-`historical/` folders, and the newest result record (found by walking down the last folder of
-`_turnstile/results/`, not by listing every record).
+`historical/` folders, and the result record written last (one listing of `_turnstile/results/`,
+whose update times say which, then one read).
 """
 
 from __future__ import annotations
@@ -248,7 +248,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         )
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)
-    result, result_error = last_result(inv.store, table, lock.position if lock else None)
+    result, result_error = last_result(inv.store, table)
     if result_error:
         errors.append(result_error)
     where = object_uri(inv.store, table.prefix)
