@@ -16,8 +16,8 @@ from tests.cli.conftest import TABLE, Run, World, one_error_line
 from tests.contract.test_gcs_transient import FlakyStorage
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops import status as status_ops
-from turnstile.paths import claim_name
-from turnstile.records import Claim, ClaimState
+from turnstile.paths import Table, claim_name
+from turnstile.records import CancelChoice, Claim, ClaimState, OpenJob
 
 HOURS = [f"incremental/2024/05/01/{h:02d}" for h in range(13, 16)]
 
@@ -296,3 +296,28 @@ def test_a_lock_holding_garbage_is_unreadable_and_says_what_to_do(
     result = run("status")
     assert result.exit_code == 1
     assert " ".join(f"sales.orders: {error}".split()) in " ".join(result.stdout.split())  # wrapped lines
+
+
+def test_json_lists_an_unordered_tables_open_jobs_and_it_is_running(run: Run, world: World) -> None:
+    since = datetime(2024, 5, 1, 14, 0, tzinfo=UTC)
+    clicks = Table(world.store.bucket, "web/clicks", "web", "clicks")
+    world.store.write("web/clicks/$20240501/_SUCCESS", b"")
+    for job, rel, cancel in (("j-1", "$20240501", CancelChoice.BLOCK), ("j-2", "$20240502", None)):
+        marker = OpenJob(
+            job_id=job,
+            success=f"web/clicks/{rel}/_SUCCESS",
+            success_generation=1,
+            rel=rel,
+            submitted_at=since,
+            cancel=cancel,
+        )
+        world.store.write(clicks.open_job(job), marker.encode())
+    found = table_json(run, "web.clicks")
+    assert found["health"] == "RUNNING"
+    keys = ("job_id", "rel", "since", "attempt", "cancel_requested")
+    shown = [tuple(job[k] for k in keys) for job in found["open_jobs"]]
+    assert all(job["age_seconds"] > 0 for job in found["open_jobs"])
+    assert shown == [
+        ("j-1", "$20240501", since.isoformat(), 0, "block"),
+        ("j-2", "$20240502", since.isoformat(), 0, None),
+    ]

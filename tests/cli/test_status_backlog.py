@@ -15,7 +15,7 @@ from tests.cli.conftest import Run, World
 from turnstile.ops import session
 from turnstile.paths import parse_success
 from turnstile.protocol import publisher, sweeper
-from turnstile.records import BatchOutcome, Lock, LockState
+from turnstile.records import BatchOutcome, BatchResult, Lock, LockState
 from turnstile.settings import Settings
 
 QUEUED = ["incremental/2024/05/01/13", "incremental/2024/05/01/14"]
@@ -156,3 +156,43 @@ def test_a_head_pointer_that_holds_no_pointer_has_no_age(world: World, sweeper_l
     sweeper.sweep(session.invocation(world.store, Settings.from_env({})))
     orders = backlog_lines(sweeper_log)["sales/orders"]
     assert (orders["pending"], orders["oldest_pending_age_seconds"]) == (1, None)
+
+
+def _record(world: World, table: str, rel: str, generation: int, finished: datetime) -> None:
+    """A result record written now (its object's update time) for a batch that finished then."""
+    record = BatchResult(
+        job_id=f"turnstile-{table.replace('/', '-')}-{generation}",
+        rel=rel,
+        success_generation=generation,
+        outcome=BatchOutcome.COMMITTED,
+        rows_read=generation,
+        rows_written=generation,
+        bad_rows=0,
+        seconds=1.0,
+        snapshot_id=generation,
+        finished_at=finished,
+    )
+    world.store.write(f"{table}/_turnstile/results/{rel}/{generation}.json", record.encode())
+
+
+def test_last_result_and_commit_lag_are_of_the_record_written_last_not_the_highest_rel(
+    run: Run, world: World
+) -> None:
+    now = datetime.now(UTC)
+    # Ordered: the position's batch committed an hour ago, then a late batch let through by unlock.
+    world.store.write("sales/orders/_config/ORDERME", b"")
+    _record(world, "sales/orders", APPLIED, 7, now - timedelta(hours=1))
+    _record(world, "sales/orders", "incremental/2024/05/01/02", 8, now - timedelta(minutes=5))
+    lock = Lock(state=LockState.FREE, acquired_at=now, updated_at=now, position=APPLIED)
+    world.store.write(world.table.lock, lock.encode())
+    # Unordered: 03 committed before 02 (retried later).
+    _record(world, "web/clicks", "03", 3, now - timedelta(minutes=30))
+    _record(world, "web/clicks", "02", 2, now - timedelta(minutes=10))
+    found = tables(run)
+    orders, clicks = found["sales.orders"], found["web.clicks"]
+    assert orders["last_result"]["rel"] == "incremental/2024/05/01/02"
+    assert close_to(orders["last_commit_lag_seconds"], 300)
+    assert clicks["last_result"]["rel"] == "02" and close_to(clicks["last_commit_lag_seconds"], 600)
+    text = run("status").stdout
+    [row] = [line for line in text.splitlines() if line.startswith("sales.orders")]
+    assert "incremental/2024/05/01/02: COMMITTED 8 rows" in row

@@ -15,6 +15,7 @@ from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all, table
 from tests.functional.test_sweeper import ManualClock
 from turnstile import wiring
 from turnstile.clock import Clock
+from turnstile.errors import JobDeferred
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobRunner, JobState, JobStatus
 from turnstile.ops import retry as retry_ops
@@ -184,3 +185,71 @@ def test_a_job_running_past_its_timeout_is_cancelled_and_retried(
     lock = host.lock(TABLE)
     assert lock.state is LockState.FREE and lock.attempt == 1 and lock.retry_at is not None
     assert lock.retry_at - clock.now() < timedelta(minutes=15)
+
+
+def test_a_batch_refused_for_its_config_stays_failed_across_sweeps_until_retried(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {})
+    runner = with_runner(monkeypatch, host)
+    bad = {"schema": "id INT", "mode": "merge"}  # merge without merge_keys: refused, never submitted
+    host.upload(f"{TABLE}/_config/load.json", json.dumps(bad).encode())
+    generation = put_all(host, ["01"])["01"]
+    host.drain()
+    t = table(host)
+    [alert] = events(host, "batch_failed")
+    found = gcs_store.read(t.failure("01", generation))
+    assert found is not None
+    failed_at = BatchFailure.decode(found.data, found.name).failed_at
+    clock = ManualClock()
+    for _ in range(3):
+        clock.sleep(300)
+        [report] = sweeper.sweep(inv(host, runner, clock))
+        assert report["reconciled"] == 0
+        host.drain()
+    assert events(host, "batch_failed") == [alert]  # one line per failure
+    found = gcs_store.read(t.failure("01", generation))
+    assert found is not None and BatchFailure.decode(found.data, found.name).failed_at == failed_at
+    assert runner.submitted == []
+    host.upload(f"{TABLE}/_config/load.json", json.dumps({"schema": "id INT"}).encode())
+    retry_ops.retry(inv(host, runner), f"{TABLE}/01/_SUCCESS")
+    host.drain()
+    assert host.tables.commits[TABLE] == [("01", generation)]
+
+
+class RefusesFirstSubmit(Unreliable):
+    """The job service refuses the first submit for a reason that passes (an IAM grant propagating)."""
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        if not self.submitted:
+            self.submitted.append(job_id)
+            raise JobDeferred(f"dataproc refused batch {job_id}: PERMISSION_DENIED")
+        super().submit(job_id, manifest_uri)
+
+
+def test_a_batch_whose_submit_was_deferred_waits_for_its_backoff_not_the_next_sweep(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, {})
+    assert isinstance(host.runner, InlineRunner)
+    runner = RefusesFirstSubmit(host.runner)
+    monkeypatch.setattr(wiring, "job_runner", lambda settings, store: runner)
+    host.upload(f"{TABLE}/_config/load.json", json.dumps({"job_retry_backoff_seconds": 600}).encode())
+    generation = put_all(host, ["01"])["01"]
+    host.drain()
+    found = gcs_store.read(table(host).failure("01", generation))
+    assert found is not None
+    failure = BatchFailure.decode(found.data, found.name)
+    assert failure.transient and failure.attempt == 1 and failure.retry_at is not None
+    clock = ManualClock()
+    clock.sleep(Settings.from_env().function_timeout_sec + 1)
+    assert clock.now() < failure.retry_at
+    [report] = sweeper.sweep(inv(host, runner, clock))
+    host.drain()
+    assert report["reconciled"] == 0 and report["jobs"]["retried"] == 0
+    assert len(runner.submitted) == 1  # attempt 0 is not submitted again before its backoff
+    clock.current = failure.retry_at
+    [report] = sweeper.sweep(inv(host, runner, clock))
+    host.drain()
+    assert report["jobs"]["retried"] == 1 and runner.submitted[1].endswith("-r1")
+    assert host.tables.commits[TABLE] == [("01", generation)]

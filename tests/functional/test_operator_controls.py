@@ -10,6 +10,7 @@ from tests.functional.test_job_failures import inv, with_runner
 from tests.functional.test_sweeper import ManualClock
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
+from turnstile.ops.status_jobs import describe
 from turnstile.protocol import operator, sweeper
 from turnstile.protocol.operator import CancelRefused
 from turnstile.records import CancelChoice, LockState
@@ -171,3 +172,75 @@ def test_cancel_without_a_running_job_is_refused(
     ):
         operator.cancel(inv(host, runner), table(host), CancelChoice.BLOCK)
     assert host.applied(TABLE) == ["01"]
+
+
+def test_batches_held_by_a_forgotten_pause_count_as_pending_in_the_sweepers_backlog_metrics(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)  # unordered: no backlog, held batches instead
+    operator.pause(invocation(host), table(host), reason="forgotten")
+    put_all(host, ["01", "02"])
+    host.drain()
+    clock = ManualClock()
+    clock.sleep(7200)  # two hours later, nobody resumed it
+    listed: list[str] = []
+    list_objects = gcs_store.list_objects
+    monkeypatch.setattr(
+        gcs_store, "list_objects", lambda prefix, **kw: listed.append(prefix) or list_objects(prefix, **kw)
+    )
+    sweeper.sweep(invocation(host, clock))
+    creates = host.store.ops["create"]
+    sweeper.sweep(invocation(host, clock))
+    assert host.store.ops["create"] == creates  # the held batches are not held again
+    [first, second] = [r for r in host.log_records() if r.get("event") == "table_backlog"]
+    assert first["pending"] == 2 and second["pending"] == 2
+    assert isinstance(first["oldest_pending_age_seconds"], float)
+    assert 7200 <= first["oldest_pending_age_seconds"] < 7200 + 60  # the alert's input
+    internal = [p.removeprefix(f"{TABLE}/_turnstile/") for p in listed if "/_turnstile/" in p]
+    assert internal.count("held/") == 2 and "failures/" not in internal  # one listing per sweep
+    # One `batch_held` line per batch: the sweeps' reconciliation does not hold them again.
+    held = [r for r in host.log_records() if r.get("event") == "batch_held"]
+    assert sorted(str(r["rel"]) for r in held) == ["01", "02"]
+    assert host.applied(TABLE) == []
+
+
+def test_a_duplicate_event_of_a_held_batch_logs_no_second_batch_held(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)
+    operator.pause(invocation(host), table(host))
+    generation = put_all(host, ["01"])["01"]
+    host.drain()
+    host.deliver(f"{TABLE}/01/_SUCCESS", generation)  # Eventarc delivers it again
+    assert len([r for r in host.log_records() if r.get("event") == "batch_held"]) == 1
+    assert len(gcs_store.list_objects(table(host).held)) == 1
+
+
+def test_status_shows_an_unordered_tables_running_job_and_its_cancel_until_the_watchdog_settles_it(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)  # unordered
+    runner = with_runner(monkeypatch, host, hanging=True)
+    put_all(host, ["01"])
+    host.drain()
+    [job] = runner.submitted
+    shown = table_status(inv(host, runner), table(host))
+    assert shown.health is Health.RUNNING  # not IDLE: a job runs
+    [running] = shown.open_jobs
+    assert (running.job_id, running.rel, running.attempt, running.cancel_requested) == (job, "01", 0, None)
+    assert abs((running.since - ManualClock().now()).total_seconds()) < 60
+    operator.cancel(inv(host, runner), table(host), CancelChoice.BLOCK)
+    runner.hanging = False
+    sweeper.sweep(inv(host, runner))  # within the lease: the watchdog does not settle it yet
+    shown = table_status(inv(host, runner), table(host))
+    assert shown.health is Health.RUNNING
+    [cancelled] = shown.open_jobs
+    assert cancelled.job_id == job and cancelled.cancel_requested == "block"
+    line = describe("ds.tbl", cancelled)
+    assert line.startswith(f"ds.tbl: job {job} for batch '01' running since ")
+    assert "cancel requested (block)" in line
+    clock = ManualClock()
+    clock.sleep(Settings.from_env().function_timeout_sec + 1)
+    sweeper.sweep(inv(host, runner, clock))
+    shown = table_status(inv(host, runner), table(host))
+    assert shown.health is Health.FAILED and shown.open_jobs == ()

@@ -16,7 +16,7 @@ from turnstile.errors import ConfigError
 from turnstile.paths import Table
 from turnstile.protocol import results
 from turnstile.records import BatchResult
-from turnstile.store.port import ObjectStore, object_uri
+from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 
 @dataclass(frozen=True)
@@ -95,27 +95,23 @@ class ResultView:
     object: str
 
 
-def last_result(
-    store: ObjectStore, table: Table, position: str | None
-) -> tuple[ResultView | None, str | None]:
-    """The result record of the last applied batch: the lock's position when it has one, else the
-    batch last in rel order (the last folder at each level of `results/`). Returns (record, error)."""
-    root = f"{table.internal}results/"
-    records = []
-    if position is not None:
-        records = _direct_records(store, table, f"{root}{position}/" if position else root)
-    if not records:
-        folder = root
-        while subfolders := store.list_folders(folder):
-            folder = subfolders[-1]
-        records = _direct_records(store, table, folder)
-    if not records:
+def last_result(store: ObjectStore, table: Table) -> tuple[ResultView | None, str | None]:
+    """The result record written last (a reprocess's included): the one whose object was updated
+    last in one listing of `results/`, then one read; not the batch last in rel order, which a
+    late batch let through, a retried unordered batch or a reprocess would not be. Returns
+    (record, error)."""
+    newest: ObjectInfo | None = None
+    for info in store.list_objects(f"{table.internal}results/"):
+        if results.read_name(table, info.name) is None:
+            continue
+        if newest is None or (info.updated, info.name) > (newest.updated, newest.name):
+            newest = info
+    if newest is None:
         return None, None
-    newest = max(records, key=lambda pair: pair[1])[0]
-    found = store.read(newest)
+    found = store.read(newest.name)
     if found is None:
         return None, None
-    where = object_uri(store, newest)
+    where = object_uri(store, newest.name)
     try:
         record = BatchResult.decode(found.data, where)
     except ConfigError as exc:
@@ -133,13 +129,3 @@ def last_result(
         ),
         None,
     )
-
-
-def _direct_records(store: ObjectStore, table: Table, folder: str) -> list[tuple[str, int]]:
-    """(name, generation named) of the batches' own records directly in `folder`."""
-    found = []
-    for info in store.list_objects(folder):
-        record = results.read_name(table, info.name)
-        if record is not None and not record.request and "/" not in info.name[len(folder) :]:
-            found.append((info.name, record.generation))
-    return found

@@ -4,8 +4,8 @@ Per table, about a dozen small reads: the lock, the head of the backlog (a listi
 `BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+") and the pointer at its head (when it was
 published: the age of the oldest pending batch), `_BACKFILL` and the claim of its
 generation, the gate file, the ORDERME files of the cascade down to the table's `incremental/` and
-`historical/` folders, and the newest result record (found by walking down the last folder of
-`_turnstile/results/`, not by listing every record).
+`historical/` folders, and the result record written last (one listing of `_turnstile/results/`,
+whose update times say which, then one read).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from turnstile.errors import ConfigError, PathError
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status_lineage
 from turnstile.ops.history import ResultView, last_result
+from turnstile.ops.status_jobs import OpenJobView, open_jobs
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
@@ -42,7 +43,7 @@ class Health(StrEnum):
     FAILED = "FAILED"  # unordered batches failed and wait for `turnstile retry`
     STALLED = "STALLED"  # a backlog, a free lock, and no live subscriber: the sweeper (or resume) restarts it
     RETRYING = "RETRYING"  # a transient failure: the head's job is tried again at the lock's retry_at
-    RUNNING = "RUNNING"  # a job holds the table
+    RUNNING = "RUNNING"  # a job holds the table, or an unordered job runs
     QUEUED = "QUEUED"  # a backlog and a live subscriber
     GATED = "GATED"  # a backlog held until the gate file exists
     WAITING = "WAITING"  # the head batch waits for dependencies' watermarks or its delay
@@ -147,6 +148,7 @@ class TableStatus:
     reprocess_pending: int = 0  # operators' `turnstile reprocess` requests not applied yet
     paused: PauseView | None = None  # `turnstile pause`: no job starts until `turnstile resume`
     held: int = 0  # unordered batches that arrived while paused, submitted on resume
+    open_jobs: tuple[OpenJobView, ...] = field(default=())  # unordered jobs not ended (or not settled)
     watermark: datetime | None = None  # tables with natural_time: committed with no gap up to here
     watermark_lag_seconds: float | None = None  # how far the watermark is behind the clock
     waiting_for: tuple[str, ...] = field(default=())  # what the head batch waits for
@@ -249,16 +251,19 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         )
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)
-    result, result_error = last_result(inv.store, table, lock.position if lock else None)
+    result, result_error = last_result(inv.store, table)
     if result_error:
         errors.append(result_error)
     where = object_uri(inv.store, table.prefix)
     failed_batches = tuple(_failed_view(where, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
     waiting = [f for f in failed_batches if f.retry_at is None]
     held = pause is not None
+    running = open_jobs(inv, table, state.now, errors)
     health = _health(
         lock, errors, len(head), gate=gate_present, paused=paused, held=held, live=subscriber.live
     )
+    if running and health in (Health.PAUSED, Health.IDLE, Health.QUEUED, Health.STALLED):
+        health = Health.RUNNING  # an unordered job runs, or its cancel is not settled yet
     if waiting and not health.is_problem:
         health = Health.FAILED
     retrying = lock is not None and lock.retry_at is not None and lock.retry_at > state.now
@@ -296,6 +301,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         waiting_batches=status_lineage.queued_waits(inv, state, errors) if waits else {},
         paused=PauseView(pause.reason, pause.at, f"turnstile resume {where}") if pause else None,
         held=len(inv.store.list_objects(table.held, limit=BACKLOG_CAP)) if pause else 0,
+        open_jobs=running,
     )
 
 

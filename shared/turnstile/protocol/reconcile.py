@@ -6,9 +6,11 @@ The cursor is the oldest batch that may still be unhandled: for an ordered table
 batch's folder (or the table's start while nothing is applied: everything is pending then); for an
 unordered table, `<table>/_turnstile/cursor`, the first batch that was not yet committed at the last
 sweep. A `_SUCCESS` found there whose live
-generation is neither queued (its pointer names it) nor recorded (a result record) goes to the
-handler exactly as if its event had arrived; the handler's effects are idempotent, so an event in
-flight at the same time changes nothing.
+generation is neither queued (its pointer names it) nor recorded (a result record, or for an
+unordered table a record that it is held by `turnstile pause` or failed) goes to the handler
+exactly as if its event had arrived; the handler's effects are idempotent, so an event in flight at
+the same time changes nothing. A failed batch stays failed until the watchdog retries it when due
+or `turnstile retry` does.
 
 Not covered (documented): a batch re-uploaded, or arriving late, below the cursor whose event is
 lost; `turnstile backfill` finds those.
@@ -22,6 +24,7 @@ from turnstile.paths import ObjectKind, ObjectRef, Table, classify
 from turnstile.protocol import backlog, handler
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState
+from turnstile.store.port import ObjectInfo
 
 log = logs.get("reconcile")
 CURSOR = "cursor"
@@ -67,6 +70,8 @@ def reconcile(state: TableState) -> int:
         if outcome in backlog.APPLIED:
             continue
         first_open = first_open or info.name
+        if outcome is None and _recorded(state, info):
+            continue  # held by a pause, or failed: released by resume, retried when due or by command
         if outcome is None:  # neither queued nor recorded: its event never came, or its job runs
             ref = ObjectRef(inv.store.bucket, info.name, info.generation, ObjectKind.SUCCESS)
             result = handler.handle(inv, ref)
@@ -79,6 +84,28 @@ def reconcile(state: TableState) -> int:
     if state.lock_generation == 0 and not queued:  # an unordered table: nothing else bounds the listing
         _advance(inv, table, stored.text() if stored else None, first_open or successes[-1].name)
     return published
+
+
+def _recorded(state: TableState, success: ObjectInfo) -> bool:
+    """The unordered batch of this `_SUCCESS` generation is held while the table is paused, or
+    failed (also when its config does not resolve: refused): the sweep's listings of `held/` and
+    `failures/` (each made once, when first needed; the watchdog reuses them). Handing it to the
+    handler again would hold it again, or record its failure again (and of a batch whose submit was
+    refused, submit attempt 0 again at once, without the backoff)."""
+    table = state.table
+    return _names(state, table.held, state.held, success) or _names(
+        state, table.failures, state.failure_records, success
+    )
+
+
+def _names(state: TableState, folder: str, listing: list[ObjectInfo], success: ObjectInfo) -> bool:
+    """A record `<folder><rel>/<generation>.json` in `listing` names this `_SUCCESS` generation."""
+    filename = state.inv.settings.success_filename
+    for info in listing:
+        rel, _, generation = info.name[len(folder) :].removesuffix(".json").rpartition("/")
+        if generation == str(success.generation) and state.table.success(rel, filename) == success.name:
+            return True
+    return False
 
 
 def _queued(inv: Invocation, table: Table) -> set[str]:

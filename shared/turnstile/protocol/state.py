@@ -182,6 +182,17 @@ class TableState:
         """How many leading backlog batches wait for nothing: one job covers no more."""
         return self._gating[1]
 
+    # --- unordered batches: held while paused, failed ------------------------------------------
+    @cached_property
+    def held(self) -> list[ObjectInfo]:
+        """The records of unordered batches held while the table is paused (one listing, no read)."""
+        return self.inv.store.list_objects(self.table.held)
+
+    @cached_property
+    def failure_records(self) -> list[ObjectInfo]:
+        """The failure records of unordered batches (one listing, no read)."""
+        return self.inv.store.list_objects(self.table.failures)
+
     def age(self, then: datetime | None) -> float | None:
         return None if then is None else (self.now - then).total_seconds()
 

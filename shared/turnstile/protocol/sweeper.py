@@ -6,7 +6,8 @@ deletes stale claims, publishes batches whose events never came (`reconcile`), a
 about jobs past their expected time (`watchdog`). It never
 unlocks a FAILED table: it logs it, with the age of its lock, so the alert keeps firing until a
 human acts. Each sweep logs one `table_backlog` line per table (pending batches, age of the oldest,
-lag of the last commit): the log-based metrics and the dashboard of terraform/monitoring.tf.
+lag of the last commit; an unordered table's batches held by `turnstile pause` count as pending):
+the log-based metrics and the dashboard of terraform/monitoring.tf.
 
 Tables are found as `<dataset>/<table>/` folders (the default layout): two folder listings, and
 deeper where a destination regex puts them.
@@ -171,8 +172,8 @@ def facts(state: TableState) -> SweepFacts:
 class BacklogMetrics:
     """What the `table_backlog` line reports; None where it is not known from the reads made."""
 
-    pending: int  # pointers queued, counted up to backlog.LOOKAHEAD
-    pending_capped: bool  # the listing was full: at least `pending` are queued
+    pending: int  # pointers queued (counted up to backlog.LOOKAHEAD) and unordered batches held
+    pending_capped: bool  # the backlog listing was full: at least `pending` are queued
     oldest_pending_age_seconds: float | None  # 0 with nothing pending; None: the head went meanwhile
     last_commit_lag_seconds: float | None
 
@@ -190,17 +191,23 @@ def oldest_pending_age(state: TableState, head: PointerRef | None) -> float | No
 
 
 def backlog_metrics(state: TableState) -> BacklogMetrics:
-    """From the backlog listing the sweep makes anyway and the lock, plus one pointer read. The
+    """From the backlog listing the sweep makes anyway and the lock, plus one pointer read, and the
+    listing of the unordered batches held by `turnstile pause` (their records' times: no read), so
+    that a forgotten pause of an unordered table ages like a paused ordered table's backlog. The
     lag of the last commit is the age of a lock released by a job that applied its batches (FREE,
     a position, no retry pending); while a job holds the table, or for an unordered table (no
     lock), it is not known here and left out (`turnstile status` reads the result records)."""
     queued = state.backlog(backlog.LOOKAHEAD)
     held = state.lock
     released = held.state is LockState.FREE and held.position is not None and not held.attempt
+    oldest = oldest_pending_age(state, queued[0]) if queued else 0.0
+    if state.held:
+        held_age = state.age(min(info.updated for info in state.held)) or 0.0
+        oldest = max(oldest or 0.0, held_age)
     return BacklogMetrics(
-        pending=len(queued),
+        pending=len(queued) + len(state.held),
         pending_capped=len(queued) >= backlog.LOOKAHEAD,
-        oldest_pending_age_seconds=oldest_pending_age(state, queued[0]) if queued else 0.0,
+        oldest_pending_age_seconds=oldest,
         last_commit_lag_seconds=state.lock_age if released else None,
     )
 

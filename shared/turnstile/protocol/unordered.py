@@ -23,7 +23,7 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
 from turnstile.records import BatchFailure, BatchOutcome, CancelChoice, HeldBatch, JobDone, Manifest, OpenJob
-from turnstile.store.port import object_uri
+from turnstile.store.port import ObjectInfo, object_uri
 
 log = logs.get("unordered")
 
@@ -118,25 +118,32 @@ def hold(inv: Invocation, batch: Batch, success_generation: int) -> bool:
     )
     try:
         inv.store.create(name, record.encode())
+        fresh = True
     except PreconditionFailed:
-        pass  # a duplicate event: held already
+        fresh = False  # a duplicate event: held already, and said so then
     if inv.store.stat(table.pause) is None:
         # Resumed meanwhile: the resume's release may have listed the held batches before this one.
         inv.store.remove(name)
         return False
-    log.warning(
-        f"{table.uri} is paused: batch {batch.rel!r} is held until turnstile resume {table.uri}",
-        extra={"event": "batch_held", "table": table.prefix, "rel": batch.rel},
-    )
+    if fresh:
+        _held_alert(table, batch.rel)
     return True
 
 
-def release_held(inv: Invocation, table: Table) -> int:
+def _held_alert(table: Table, rel: str) -> None:
+    log.warning(
+        f"{table.uri} is paused: batch {rel!r} is held until turnstile resume {table.uri}",
+        extra={"event": "batch_held", "table": table.prefix, "rel": rel},
+    )
+
+
+def release_held(inv: Invocation, table: Table, listed: list[ObjectInfo] | None = None) -> int:
     """Submit the jobs of the batches held while the table was paused (none while it still is);
     returns how many were submitted. A held batch whose `_SUCCESS` was uploaded again or deleted
     since is let go (a new generation has an event of its own); one whose config no longer resolves
-    stays held, reported at every try, until it is fixed."""
-    held = inv.store.list_objects(table.held)
+    stays held, reported at every try, until it is fixed. `listed`: a listing of `held/` made
+    already (the sweeper's)."""
+    held = inv.store.list_objects(table.held) if listed is None else listed
     if not held or inv.store.stat(table.pause) is not None:
         return 0
     submitted = 0

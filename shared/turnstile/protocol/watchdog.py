@@ -49,8 +49,8 @@ def watch(state: TableState) -> Watched:
             _watch_open_job(state, OpenJob.decode(read.data, f"gs://{inv.store.bucket}/{info.name}"), found)
     if state.operator_pause is not None:
         return found  # no job starts, retries included, until `turnstile resume`
-    found.released = unordered.release_held(inv, table)
-    for info in inv.store.list_objects(table.failures):
+    found.released = unordered.release_held(inv, table, state.held)
+    for info in state.failure_records:
         read = inv.store.read(info.name)
         if read is not None:
             _retry_if_due(
