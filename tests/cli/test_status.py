@@ -321,3 +321,20 @@ def test_json_lists_an_unordered_tables_open_jobs_and_it_is_running(run: Run, wo
         ("j-1", "$20240501", since.isoformat(), 0, "block"),
         ("j-2", "$20240502", since.isoformat(), 0, None),
     ]
+
+
+def test_text_lists_an_unordered_tables_open_jobs_below_the_table(run: Run, world: World) -> None:
+    clicks = Table(world.store.bucket, "web/clicks", "web", "clicks")
+    world.store.write("web/clicks/$20240501/_SUCCESS", b"")
+    marker = OpenJob(
+        job_id="j-1",
+        success="web/clicks/$20240501/_SUCCESS",
+        success_generation=1,
+        rel="$20240501",
+        submitted_at=datetime.now(UTC) - timedelta(minutes=3),
+        cancel=CancelChoice.BLOCK,
+    )
+    world.store.write(clicks.open_job("j-1"), marker.encode())
+    text = run("status").stdout
+    assert "web.clicks: job j-1 for batch '$20240501' running since 3m" in text
+    assert "cancel requested (block)" in text

@@ -15,7 +15,7 @@ from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all, table
 from tests.functional.test_sweeper import ManualClock
 from turnstile import wiring
 from turnstile.clock import Clock
-from turnstile.errors import JobDeferred
+from turnstile.errors import JobDeferred, JobError
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobRunner, JobState, JobStatus
 from turnstile.ops import retry as retry_ops
@@ -110,6 +110,38 @@ def test_an_unordered_batch_that_fails_is_recorded_alerted_shown_and_retried_by_
     assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02"])
     assert gcs_store.read(t.failure("02", generations["02"])) is None
     assert status_ops.table_status(inv(host, runner), t).health is status_ops.Health.IDLE
+
+
+class Refusing(Unreliable):
+    """The job service refuses every new job (a bad job setting, a quota it will not lift)."""
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        self.submitted.append(job_id)
+        raise JobError(f"CreateBatch {job_id}: 400 the runtime version is not supported")
+
+
+def test_a_retry_whose_submit_is_refused_keeps_the_batch_failed_and_listed(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """The refused submit wrote the new attempt's failure record, and the retry then deleted it:
+    the batch vanished from status with nothing left to retry it."""
+    host = start_host(monkeypatch, gcs_store, {})
+    with_runner(monkeypatch, host)
+    host.tables.failing.add("01")
+    generations = put_all(host, ["01"])
+    host.drain()
+    t = table(host)
+    assert gcs_store.read(t.failure("01", generations["01"])) is not None
+    assert isinstance(host.runner, InlineRunner)
+    refusing = Refusing(host.runner)
+    retried = retry_ops.retry(inv(host, refusing), f"{TABLE}/01/_SUCCESS")
+    assert refusing.submitted == [retried.job_id] and retried.job_id.endswith("-r1")
+    found = gcs_store.read(t.failure("01", generations["01"]))
+    assert found is not None
+    failure = BatchFailure.decode(found.data, found.name)
+    assert failure.attempt == 2 and "the job could not be submitted" in failure.error
+    [listed] = status_ops.table_status(inv(host, refusing), t).failed_batches
+    assert listed.rel == "01"
 
 
 def test_retry_refuses_what_it_cannot_retry(monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore) -> None:

@@ -91,7 +91,10 @@ def test_it_catches_a_reprocess_applied_twice(monkeypatch: pytest.MonkeyPatch) -
         return None if batch.reprocess else original(self, batch)
 
     monkeypatch.setattr(SimTables, "committed_snapshot", forgets_reprocesses)
-    assert any("applied 2 times" in p for p in _violations(range(270, 300)))
+    # A reprocess retried after its commit is a rare schedule: look until one shows it (lazily, so
+    # the test stops at the first), within a bound that holds several such schedules.
+    found = (p for seed in range(600) for p in run_schedule(seed))
+    assert any("applied 2 times" in p for p in found)
 
 
 def test_schedules_with_dependencies_build_derived_steps() -> None:

@@ -12,7 +12,7 @@ from turnstile.cli import _target
 from turnstile.cli._errors import SCHEME, guarded, one_line
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.ops import history as history_ops
-from turnstile.ops import render, session
+from turnstile.ops import render, session, status_jobs
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
 from turnstile.protocol import operator
@@ -170,6 +170,9 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
                 f"{s.table} is paused since {s.paused.at:%Y-%m-%d %H:%M:%S}{reason}: no job starts{held}; "
                 f"run: {s.paused.resume_command}"
             )
+        for job in s.open_jobs:
+            out.print()
+            out.print(status_jobs.describe(s.table, job))
         if s.reprocess_pending:
             out.print()
             out.print(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from turnstile.errors import PreconditionFailed
 from turnstile.ops.errors import Refused
 from turnstile.paths import Table
 from turnstile.protocol import unordered
@@ -60,7 +61,10 @@ def retry(inv: Invocation, success_name: str) -> Retried:
         )
     failure = BatchFailure.decode(found.data, object_uri(inv.store, found.name))
     submitted = unordered.apply(inv, batch, resolved, live.generation, failure.attempt)
-    inv.store.remove(found.name)
+    try:  # only the record read: a submit refused just now wrote the new attempt's own
+        inv.store.delete(found.name, if_generation=found.generation)
+    except PreconditionFailed:
+        pass
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, live.generation, failure.attempt)
     return Retried(folder, live.generation, failure.attempt, job_id, submitted, failure.error)
 

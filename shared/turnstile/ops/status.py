@@ -230,25 +230,7 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         ordered_by.append("backlog")
     if lock_generation:
         ordered_by.append("lock")  # only the subscriber of an ordered table writes one
-    view = None
-    if lock is not None:
-        failed = lock.state is LockState.FAILED
-        view = LockView(
-            state=lock.state.value,
-            generation=lock_generation,
-            job_id=lock.job_id,
-            updated_at=lock.updated_at,
-            age_seconds=state.age(lock.updated_at),
-            covers=tuple(c.rel for c in lock.covers),
-            failed_rel=lock.failed_rel,
-            error=lock.error,
-            unlock_command=unlock_command(table, lock_generation, inv.store.scheme) if failed else None,
-            unlock_options=UNLOCK_OPTIONS if failed else (),
-            position=lock.position,
-            attempt=lock.attempt,
-            retry_at=lock.retry_at,
-            last_error=lock.last_error,
-        )
+    view = _lock_view(state, lock, lock_generation)
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)
     result, result_error = last_result(inv.store, table)
@@ -302,6 +284,29 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         paused=PauseView(pause.reason, pause.at, f"turnstile resume {where}") if pause else None,
         held=len(inv.store.list_objects(table.held, limit=BACKLOG_CAP)) if pause else 0,
         open_jobs=running,
+    )
+
+
+def _lock_view(state: TableState, lock: Lock | None, lock_generation: int) -> LockView | None:
+    if lock is None:
+        return None
+    table = state.table
+    failed = lock.state is LockState.FAILED
+    return LockView(
+        state=lock.state.value,
+        generation=lock_generation,
+        job_id=lock.job_id,
+        updated_at=lock.updated_at,
+        age_seconds=state.age(lock.updated_at),
+        covers=tuple(c.rel for c in lock.covers),
+        failed_rel=lock.failed_rel,
+        error=lock.error,
+        unlock_command=unlock_command(table, lock_generation, state.inv.store.scheme) if failed else None,
+        unlock_options=UNLOCK_OPTIONS if failed else (),
+        position=lock.position,
+        attempt=lock.attempt,
+        retry_at=lock.retry_at,
+        last_error=lock.last_error,
     )
 
 
