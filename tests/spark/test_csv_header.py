@@ -54,5 +54,6 @@ def test_parquet_files_under_the_default_csv_format_fail_the_batch_naming_the_fo
     kit = Kit(spark, tmp_path)
     done = kit.run(kit.batch("1", ("part-0.parquet", b"PAR1\x00\x01not csv")))
     assert not done.succeeded
-    assert "its files are parquet" in (done.error or "") and '"format": "parquet"' in (done.error or "")
+    assert (done.error or "").startswith("batch '1': its files are parquet")  # said once, with the batch
+    assert '"format": "parquet"' in (done.error or "")
     assert not spark.catalog.tableExists(kit.table)  # nothing was written

@@ -65,7 +65,7 @@ class IcebergApplier:
         if (unreadable := batchfiles.unreadable_files(batch.data_uris)) is not None:
             raise BatchFailed(unreadable)
         if (mismatch := batchfiles.format_mismatch(batch.data_uris, load.format)) is not None:
-            raise BatchFailed(f"batch {batch.rel!r}: {mismatch}")
+            raise BatchFailed(mismatch)
         located = self._staging.locate(batch.data_uris, batch.data_sizes)
         folder_uri = f"gs://{self._bucket}/{batch.folder}"
         base = base_path(folder_uri, batch.data_uris, located.paths) if load.nested_folders else None
