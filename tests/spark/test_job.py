@@ -493,7 +493,7 @@ def test_a_string_into_an_int_column_fails_column_by_column(spark: Any, tmp_path
     assert outcomes(done) == [("1", COMMITTED), ("2", FAILED)]
     error = result(kit, b2).error or ""
     # Without a `schema`, a column the table has is read as the table's type: `ten` is a bad row.
-    assert "the first: column 'n' (int) cannot hold 'ten' (row '2,ten')" in error
+    assert "the first: column 'n' (int) cannot hold 'ten' (row '2,ten' in gs://" in error
     assert "id" not in error.partition(" (row")[0] and "schema_evolution" not in error  # no hint
     assert kit.rows() == [(1, 10)]
 
@@ -662,7 +662,8 @@ def test_the_failure_names_the_first_bad_rows_column_and_value(spark: Any, tmp_p
     where = f"gs://{BUCKET}/{bad.failed_prefix}bad-rows-{bad.success_generation}.jsonl"
     assert str(caught.value) == (
         "1 row(s) could not be parsed (max_bad_records is 0); the first: column 'id' (int) cannot hold 'x' "
-        f"(row 'x,c'); they are in {where}. Fix the data (or the schema in load.json) and re-upload, "
+        f"(row 'x,c' in gs://{BUCKET}/{kit.prefix}/1/part-0.csv); they are in {where}. Fix the data (or "
+        "the schema in load.json) and re-upload, "
         "or raise max_bad_records."
     )
     assert (caught.value.column, caught.value.value) == ("id", "x,c")

@@ -135,3 +135,19 @@ def test_a_header_naming_a_column_twice_fails_saying_so(spark: Any, tmp_path: Pa
     assert "the header names column 'dup' more than once (any case)" in error
     assert f"gs://spark-tests/{kit.prefix}/1/part-0.csv" in error
     assert kit.snapshots() == []
+
+
+def test_a_bad_row_names_the_object_it_came_from(spark: Any, tmp_path: Path) -> None:
+    """Among thirty files, which one holds `x17,bad` was for the operator to grep."""
+    kit = Kit(spark, tmp_path, schema="id INT, name STRING")
+    files = [text(f"part-{n:04d}.csv", "id,name", f"{n},ok") for n in range(30)]
+    files[17] = text("part-0017.csv", "id,name", "17,ok", "x17,bad")
+    batch = kit.batch("1", *files)
+    done = kit.run(batch)
+    assert not done.succeeded
+    uri = f"gs://spark-tests/{kit.prefix}/1/part-0017.csv"
+    assert f"the first: column 'id' (int) cannot hold 'x17' (row 'x17,bad' in {uri})" in (done.error or "")
+    found = kit.store.read(f"{batch.failed_prefix}bad-rows-{batch.success_generation}.jsonl")
+    assert found is not None
+    [line] = [json.loads(x) for x in found.text().splitlines()]
+    assert (line["row"], line["file"]) == ("x17,bad", uri)

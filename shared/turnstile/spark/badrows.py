@@ -8,6 +8,7 @@ first column whose text is there but whose typed value is not.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.errors import PySparkException
@@ -20,6 +21,7 @@ from turnstile.load_config import LoadConfig
 from turnstile.records import ManifestBatch
 from turnstile.spark import mapping
 from turnstile.spark.reading import ReadBatch, line_options
+from turnstile.spark.staging import as_uploaded, literal
 from turnstile.store.port import ObjectStore, object_uri
 
 SAMPLE = 1000  # bad rows written to `_failed/` and diagnosed, at most
@@ -106,7 +108,11 @@ def set_aside(
     read, mapped = bad
     sample = [row[0] for row in read.bad.limit(SAMPLE).collect()] if read.bad is not None else []
     found = culprits(spark, sample, load, read.columns)
-    lines = [report_line(row, why, load, read.columns) for row, why in zip(sample, found, strict=True)]
+    files = files_of(spark, sample, read, batch.data_uris)
+    lines = [
+        report_line(row, why, load, read.columns) | ({"file": files[row]} if row in files else {})
+        for row, why in zip(sample, found, strict=True)
+    ]
     diagnosed = [(row, why.describe(), why.column) for row, why in zip(sample, found, strict=True) if why]
     if mapped.bad is not None:
         cast_failures = mapping.bad_row_lines(mapped.bad, load.mapping, SAMPLE)
@@ -117,7 +123,8 @@ def set_aside(
     count = read.bad_rows + mapped.bad_rows
     if count > load.max_bad_records:
         row, first, column = diagnosed[0] if diagnosed else (None, None, None)
-        where = f"; the first: {first} (row {row!r})" if first else ""
+        shown = f"{row!r} in {files[row]}" if row in files else repr(row)
+        where = f"; the first: {first} (row {shown})" if first else ""
         failed = "could not be parsed or cast" if mapped.bad_rows else "could not be parsed"
         fix = "schema or mapping" if mapped.bad_rows else "schema"
         raise CorruptRecord(
@@ -129,6 +136,27 @@ def set_aside(
             rows_read=read.rows_read,
             bad_rows=count,
         )
+
+
+def files_of(spark: SparkSession, rows: list[str], read: ReadBatch, uris: Sequence[str]) -> dict[str, str]:
+    """The object each bad row came from, as uploaded (gs:// or s3://): one more pass over the
+    files' lines, on this failure path only. A row over several lines (a quoted line break) is not
+    found, nor one Spark read from a file it names in another form."""
+    if not rows or not read.paths or len(read.paths) != len(uris):
+        return {}
+    lines = (
+        spark.read.text([literal(path) for path in read.paths])
+        .where(f.col("value").isin(list(set(rows))))
+        .select("value", f.input_file_name().alias("file"))
+        .limit(2 * SAMPLE)
+        .collect()
+    )
+    found: dict[str, str] = {}
+    for line in lines:
+        named = as_uploaded(line["file"], uris, read.paths)
+        if "://" in named and not named.startswith("file:"):
+            found.setdefault(line["value"], named)
+    return found
 
 
 def _json_array_hint(sample: list[str], load: LoadConfig) -> str:

@@ -45,6 +45,7 @@ class ReadBatch:
     # (nothing is committed) and the batch is read again the careful way; its rows are the commit's.
     strict: bool = False
     columns: StructType | None = None  # what a text batch's rows were parsed as (`schema` or inferred)
+    paths: tuple[str, ...] = ()  # the files read (the careful read of text): where bad rows are looked up
 
     def release(self) -> None:
         """Drop the cached read. Spark finds a cache by plan, and a plan over the same paths is
@@ -138,7 +139,9 @@ def read(
     counted = frame.agg(f.count(f.lit(1)).alias("total"), f.count(f.col(CORRUPT)).alias("bad")).collect()[0]
     total, bad_rows = int(counted["total"]), int(counted["bad"])
     parsed_as = StructType([x for x in schema.fields if x.name != CORRUPT])
-    return ReadBatch(rows, bad if bad_rows else None, total, bad_rows, cached, columns=parsed_as)
+    return ReadBatch(
+        rows, bad if bad_rows else None, total, bad_rows, cached, columns=parsed_as, paths=tuple(paths)
+    )
 
 
 def inferred_schema(
