@@ -88,24 +88,17 @@ def reconcile(state: TableState) -> int:
 
 def _recorded(state: TableState, success: ObjectInfo) -> bool:
     """The unordered batch of this `_SUCCESS` generation is held while the table is paused, or
-    failed (also when its config does not resolve: refused): the sweep's listings of `held/` and
-    `failures/` (each made once, when first needed; the watchdog reuses them). Handing it to the
-    handler again would hold it again, or record its failure again (and of a batch whose submit was
-    refused, submit attempt 0 again at once, without the backoff)."""
-    table = state.table
-    return _names(state, table.held, state.held, success) or _names(
-        state, table.failures, state.failure_records, success
-    )
-
-
-def _names(state: TableState, folder: str, listing: list[ObjectInfo], success: ObjectInfo) -> bool:
-    """A record `<folder><rel>/<generation>.json` in `listing` names this `_SUCCESS` generation."""
-    filename = state.inv.settings.success_filename
-    for info in listing:
-        rel, _, generation = info.name[len(folder) :].removesuffix(".json").rpartition("/")
-        if generation == str(success.generation) and state.table.success(rel, filename) == success.name:
-            return True
-    return False
+    failed (also when its config does not resolve: refused): its record's name is in the sweep's
+    listing of `held/` or `failures/` (each made once, when first needed; the watchdog reuses them).
+    Handing it to the handler again would hold it again, or record its failure again (and of a batch
+    whose submit was refused, submit attempt 0 again at once, without the backoff)."""
+    table, filename = state.table, state.inv.settings.success_filename
+    rel = success.name.removeprefix(f"{table.prefix}/").removesuffix(filename).rstrip("/")
+    if table.success(rel, filename) != success.name:
+        return False
+    if table.held_batch(rel, success.generation) in {info.name for info in state.held}:
+        return True
+    return table.failure(rel, success.generation) in {info.name for info in state.failure_records}
 
 
 def _queued(inv: Invocation, table: Table) -> set[str]:
