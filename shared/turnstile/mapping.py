@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from turnstile import ddl
+from turnstile import ddl, mapping_values
 
 KINDS = ("rename", "remove", "cast", "constant", "default", "from_path")
 
@@ -99,6 +99,7 @@ class Constant(_Entry):
     def _null_needs_type(self) -> Constant:
         if self.value is None and self.type is None:
             raise ValueError(f'constant {self.constant!r}: a null value needs a "type" (the column\'s type)')
+        _converts(f"constant {self.constant!r}", self.value, self.type)
         return self
 
 
@@ -107,6 +108,18 @@ class Default(_Entry):
     """The column whose nulls become `value` (a column the batch lacks is added with it)."""
     value: str | int | float | bool
     type: SparkType | None = None
+
+    @model_validator(mode="after")
+    def _value_fits_type(self) -> Default:
+        _converts(f"default {self.default!r}", self.value, self.type)
+        return self
+
+
+def _converts(where: str, value: str | int | float | bool | None, kind: str | None) -> None:
+    """Spark casts a value its type cannot take to null: every row would get null, so refuse it."""
+    reason = None if kind is None else mapping_values.problem(value, kind)
+    if reason is not None:
+        raise ValueError(f"{where}: {reason}; write a value of that type, or change the type")
 
 
 class FromPath(_Entry):

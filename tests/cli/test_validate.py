@@ -314,7 +314,12 @@ def test_bad_mapping_entries_are_named_in_their_load_json(run: Run, world: World
         "sales/refunds/_config/load.json",
         b'{"mapping": [{"constant": "x", "value": 1}, {"rename": "y", "to": "x"}]}',
     )
+    world.store.write(
+        "sales/fees/_config/load.json", b'{"mapping": [{"default": "n", "value": "abc", "type": "int"}]}'
+    )
     found = mapping_problems(run, world)
+    [fees] = found["sales/fees/_config/load.json"]
+    assert "default 'n': value 'abc' is not a int (write a whole number)" in fees
     [orders] = found["sales/orders/_config/load.json"]
     assert "key 'mapping[0].cast.type': got 'money'; unknown type 'money'" in orders
     assert "key 'mapping[1].from_path': got " in orders and "does not compile" in orders

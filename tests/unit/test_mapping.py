@@ -77,6 +77,14 @@ def test_every_kind_is_read_into_its_own_type_and_written_back_as_load_json_spel
         ([{"from_path": "rel", "to": "x", "group": "g"}], "only apply to from_path 'regex'"),
         ([{"from_path": "hour", "to": "x"}], "mapping[0].from_path.from_path"),
         ([{"constant": "x", "value": None}], 'a null value needs a "type"'),
+        ([{"constant": "n", "value": "abc", "type": "int"}], "constant 'n': value 'abc' is not a int"),
+        ([{"default": "n", "value": "abc", "type": "int"}], "default 'n': value 'abc' is not a int"),
+        ([{"default": "d", "value": "2024-02-30", "type": "date"}], "is not a date"),
+        ([{"constant": "m", "value": "1,5", "type": "decimal(10,2)"}], "no thousands separator"),
+        ([{"constant": "m", "value": "123456789", "type": "decimal(10,2)"}], "more than 8 digits"),
+        ([{"constant": "b", "value": "maybe", "type": "boolean"}], "write true or false"),
+        ([{"constant": "s", "value": "300", "type": "tinyint"}], "out of the range of tinyint"),
+        ([{"constant": "t", "value": "2024-05-01 25:00", "type": "timestamp"}], "is not a timestamp"),
         (
             [{"rename": "a", "to": "x"}, {"constant": "X", "value": 1}],
             "mapping[1] (constant 'X') writes column 'X', which mapping[0] (rename 'a') already writes",
@@ -87,6 +95,28 @@ def test_a_bad_entry_is_named_by_its_index_with_the_fix(entries: list[object], m
     found = problem(entries)
     assert found.startswith("gs://b/ds/t/_config/load.json: ")
     assert message in found
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("5", "int"),
+        (" 1.5 ", "int"),  # Spark drops the fraction
+        (7, "bigint"),
+        (True, "int"),
+        ("1e3", "double"),
+        ("NaN", "double"),
+        ("12.50", "decimal(10,2)"),
+        ("yes", "boolean"),
+        ("2024-5-1", "date"),
+        ("2024-05-01T13:00:00Z", "timestamp"),
+        ("2024-05-01 13", "timestamp"),
+        ("anything", "string"),
+    ],
+)
+def test_a_typed_value_spark_converts_is_taken(value: object, kind: str) -> None:
+    load = LoadConfig.model_validate({"mapping": [{"constant": "c", "value": value, "type": kind}]})
+    assert len(load.mapping) == 1
 
 
 def test_a_default_after_a_column_is_made_fills_it_and_is_no_duplicate() -> None:

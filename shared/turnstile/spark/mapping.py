@@ -88,6 +88,7 @@ def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Ma
         raise BatchFailed(
             f"the mapping in {where.config} does not fit batch {where.rel!r}: " + "; ".join(problems)
         )
+    _check_literals(frame, entries, where)
     casts = has_casts(entries)
     if casts:
         original = [f.col(quote(c)) for c in frame.columns]
@@ -111,6 +112,34 @@ def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Ma
     rows = frame.filter(failed.isNull()).drop(*_HIDDEN)
     count = bad.count()
     return Mapped(rows, bad if count else None, count)
+
+
+def _check_literals(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> None:
+    """A typed constant or default whose value its type cannot take would be null on every row
+    (a non-ANSI cast): the batch fails instead. One query over one row, for all of them."""
+    typed = [
+        (index, entry)
+        for index, entry in enumerate(entries)
+        if isinstance(entry, Constant | Default) and entry.type and entry.value is not None
+    ]
+    if not typed:
+        return
+    literals = frame.sparkSession.range(1).select(
+        *[f.lit(entry.value).alias(f"v{index}") for index, entry in typed]
+    )
+    row = literals.select(
+        *[f.expr(try_cast_sql((f"v{index}",), str(entry.type))) for index, entry in typed]
+    ).first()
+    wrong = [
+        describe(index, entry)
+        for (index, entry), value in zip(typed, row or (), strict=False)
+        if value is None
+    ]
+    if wrong:
+        raise BatchFailed(
+            f"the mapping in {where.config}: {', '.join(wrong)}: the value cannot be of its type, so the "
+            "column would be null on every row; fix the value or the type"
+        )
 
 
 def _step(frame: DataFrame, index: int, entry: Entry, where: BatchPath) -> DataFrame:
