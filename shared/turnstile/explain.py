@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from turnstile.config import ConfigReader
+from turnstile.naturaltime import NaturalTime
 from turnstile.paths import ObjectKind, classify, parse_success, table_of_state_object
 from turnstile.settings import Settings
 
@@ -65,7 +66,11 @@ def explain(
             "DESTINATION_REGEX of this environment (a _config/load.json destinationRegex may change them)"
         )
         return described | {"config_read": False, "config_note": note}
+    natural_time = resolved.load.lineage.natural_time
+    period = None if natural_time is None else period_of(natural_time, batch.rel)
     return described | {
+        **({"period": period} if period else {}),
+        **({"period_note": FINER} if period and natural_time and natural_time.finer(batch.rel) else {}),
         "ordered": resolved.ordered or settings.order_per_table,
         "mode": resolved.load.mode,
         "format": resolved.load.format,
@@ -73,3 +78,20 @@ def explain(
         "config_digest": resolved.digest,
         "config_read": True,
     }
+
+
+def period_of(natural_time: NaturalTime, rel: str) -> str | None:
+    """The period load.json's `natural_time` gives the batch, as the watermark and its dependents
+    use it (`start to end`); None when the rel names none."""
+    try:
+        start, end = natural_time.start(rel), natural_time.end(rel)
+    except ValueError as exc:
+        return f"unreadable: {exc}"
+    return None if start is None or end is None else f"{start.isoformat()} to {end.isoformat()}"
+
+
+FINER = (
+    "the batch is finer than natural_time (its path goes on below the period): it holds part of the "
+    "period, moves the watermark only to the period's start, and the period is complete once a batch "
+    "of a later period commits"
+)

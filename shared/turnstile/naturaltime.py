@@ -3,6 +3,7 @@
 Pure. A table's `natural_time` (load.json) says how: `"hourly"` or `"daily"` (the `YYYY/MM/DD/HH`
 or `YYYY/MM/DD` folders of the default layout, or a `$YYYYMMDDHH` / `$YYYYMMDD` partition), or a
 regex with a named group `time`, a strptime `format` for it and the `period` one batch covers.
+A batch whose rel goes on below the period it names holds part of it (`finer`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,20 @@ class NaturalTime:
         """The end of the period the rel names (exclusive)."""
         start = self.start(rel)
         return None if start is None else start + self.period
+
+    def finer(self, rel: str) -> bool:
+        """Whether the rel goes on in folders below the period it names (quarter-hour folders under
+        an hourly period, hours under a daily one): the batch holds only part of the period."""
+        match = re.search(self.regex, rel)
+        if match is None or match.groupdict().get("time") is None:
+            return False
+        return bool(rel[match.end() :].partition("/")[2].strip("/"))
+
+    def complete_through(self, rel: str) -> datetime | None:
+        """How far a committed batch proves the table complete (ordered tables commit in path
+        order): the end of its period, or, for a batch finer than the period, its start: the
+        period's other parts may still come. ValueError on an impossible period."""
+        return self.start(rel) if self.finer(rel) else self.end(rel)
 
 
 PRESETS: dict[str, NaturalTime] = {

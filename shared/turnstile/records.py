@@ -109,7 +109,8 @@ class Pause(Record):
 
 class Watermark(Record):
     """`<table>/_turnstile/watermark.json`: the natural time up to which the table is committed
-    (the end of the period of the last batch committed). Only moves forward."""
+    (the end of the period of the last batch committed; its start for a batch finer than the
+    period). Only moves forward."""
 
     watermark: AwareDatetime
     rel: str  # the batch that moved it there

@@ -48,6 +48,20 @@ def test_a_three_character_bucket_and_its_config_through_the_stack(
     assert "config_note" not in described
 
 
+def test_a_batch_finer_than_its_natural_time_shows_the_period_it_is_given(
+    run: Run, gcs_emulator: emu.Emulator
+) -> None:
+    gcs_emulator.create_bucket("dly")
+    GcsStore(make_client("local", gcs_emulator.url), "dly").write(
+        "sales/orders/_config/load.json", b'{"natural_time": "daily"}'
+    )
+    described = json.loads(run("explain", f"gs://dly/{SUCCESS}", "-o", "json").stdout)
+    assert described["period"] == "2024-05-01T00:00:00+00:00 to 2024-05-02T00:00:00+00:00"
+    assert described["period_note"].startswith("the batch is finer than natural_time")
+    whole_day = json.loads(run("explain", "gs://dly/sales/orders/2024/05/01/_SUCCESS", "-o", "json").stdout)
+    assert whole_day["period"] == described["period"] and "period_note" not in whole_day
+
+
 @pytest.mark.usefixtures("nowhere")
 def test_a_state_object_needs_no_stack_and_no_credentials(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_client(settings: Settings, bucket: str) -> ObjectStore:

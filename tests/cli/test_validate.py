@@ -381,6 +381,21 @@ def test_a_batch_naming_no_period_of_its_tables_natural_time_is_a_warning(run: R
     assert "names no period for the table's natural_time" in warnings["incremental/2024/05/01/_SUCCESS"]
 
 
+def test_a_batch_finer_than_its_tables_natural_time_is_a_warning(run: Run, world: World) -> None:
+    world.store.write("sales/orders/_config/load.json", b'{"natural_time": "hourly"}')
+    world.upload("incremental/2024/05/01/13/15")  # a quarter hour under an hourly natural time
+    world.upload("incremental/2024/05/01/14")
+    result = run("validate", f"gs://{world.store.bucket}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    [warning] = json.loads(result.stdout)["warnings"]
+    assert warning["object"].endswith("/orders/incremental/2024/05/01/13/15/_SUCCESS")
+    assert (
+        "is finer than the table's natural_time (it goes on below the period 2024-05-01T13:00"
+        in (warning["message"])
+    )
+    assert "moves the watermark only to the period's start" in warning["message"]
+
+
 def test_a_schema_spark_would_refuse_and_a_value_of_the_wrong_type_name_the_file_and_key(
     run: Run, world: World
 ) -> None:

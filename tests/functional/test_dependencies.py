@@ -173,6 +173,26 @@ def test_a_derived_table_builds_one_step_per_hour_its_sources_completed(host: Ho
     assert watermark(host, "ds/fact") == datetime(2026, 1, 1, 7, tzinfo=UTC)  # repaired
 
 
+def test_a_source_of_quarter_hour_batches_completes_an_hour_only_when_the_next_one_begins(
+    host: Host,
+) -> None:
+    configure(host, "ds/a", HOURLY)
+    derived = {"derived": {"step": "1h", "start": "2026-01-01T00:00:00Z"}, "depends_on": ["ds.a"]}
+    configure(host, "ds/fact", derived, ordered=False)
+    sweeper.sweep(invocation(host))
+    for quarter in ("00", "15"):
+        host.put_batch(f"{hour('ds/a', 0)}/{quarter}")
+        host.drain()
+        assert watermark(host, "ds/a") == datetime(2026, 1, 1, 0, tzinfo=UTC)  # hour 00 may go on
+        assert host.applied("ds/fact") == []
+    host.put_batch(f"{hour('ds/a', 0)}/45")
+    host.put_batch(f"{hour('ds/a', 1)}/00")
+    host.drain()
+    assert watermark(host, "ds/a") == datetime(2026, 1, 1, 1, tzinfo=UTC)
+    assert host.applied("ds/fact") == [rel(0)]  # built once all of hour 00 was committed
+    assert host.applied("ds/a") == [f"{rel(0)}/00", f"{rel(0)}/15", f"{rel(0)}/45", f"{rel(1)}/00"]
+
+
 def test_a_lost_wake_up_and_an_expired_delay_are_covered_by_the_sweeper(host: Host) -> None:
     configure(host, "ds/a", HOURLY)
     configure(host, "ds/fact", HOURLY | {"depends_on": ["ds.a"], "delay": "30m"})

@@ -32,6 +32,20 @@ def test_the_watermark_is_the_end_of_the_latest_period_committed_and_only_moves_
     assert advanced(hourly, None, ["2026/13/01/00"]) is None  # nor one naming an impossible date
 
 
+def test_a_batch_finer_than_its_period_completes_only_the_periods_before_it() -> None:
+    hourly, daily = PRESETS["hourly"], PRESETS["daily"]
+    # quarter hours under an hourly natural time: hour 0 is complete only once hour 1 begins
+    assert advanced(hourly, None, ["2026/01/01/00/00"]) == at(0)
+    assert advanced(hourly, at(0), ["2026/01/01/00/15", "2026/01/01/00/45"]) is None
+    assert advanced(hourly, at(0), ["2026/01/01/01/00"]) == at(1)
+    assert advanced(hourly, at(1), ["2026/01/01/01"]) == at(2)  # the whole hour in one batch
+    # hours under a daily natural time
+    assert advanced(daily, None, ["2026/01/01/00", "2026/01/01/23"]) == at(0)
+    assert advanced(daily, at(0), ["2026/01/02/00"]) == at(24)
+    assert hourly.finer("incremental/2026/01/01/00/15") and not hourly.finer("incremental/2026/01/01/00")
+    assert not hourly.finer("2026/01/01/00/")  # a trailing slash is no folder below
+
+
 FACT = LoadConfig.model_validate(
     {"natural_time": "hourly", "depends_on": ["ds.a", {"table": "ds.b", "offset": "-1h"}], "delay": "15m"}
 ).lineage

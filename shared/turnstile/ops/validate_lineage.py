@@ -11,7 +11,9 @@ import json
 
 from turnstile.config import LOAD_JSON, ConfigReader
 from turnstile.errors import ConfigError, PathError
+from turnstile.explain import period_of
 from turnstile.lineage_config import Edge
+from turnstile.naturaltime import NaturalTime
 from turnstile.paths import CONFIG, parse_success
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.store.port import ObjectStore
@@ -92,13 +94,27 @@ def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: s
         resolved = configs.resolve(folder)
         batch = parse_success(bucket, name, resolved.load.destination_regex or regex)
         natural_time = configs.resolve(batch.table.batch_folder(""), partial=True).load.lineage.natural_time
-        if natural_time is None or natural_time.start(batch.rel) is not None:
+        if natural_time is None:
             return None
+        if natural_time.start(batch.rel) is not None:
+            return _finer_warning(natural_time, batch.rel)
     except (ConfigError, PathError, ValueError):
         return None  # reported as a problem of the batch or of its load.json
     return (
         f"its path {batch.rel!r} names no period for the table's natural_time: it neither waits for "
         "the table's dependencies nor moves its watermark; fix the folder or natural_time"
+    )
+
+
+def _finer_warning(natural_time: NaturalTime, rel: str) -> str | None:
+    """A batch below the period it names holds part of it: the watermark waits for the next period."""
+    if not natural_time.finer(rel):
+        return None
+    return (
+        f"its path {rel!r} is finer than the table's natural_time (it goes on below the period "
+        f"{period_of(natural_time, rel)}): it moves the watermark only to the period's start, and "
+        "dependents build the period once a batch of a later period commits; to make each batch a "
+        "period of its own, give natural_time a regex and period that match its folders"
     )
 
 

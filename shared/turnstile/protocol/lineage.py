@@ -183,7 +183,7 @@ def advance(inv: Invocation, table: Table, lineage: Lineage, rels: tuple[str, ..
         moved = dependencies.advanced(natural_time, None if current is None else current.watermark, rels)
         if moved is None:
             return False
-        rel = next(r for r in rels if dependencies.period_end(natural_time, r) == moved)
+        rel = next(r for r in rels if dependencies.complete_through(natural_time, r) == moved)
         record = Watermark(watermark=moved, rel=rel, updated_at=inv.clock.now())
         try:
             if generation:
