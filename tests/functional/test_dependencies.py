@@ -19,7 +19,7 @@ from turnstile.ops import retry as retry_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
 from turnstile.paths import Table
-from turnstile.protocol import lineage, sweeper
+from turnstile.protocol import lineage, operator, sweeper
 from turnstile.protocol.state import TableState
 from turnstile.records import LockState, Manifest, Watermark
 
@@ -310,3 +310,78 @@ def test_a_source_named_before_it_exists_is_waited_for_and_not_listed_as_a_table
     arrive(host, "ln/ghost", 0)  # it appears: its commit wakes the table that waited
     assert host.applied("ln/never") == [rel(0)]
     assert [s.table for s in status_ops.statuses(invocation(host), "ln", {})] == ["ln.ghost", "ln.never"]
+
+
+def derive(host: Host, table: str, *sources: str) -> None:
+    steps = {"step": "1h", "start": "2026-01-01T00:00:00Z"}
+    configure(host, table, {"derived": steps, "depends_on": list(sources)}, ordered=False)
+
+
+def test_a_derived_table_whose_dependency_can_never_be_met_is_blocked_with_the_reason(host: Host) -> None:
+    configure(host, "src/u", HOURLY, ordered=False)  # a natural time, but unordered: no watermark
+    configure(host, "src/plain", {})  # ordered, no natural time: no watermark
+    arrive(host, "src/u", 0)
+    arrive(host, "src/plain", 0)
+    derive(host, "dv/unord", "src.u")
+    derive(host, "dv/self", "dv.self")
+    derive(host, "dv/plain", "src.plain")
+    derive(host, "dv/p", "dv.q")
+    derive(host, "dv/q", "dv.p")
+    sweeper.sweep(invocation(host))  # wakes each: its run blocks it
+    host.drain()
+    errors = {t: host.lock(t).error or "" for t in ("dv/unord", "dv/self", "dv/plain", "dv/p", "dv/q")}
+    assert {t: host.lock(t).state for t in errors} == dict.fromkeys(errors, LockState.FAILED)
+    assert f"gs://{host.bucket}/src/u, which is not an ordered table" in errors["dv/unord"]
+    assert "depends_on names the table itself (dv/self)" in errors["dv/self"]
+    assert f"gs://{host.bucket}/src/plain, which has no natural_time" in errors["dv/plain"]
+    assert "a dependency cycle dv/p -> dv/q -> dv/p" in errors["dv/p"]
+    assert "a dependency cycle dv/q -> dv/p -> dv/q" in errors["dv/q"]
+    blocked = {r["table"] for r in host.log_records() if r.get("event") == "table_blocked"}
+    assert set(errors) <= blocked
+    shown = status_ops.table_status(invocation(host), Table(host.bucket, "dv/self", "dv", "self"))
+    assert shown.health.value == "BLOCKED" and shown.lock is not None and shown.lock.failed_rel == rel(0)
+    # Fixed, then unlocked: it builds its steps.
+    derive(host, "dv/plain", "src.u")
+    configure(host, "src/u", HOURLY)
+    arrive(host, "src/u", 1)
+    operator.unlock(invocation(host), Table(host.bucket, "dv/plain", "dv", "plain"), skip_head=False)
+    host.drain()
+    assert host.applied("dv/plain") == [rel(0), rel(1)]
+
+
+def test_a_cycle_of_file_tables_blocks_them_instead_of_waiting(host: Host) -> None:
+    configure(host, "cyc/x", HOURLY | {"depends_on": ["cyc.y"]})
+    configure(host, "cyc/y", HOURLY | {"depends_on": ["cyc.x"]})
+    arrive(host, "cyc/x", 0)
+    held = host.lock("cyc/x")
+    assert held.state is LockState.FAILED
+    assert held.error is not None and "a dependency cycle cyc/x -> cyc/y -> cyc/x" in held.error
+
+
+def test_a_derived_table_that_never_starts_ages_and_says_why_it_waits(host: Host) -> None:
+    derive(host, "dv/never", "src.never")  # no such table (yet): waited for, and said so
+    sweeper.sweep(invocation(host))
+    host.drain()
+    assert host.lock("dv/never").state is LockState.FREE
+    table = Table(host.bucket, "dv/never", "dv", "never")
+    [wait] = status_ops.table_status(invocation(host), table).waiting_for
+    assert "src/never to reach 2026-01-01T01:00:00+00:00 (its watermark: none yet)" in wait
+    assert "src/never has no objects in the bucket yet" in wait
+    # Its first step could have started at 01:00: the backlog-age metric counts from there.
+    later = FixedClock(datetime(2026, 1, 1, 3, tzinfo=UTC))
+    state = TableState(invocation(host, later), table)
+    assert sweeper.backlog_metrics(state).oldest_pending_age_seconds == 2 * 3600
+
+
+def test_a_dependent_of_a_blocked_source_says_so(host: Host) -> None:
+    configure(host, "src/b", HOURLY)
+    derive(host, "dv/both", "src.b")
+    sweeper.sweep(invocation(host))
+    arrive(host, "src/b", 0)
+    host.upload(f"{hour('src/b', 1)}/_config/load.json", b"{not json")  # its next batch cannot be read
+    arrive(host, "src/b", 1)
+    assert host.lock("src/b").state is LockState.FAILED
+    [wait] = status_ops.table_status(
+        invocation(host), Table(host.bucket, "dv/both", "dv", "both")
+    ).waiting_for
+    assert f"src/b is BLOCKED at '{rel(1)}': turnstile status gs://{host.bucket}/src/b" in wait

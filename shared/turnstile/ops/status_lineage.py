@@ -6,9 +6,12 @@ from datetime import datetime
 
 from turnstile.errors import ConfigError
 from turnstile.protocol import dependencies, lineage
+from turnstile.protocol import lock as lock_io
 from turnstile.protocol.context import Invocation
+from turnstile.protocol.dependencies import Blocker, WaitForTable
 from turnstile.protocol.state import TableState
 from turnstile.records import Lock, LockState
+from turnstile.store.port import object_uri
 
 
 def waits(inv: Invocation, state: TableState, lock: Lock | None, errors: list[str]) -> tuple[str, ...]:
@@ -16,19 +19,42 @@ def waits(inv: Invocation, state: TableState, lock: Lock | None, errors: list[st
     waits for (its steps are only queued once their sources allow)."""
     if lock is not None and lock.state is not LockState.FREE:
         return ()
+    if state.never_met:  # the table's next run blocks it on this
+        return (f"a dependency that can never be met: {state.never_met}",)
     try:
         if state.backlog(1):
-            return tuple(b.describe() for b in state.blockers)
+            return tuple(_describe(inv, b) for b in state.blockers)
         if state.lineage is None:
             return ()
         step = lineage.next_step_blockers(inv, state.table, state.lineage, lock.position if lock else None)
+        if step is None or not step[1]:
+            return ()
+        rel, blockers = step
+        return (
+            f"next step {rel}: " + _describe(inv, blockers[0]),
+            *(_describe(inv, b) for b in blockers[1:]),
+        )
     except ConfigError as exc:
         errors.append(str(exc))
         return ()
-    if step is None or not step[1]:
-        return ()
-    rel, blockers = step
-    return (f"next step {rel}: " + blockers[0].describe(), *(b.describe() for b in blockers[1:]))
+
+
+def _describe(inv: Invocation, blocker: Blocker) -> str:
+    """What a wait is for, and why a source does not move when status can tell: it is blocked (an
+    operator must act), or it has no objects at all (not yet created, or a misspelt name)."""
+    text = blocker.describe()
+    if not isinstance(blocker, WaitForTable):
+        return text
+    held, _ = lock_io.read(inv, lineage.table_at(inv, blocker.table))
+    if held.state is LockState.FAILED:
+        where = object_uri(inv.store, blocker.table)
+        return f"{text}; {blocker.table} is BLOCKED at {held.failed_rel!r}: turnstile status {where}"
+    if blocker.watermark is None and not lineage.holds_more_than_waits(inv.store, blocker.table):
+        return (
+            f"{text}; {blocker.table} has no objects in the bucket yet (a name is `dataset.table` for "
+            "the folder dataset/table: check the name if it should exist)"
+        )
+    return text
 
 
 SHOWN_WAITING = 10  # queued batches whose waits status spells out

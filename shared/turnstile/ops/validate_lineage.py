@@ -15,10 +15,9 @@ from turnstile.explain import period_of
 from turnstile.lineage_config import Edge
 from turnstile.naturaltime import NaturalTime
 from turnstile.paths import CONFIG, parse_success
+from turnstile.protocol import cycles
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.store.port import ObjectStore
-
-MAX_TABLES = 1000  # tables followed from one load.json: a guard, far above any real lineage
 
 
 def dependency_problems(
@@ -77,12 +76,9 @@ def _table_problems(
             )
         elif problem := _source_problem(store, configs, edge, order_per_table):
             problems.append(f"depends_on: table {edge.prefix!r} {problem}")
-    cycle = [] if any(e.prefix == table for e in lineage.depends_on) else _cycle_through(configs, table)
+    cycle = [] if any(e.prefix == table for e in lineage.depends_on) else cycles.cycle_through(configs, table)
     if cycle:
-        problems.append(
-            f"depends_on: a dependency cycle {' -> '.join(cycle)}: no batch of these tables could "
-            "ever start; remove one of the dependencies"
-        )
+        problems.append(f"depends_on: {cycles.describe(cycle)}")
     return problems
 
 
@@ -153,34 +149,3 @@ def _declares_waits(store: ObjectStore, name: str) -> bool:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
     return isinstance(document, dict) and bool(document.get("depends_on") or document.get("delay"))
-
-
-def _edges(configs: ConfigReader, table: str) -> tuple[Edge, ...] | None:
-    try:
-        return configs.resolve(f"{table}/", partial=True).load.lineage.depends_on
-    except ConfigError:
-        return None
-
-
-def _cycle_through(configs: ConfigReader, start: str) -> list[str]:
-    """The tables of a path from `start` back to itself through dependencies; empty when none."""
-    path: list[str] = [start]
-    seen: set[str] = set()
-
-    def walk(table: str) -> bool:
-        if len(seen) > MAX_TABLES:
-            return False
-        for edge in _edges(configs, table) or ():
-            if edge.prefix == start:
-                path.append(start)
-                return True
-            if edge.prefix in seen:
-                continue
-            seen.add(edge.prefix)
-            path.append(edge.prefix)
-            if walk(edge.prefix):
-                return True
-            path.pop()
-        return False
-
-    return path if walk(start) else []

@@ -20,11 +20,12 @@ from turnstile.lineage_config import Lineage
 from turnstile.load_config import LoadConfig
 from turnstile.naturaltime import NaturalTime
 from turnstile.paths import INTERNAL, LOCK, Table, table_of_state_object
-from turnstile.protocol import dependencies
+from turnstile.protocol import cycles, dependencies
+from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, Unreadable
 from turnstile.protocol.publisher import ensure_subscriber
-from turnstile.records import Dependent, Pointer, StepsPublished, Watermark
+from turnstile.records import CoveredBatch, Dependent, Lock, Pointer, StepsPublished, Watermark
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, object_uri
 
 log = logs.get("lineage")
@@ -32,19 +33,25 @@ MAX_CAS_ATTEMPTS = 20
 
 
 def of_table(inv: Invocation, table: Table) -> Lineage:
-    """The table's lineage keys, from the `_config/` levels at and above its folder (a rule across
-    keys that a batch-level load.json completes, such as `merge_keys`, is not required here).
-    ConfigError when a dependency can never be met (`check_sources`)."""
-    lineage = inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
+    """The table's lineage keys (`configured`); ConfigError when a dependency can never be met
+    (`check_sources`)."""
+    lineage = configured(inv, table)
     check_sources(inv, table, lineage)
     return lineage
 
 
+def configured(inv: Invocation, table: Table) -> Lineage:
+    """The table's lineage keys, from the `_config/` levels at and above its folder (a rule across
+    keys that a batch-level load.json completes, such as `merge_keys`, is not required here)."""
+    return inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
+
+
 def check_sources(inv: Invocation, table: Table, lineage: Lineage) -> None:
     """A dependency on the table itself (a `depends_on` in a dataset's or the bucket's `_config/`
-    applies to every table below it), or on a table that has a natural time but is not ordered
-    (an unordered table has no watermark), would hold the table for ever: ConfigError instead, on
-    which the subscriber blocks the table with the alert. A source not configured yet is waited for."""
+    applies to every table below it), on a table with objects but no natural time, or on one that
+    has a natural time but is not ordered (neither has a watermark), or a dependency cycle, would
+    hold the table for ever: ConfigError instead, on which the subscriber blocks the table with the
+    alert. A source with no objects yet is waited for (it may be created later)."""
     for edge in lineage.depends_on:
         if edge.prefix == table.prefix:
             raise ConfigError(
@@ -56,15 +63,39 @@ def check_sources(inv: Invocation, table: Table, lineage: Lineage) -> None:
             source = inv.configs.resolve(f"{edge.prefix}/", partial=True)
         except ConfigError:
             continue  # its own batches report its config
+        where = object_uri(inv.store, edge.prefix)
+        if source.load.lineage.natural_time is None:
+            if holds_more_than_waits(inv.store, edge.prefix):
+                raise ConfigError(
+                    f"{table.uri}: depends_on names {where}, which has no natural_time, so it has no "
+                    'watermark and this table would wait for ever: set "natural_time" in its '
+                    "_config/load.json, or remove the dependency"
+                )
+            continue
         ordered = source.ordered or inv.settings.order_per_table or source.load.derived is not None
-        if source.load.lineage.natural_time is None or ordered or inv.configs.orders_below(edge.prefix):
+        if ordered or inv.configs.orders_below(edge.prefix):
             continue
         if read_watermark(inv, table_at(inv, edge.prefix))[0] is None:  # one proves it is ordered
             raise ConfigError(
-                f"{table.uri}: depends_on names {object_uri(inv.store, edge.prefix)}, which is not an "
-                "ordered table (no ORDERME on its path), so it has no watermark and this table would "
-                "wait for ever: put an ORDERME in its _config/, or remove the dependency"
+                f"{table.uri}: depends_on names {where}, which is not an ordered table (no ORDERME on "
+                "its path), so it has no watermark and this table would wait for ever: put an ORDERME "
+                "in its _config/, or remove the dependency"
             )
+    if lineage.depends_on and (cycle := cycles.cycle_through(inv.configs, table.prefix)):
+        raise ConfigError(f"{table.uri}: depends_on closes {cycles.describe(cycle)}")
+
+
+def block_never_met(
+    inv: Invocation, table: Table, held: Lock, generation: int, *, lineage: Lineage, error: str
+) -> None:
+    """A derived table whose dependency can never be met has no head batch to block on: its lock
+    is failed at its next step (naming no pointer: `unlock` frees it and the check runs again)."""
+    rel = dependencies.step_rel(_next_step_start(inv, table, lineage, held.position))
+    at = CoveredBatch(rel=rel, pointer="", pointer_generation=0, success_generation=STEP_GENERATION)
+    failed = table_lock.failed(
+        table, held, None, at, error=error, now=inv.clock.now(), scheme=inv.store.scheme
+    )
+    table_lock.fail(inv, table, failed.model_copy(update={"covers": ()}), generation)
 
 
 def watermark_object(table: Table) -> str:
@@ -288,13 +319,28 @@ def next_step_blockers(
 ) -> tuple[str, tuple[Blocker, ...]] | None:
     """A derived table with nothing queued: its next step's rel and what that step waits for (the
     sources' watermarks, the delay); None for other tables."""
-    if not lineage.derived or lineage.step is None or lineage.start is None or lineage.natural_time is None:
+    if not lineage.derived or lineage.step is None:
         return None
-    _, frontier = _steps_frontier(inv, table, lineage.natural_time, position)
-    start = lineage.start if frontier is None else max(frontier, lineage.start)
+    start = _next_step_start(inv, table, lineage, position)
     end = start + lineage.step
     marks = watermarks(inv, lineage)
     return dependencies.step_rel(start), dependencies.period_blockers(lineage, end, marks, inv.clock.now())
+
+
+def next_step_due(inv: Invocation, table: Table, lineage: Lineage, position: str | None) -> datetime | None:
+    """A derived table: when its next step could have started at the earliest (its end plus the
+    delay); None for other tables. How long ago that was is how long the table has waited."""
+    if not lineage.derived or lineage.step is None:
+        return None
+    return _next_step_start(inv, table, lineage, position) + lineage.step + lineage.delay
+
+
+def _next_step_start(inv: Invocation, table: Table, lineage: Lineage, position: str | None) -> datetime:
+    """The start of a derived table's next step: after the last one published or applied."""
+    if lineage.start is None or lineage.natural_time is None:
+        raise ValueError(f"{table.uri} is not a derived table")
+    _, frontier = _steps_frontier(inv, table, lineage.natural_time, position)
+    return lineage.start if frontier is None else max(frontier, lineage.start)
 
 
 STEP_GENERATION = 1  # a step has no `_SUCCESS` object: every publication of it is the same batch

@@ -157,13 +157,36 @@ class TableState:
 
     # --- dependencies ----------------------------------------------------------------------
     @cached_property
-    def lineage(self) -> Lineage | None:
-        """The table's lineage keys; None when its config cannot be read (the subscriber blocks the
-        lock on that when it describes the head batch)."""
+    def _lineage(self) -> tuple[Lineage | None, str | None]:
+        """The lineage keys as configured, and why a dependency can never be met (if one cannot)."""
         try:
-            return lineage_io.of_table(self.inv, self.table)
+            found = lineage_io.configured(self.inv, self.table)
         except (ConfigError, PathError):
-            return None
+            return None, None
+        try:
+            lineage_io.check_sources(self.inv, self.table, found)
+        except (ConfigError, PathError) as exc:
+            return found, str(exc)
+        return found, None
+
+    @property
+    def lineage(self) -> Lineage | None:
+        """The table's lineage keys; None when its config cannot be read or a dependency can never be
+        met (the subscriber blocks the lock on that when it describes the head batch)."""
+        found, never_met = self._lineage
+        return None if never_met else found
+
+    @property
+    def derived(self) -> Lineage | None:
+        """A derived table's lineage keys, whether or not its dependencies can be met."""
+        found = self._lineage[0]
+        return found if found is not None and found.derived else None
+
+    @property
+    def never_met(self) -> str | None:
+        """Why a derived table's dependency can never be met: with no head batch to block on, the
+        subscriber blocks its lock with this."""
+        return self._lineage[1] if self.derived else None
 
     @cached_property
     def _gating(self) -> tuple[tuple[Blocker, ...], int]:

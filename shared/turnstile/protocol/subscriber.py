@@ -102,6 +102,11 @@ def run(inv: Invocation, table: Table) -> Stopped:
                 lineage.settle_waiting(inv, table, state.backlog(1)[0].rel, state.backfill)
                 return Stopped.DEPENDENCIES
             case Idle():
+                if state.never_met and state.derived:  # no head batch to block on: the lock, then
+                    lineage.block_never_met(
+                        inv, table, held, generation, lineage=state.derived, error=state.never_met
+                    )
+                    return Stopped.BLOCKED
                 if state.lineage is not None and lineage.publish_due_steps(
                     inv, table, state.lineage, held.position
                 ):

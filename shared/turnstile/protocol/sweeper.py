@@ -200,7 +200,7 @@ def backlog_metrics(state: TableState) -> BacklogMetrics:
     queued = state.backlog(backlog.LOOKAHEAD)
     held = state.lock
     released = held.state is LockState.FREE and held.position is not None and not held.attempt
-    oldest = oldest_pending_age(state, queued[0]) if queued else 0.0
+    oldest = oldest_pending_age(state, queued[0]) if queued else _derived_waiting(state)
     if state.held:
         held_age = state.age(min(info.updated for info in state.held)) or 0.0
         oldest = max(oldest or 0.0, held_age)
@@ -210,6 +210,16 @@ def backlog_metrics(state: TableState) -> BacklogMetrics:
         oldest_pending_age_seconds=oldest,
         last_commit_lag_seconds=state.lock_age if released else None,
     )
+
+
+def _derived_waiting(state: TableState) -> float:
+    """A derived table with nothing queued: how long since its next step could have started, so
+    that one whose sources never allow it ages like a backlog that does not move (two reads)."""
+    found = state.derived
+    if found is None or state.lock.state is not LockState.FREE:
+        return 0.0
+    due = lineage.next_step_due(state.inv, state.table, found, state.lock.position)
+    return max(0.0, state.age(due) or 0.0)
 
 
 def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
@@ -259,6 +269,9 @@ def _sweep_table(inv: Invocation, table: Table) -> dict[str, Any]:
 def sweep_lineage(state: TableState) -> dict[str, Any]:
     """Dependencies' lost wake-ups: a watermark behind the lock's position moves up (waking its
     dependents); a derived table with nothing queued publishes its due steps (and is woken)."""
+    if state.never_met is not None and state.lock.state is LockState.FREE:
+        ensure_subscriber(state.inv, state.table)  # its run blocks the table with the reason
+        return {"never_met": state.never_met}
     found = state.lineage
     if found is None or (found.natural_time is None and not found.gated):
         return {}
