@@ -77,6 +77,7 @@ def test_skip_head_drops_the_pointer(run: Run, failed: World) -> None:
         "dropped_pointer": failed.table.pointer(HEAD),
         "pointer_removed_by_hand": False,
         "batch_retried": False,
+        "dependents": [],
         "subscriber_restarted": True,
     }
     assert failed.store.stat(failed.table.pointer(HEAD)) is None
@@ -89,6 +90,31 @@ def test_skip_head_text(run: Run, failed: World) -> None:
     result = run("unlock", failed.uri, "--yes", "--skip-head")
     assert result.exit_code == 0
     assert f"dropped the pointer of batch '{HEAD}'" in result.stdout
+
+
+def test_skip_head_names_the_dependents_that_will_build_the_period_without_the_batch(
+    run: Run, failed: World
+) -> None:
+    failed.store.write(
+        f"{failed.table.prefix}/_turnstile/dependents/marts~daily.json", b'{"table": "marts/daily"}'
+    )
+    result = run("unlock", failed.uri, "--yes", "--skip-head")
+    assert result.exit_code == 0, result.output
+    assert (
+        f"tables that depend on it (marts/daily) will build the period of batch '{HEAD}' without it; to "
+        "hold them back, turnstile pause them first"
+    ) in " ".join(result.stdout.split())
+
+
+def test_resume_starts_a_new_derived_table_as_an_ordered_one(run: Run, world: World) -> None:
+    world.store.write(
+        "marts/fact/_config/load.json",
+        b'{"derived": {"step": "1h", "start": "2024-05-01T00:00:00Z"}, "depends_on": ["sales.orders"]}',
+    )
+    result = run("resume", f"gs://{world.store.bucket}/marts/fact")
+    assert result.exit_code == 0, result.output
+    assert "restarted the subscriber of" in result.stdout
+    assert "held while paused" not in result.stdout
 
 
 def test_a_lock_changed_since_it_was_shown_is_not_released(

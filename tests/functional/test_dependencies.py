@@ -364,7 +364,9 @@ def test_a_derived_table_that_never_starts_ages_and_says_why_it_waits(host: Host
     host.drain()
     assert host.lock("dv/never").state is LockState.FREE
     table = Table(host.bucket, "dv/never", "dv", "never")
-    [wait] = status_ops.table_status(invocation(host), table).waiting_for
+    shown = status_ops.table_status(invocation(host), table)
+    assert shown.ordered and "derived" in shown.ordered_by
+    [wait] = shown.waiting_for
     assert "src/never to reach 2026-01-01T01:00:00+00:00 (its watermark: none yet)" in wait
     assert "src/never has no objects in the bucket yet" in wait
     # Its first step could have started at 01:00: the backlog-age metric counts from there.

@@ -15,7 +15,7 @@ from turnstile.ops import history as history_ops
 from turnstile.ops import render, session, status_jobs
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
-from turnstile.protocol import operator
+from turnstile.protocol import lineage, operator
 from turnstile.protocol.lock import read as read_lock
 from turnstile.records import Lock, LockState
 from turnstile.store.port import object_uri
@@ -235,8 +235,15 @@ def unlock_command(
             f"{where}: the lock is {lock.state.value}, not FAILED, so there is nothing to unlock; "
             f"see turnstile status {where}"
         )
+    # Dependents count a skipped batch as passed: they build its period without it.
+    waiting = lineage.dependents(inv, table) if skip_head and lock.covers else []
     if output is Output.text:
         _show_failed_lock(render.console(), where, lock, generation, skip_head=skip_head)
+        if waiting:
+            render.console().print(
+                f"tables that depend on it ({', '.join(waiting)}) will build the period of batch "
+                f"{lock.failed_rel!r} without it; to hold them back, turnstile pause them first"
+            )
     if not yes:
         if not _interactive():
             raise Refused(
@@ -258,6 +265,7 @@ def unlock_command(
                 "dropped_pointer": done.dropped_pointer,
                 "pointer_removed_by_hand": done.removed_by_hand,
                 "batch_retried": retried and bool(lock.covers),
+                "dependents": waiting,
                 "subscriber_restarted": True,
             }
         )
@@ -327,7 +335,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     out = render.console()
     if paused:
         out.print(f"lifted the pause of {where}: jobs start again")
-    if lock_generation:
+    if lock_generation or lineage.is_derived(inv, table):  # a derived table is ordered before its first lock
         out.print(f"restarted the subscriber of {where} (_BACKFILL generation {generation})")
     else:  # an unordered table: no subscriber, but the batches held while paused
         out.print(f"the batches held while paused are submitted now (_BACKFILL generation {generation})")

@@ -230,6 +230,8 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         ordered_by.append("backlog")
     if lock_generation:
         ordered_by.append("lock")  # only the subscriber of an ordered table writes one
+    if state.derived is not None:
+        ordered_by.append("derived")  # ordered by definition, before its first lock too
     view = _lock_view(state, lock, lock_generation)
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)

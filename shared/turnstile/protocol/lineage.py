@@ -46,6 +46,14 @@ def configured(inv: Invocation, table: Table) -> Lineage:
     return inv.configs.resolve(table.batch_folder(""), partial=True).load.lineage
 
 
+def is_derived(inv: Invocation, table: Table) -> bool:
+    """Whether the table is derived (ordered, though it has no lock before its first step)."""
+    try:
+        return configured(inv, table).derived
+    except (ConfigError, PathError):
+        return False
+
+
 def check_sources(inv: Invocation, table: Table, lineage: Lineage) -> None:
     """A dependency on the table itself (a `depends_on` in a dataset's or the bucket's `_config/`
     applies to every table below it), on a table with objects but no natural time, or on one that
@@ -231,16 +239,25 @@ def advance(inv: Invocation, table: Table, lineage: Lineage, rels: tuple[str, ..
     raise RuntimeError(f"{table.uri}: the watermark changed {MAX_CAS_ATTEMPTS} times while advancing it")
 
 
-def wake_dependents(inv: Invocation, table: Table) -> None:
-    """Start a subscriber run of every table registered as waiting for this one (one listing; the
-    dependent's folder is in each marker's name)."""
+def dependents(inv: Invocation, table: Table) -> list[str]:
+    """The folders of the tables registered as waiting for this one (one listing; the dependent's
+    folder is in each marker's name)."""
     folder = dependents_folder(table)
-    for info in inv.store.list_objects(folder):
-        prefix = info.name[len(folder) :].removesuffix(".json").replace("~", "/")
+    return [
+        info.name[len(folder) :].removesuffix(".json").replace("~", "/")
+        for info in inv.store.list_objects(folder)
+    ]
+
+
+def wake_dependents(inv: Invocation, table: Table) -> None:
+    """Start a subscriber run of every table registered as waiting for this one."""
+    for prefix in dependents(inv, table):
         try:
             dependent = table_at(inv, prefix)
         except PathError as exc:
-            log.warning(f"{object_uri(inv.store, info.name)}: not a dependent, ignored: {exc}")
+            log.warning(
+                f"{object_uri(inv.store, dependent_object(table, prefix))}: not a dependent, ignored: {exc}"
+            )
             continue
         ensure_subscriber(inv, dependent)
 
