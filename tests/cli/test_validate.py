@@ -526,3 +526,59 @@ def test_parquet_files_under_the_default_csv_format_are_a_problem(run: Run, worl
     [problem] = json.loads(result.stdout)["problems"]
     assert problem["object"].endswith("2024/05/01/13/_SUCCESS")
     assert "its files are parquet" in problem["message"] and '"format": "parquet"' in problem["message"]
+
+
+def test_merge_keys_and_time_column_the_mapping_renames_or_removes_are_problems(
+    run: Run, world: World
+) -> None:
+    world.store.write(
+        "sales/orders/_config/load.json",
+        json.dumps(
+            {
+                "mode": "merge",
+                "merge_keys": ["key"],
+                "time_column": "when",
+                "mapping": [{"rename": "key", "to": "k"}, {"remove": "when"}],
+            }
+        ).encode(),
+    )
+    world.store.write("sales/orders/b1/part-0.csv", b"key,when,v\n1,2024-05-01,a\n")
+    world.store.write("sales/orders/b1/_SUCCESS", b"")
+    problems = mapping_problems(run, world)["sales/orders/b1/_SUCCESS"]
+    assert [p.split(",")[0] for p in problems] == [
+        "merge_keys names 'key'",
+        "time_column names 'when'",
+    ]
+    assert all("which the mapped batch does not have" in p for p in problems)
+    # Naming the mapped column is right.
+    world.store.write(
+        "sales/orders/_config/load.json",
+        b'{"mode": "merge", "merge_keys": ["k"], "mapping": [{"rename": "key", "to": "k"}]}',
+    )
+    assert mapping_problems(run, world) == {}
+
+
+def test_a_derived_table_without_a_select_transform_is_a_problem_of_its_load_json(
+    run: Run, world: World
+) -> None:
+    bucket = world.store.bucket
+    world.store.write("src/a/_config/load.json", b'{"natural_time": "hourly"}')
+    world.store.write("src/a/_config/ORDERME", b"")
+    world.store.write("src/a/2026/01/01/00/part-0.csv", b"id\n1\n")
+    world.store.write("src/a/2026/01/01/00/_SUCCESS", b"")
+    derived = b'{"derived": {"step": "1h", "start": "2026-01-01T00:00:00Z"}, "depends_on": ["src.a"]}'
+    world.store.write("mart/none/_config/load.json", derived)
+    world.store.write("mart/merge/_config/load.json", derived)
+    world.store.write("mart/merge/_config/transform.sql", b"-- upsert\nMERGE INTO t USING s ON t.id = s.id")
+    world.store.write("mart/good/_config/load.json", derived)
+    world.store.write("mart/good/_config/transform.sql", b"SELECT * FROM ${catalog}.src.a")
+    result = run("validate", f"gs://{bucket}", "--output", "json")
+    assert result.exit_code == 1, result.output
+    problems: dict[str, list[str]] = {}
+    for p in json.loads(result.stdout)["problems"]:
+        problems.setdefault(p["object"].rsplit(bucket + "/", 1)[1], []).append(p["message"])
+    [none] = problems["mart/none/_config/load.json"]
+    assert "derived table 'mart/none' has no transform.sql" in none
+    [merge] = problems["mart/merge/_config/load.json"]
+    assert "is a MERGE/UPDATE/DELETE/INSERT" in merge
+    assert "mart/good/_config/load.json" not in problems

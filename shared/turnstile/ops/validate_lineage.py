@@ -17,6 +17,7 @@ from turnstile.naturaltime import NaturalTime
 from turnstile.paths import CONFIG, parse_success
 from turnstile.protocol import cycles
 from turnstile.protocol.lineage import holds_more_than_waits
+from turnstile.spark import sql
 from turnstile.store.port import ObjectStore
 
 
@@ -76,10 +77,29 @@ def _table_problems(
             )
         elif problem := _source_problem(store, configs, edge, order_per_table):
             problems.append(f"depends_on: table {edge.prefix!r} {problem}")
+    if lineage.derived:
+        problems += _derived_problems(table, resolved.transform_sql)
     cycle = [] if any(e.prefix == table for e in lineage.depends_on) else cycles.cycle_through(configs, table)
     if cycle:
         problems.append(f"depends_on: {cycles.describe(cycle)}")
     return problems
+
+
+def _derived_problems(table: str, transform_sql: str | None) -> list[str]:
+    """What makes every step of a derived table fail: no transform.sql, or one that is DML."""
+    if transform_sql is None:
+        return [
+            f"derived table {table!r} has no transform.sql: every step would fail; upload "
+            f"{table}/{CONFIG}/transform.sql, a SELECT over the source tables for the rows between "
+            "${window_start} and ${window_end}"
+        ]
+    if sql.is_dml(transform_sql):
+        return [
+            f"derived table {table!r}: its transform.sql is a MERGE/UPDATE/DELETE/INSERT; a derived "
+            "table's transform.sql is a SELECT of the step's rows, written in the table's mode: rewrite "
+            "it as that SELECT"
+        ]
+    return []
 
 
 def natural_time_warning(configs: ConfigReader, bucket: str, name: str, regex: str | None) -> str | None:

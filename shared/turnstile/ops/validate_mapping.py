@@ -47,6 +47,7 @@ def problems(
         after, wrong = play(fields, load.mapping)
         found += [f"{problem} (the batch's fields from {source})" for problem in wrong]
         found += _against_table(after, load, transform_sql)
+        found += _keys_mapped_away(after, load, transform_sql)
     for index, entry in enumerate(load.mapping):
         if isinstance(entry, FromPath):
             try:
@@ -186,4 +187,21 @@ def _against_table(after: Fields, load: LoadConfig, transform_sql: str | None) -
     return [
         f"the mapped batch has column(s) {', '.join(map(repr, extra))} that table_schema does not; "
         'add them to table_schema, remove them in the mapping, or set "schema_evolution": "add_columns"'
+    ]
+
+
+def _keys_mapped_away(after: Fields, load: LoadConfig, transform_sql: str | None) -> list[str]:
+    """`merge_keys` and `time_column` name columns of the mapped rows (without a transform.sql,
+    which may make them): one the mapping renamed or removed fails every batch at run time."""
+    if transform_sql is not None:
+        return []
+    have = {name.lower() for name in after}
+    named = [("merge_keys", key) for key in load.merge_keys]
+    if load.time_column is not None:
+        named.append(("time_column", load.time_column))
+    return [
+        f"{key} names {column!r}, which the mapped batch does not have (the mapping renames or removes "
+        f"it; the mapped columns are {', '.join(map(repr, after))}): name the mapped column instead"
+        for key, column in named
+        if column.lower() not in have
     ]
