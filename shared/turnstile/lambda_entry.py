@@ -76,10 +76,11 @@ def _notification_records(records: object) -> Found:
     rejected: list[str] = []
     for record in records:
         try:
-            if record.get("eventSource") != "aws:s3" or not str(record["eventName"]).startswith(
-                "ObjectCreated:"
-            ):
+            if record.get("eventSource") != "aws:s3":
+                rejected.append(_foreign_record(record))
                 continue
+            if not str(record["eventName"]).startswith("ObjectCreated:"):
+                continue  # S3's removals, restores and replication events
             s3 = record["s3"]
             key = urllib.parse.unquote_plus(str(s3["object"]["key"]))
             found.append(CreatedObject(str(s3["bucket"]["name"]), key, s3["object"].get("eTag")))
@@ -88,6 +89,18 @@ def _notification_records(records: object) -> Found:
                 f"not an S3 object-created record (needs s3.bucket.name, s3.object.key): {record!r:.500}"
             )
     return found, rejected
+
+
+def _foreign_record(record: Mapping[str, Any]) -> str:
+    """Why a record of another source is refused: it is an S3 event wrapped (S3 -> SQS or SNS ->
+    Lambda), or no S3 event at all. Unwrapping it would hide a wiring the docs do not support."""
+    source = record.get("eventSource") or record.get("EventSource")
+    return (
+        f"a record of {source or 'no eventSource'}, not an S3 notification (eventSource aws:s3): the "
+        "function takes the bucket's S3 event notifications directly (or EventBridge events of S3); "
+        "for S3 -> SQS or SNS -> Lambda, point the bucket's notification (or an EventBridge rule) at "
+        f"the function instead (docs/DEPLOY-AWS.md): {dict(record)!r:.500}"
+    )
 
 
 def _eventbridge_event(event: Mapping[str, Any]) -> Found:

@@ -3,6 +3,7 @@ Function out. Jobs run in-process (InlineRunner); tests/e2e/test_aws_local_spark
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -93,6 +94,27 @@ def test_an_event_of_another_shape_is_rejected_with_what_it_needs(
 ) -> None:
     found, [rejected] = created_objects(event)
     assert found == [] and message in rejected
+
+
+def _wrapped(source: str) -> dict[str, object]:
+    body = json.dumps(s3_notification("b", "sales/orders/b1/_SUCCESS"))
+    if source == "sqs":
+        return {"Records": [{"messageId": "1", "eventSource": "aws:sqs", "body": body}]}
+    return {"Records": [{"EventSource": "aws:sns", "Sns": {"Type": "Notification", "Message": body}}]}
+
+
+@pytest.mark.parametrize("source", ["sqs", "sns"])
+def test_an_s3_event_wrapped_in_sqs_or_sns_is_rejected_with_the_wiring_to_use(source: str) -> None:
+    found, [rejected] = created_objects(_wrapped(source))
+    assert found == []
+    assert f"a record of aws:{source}, not an S3 notification" in rejected
+    assert "point the bucket's notification (or an EventBridge rule) at the function" in rejected
+
+
+def test_a_wrapped_event_reaches_the_rejected_alarm(host: LambdaHost) -> None:
+    assert host.handlers.on_s3_event(_wrapped("sqs"), None) == {"outcomes": ["rejected"]}
+    [record] = [r for r in host.log_records() if r.get("event") == "rejected"]
+    assert record["severity"] == "ERROR" and "aws:sqs" in record["error"]
 
 
 # -- the protocol through the handler --------------------------------------------------------------------
