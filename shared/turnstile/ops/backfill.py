@@ -49,7 +49,7 @@ class Candidate:
 class Outcome:
     object: str  # gs:// or s3:// URI
     generation: int
-    result: str  # queued | submitted | already handled | duplicate | rejected | error
+    result: str  # queued | submitted | failed | already handled | duplicate | rejected | error
     error: str | None = None
 
 
