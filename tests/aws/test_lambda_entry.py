@@ -15,7 +15,7 @@ from tests.aws.lambda_harness import (
     s3_notification,
     start_lambda_host,
 )
-from turnstile import entry
+from turnstile import entry, wiring_aws
 from turnstile.errors import SettingsError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.lambda_entry import created_objects
@@ -24,6 +24,7 @@ from turnstile.records import Lock, LockState, Pointer
 from turnstile.store.s3 import S3Store
 
 ORDERED = {"ORDER_PER_TABLE": "true"}
+BUILT_RUNNER = wiring_aws.job_runner  # before a test wires an in-process runner in its place
 
 
 @pytest.fixture
@@ -160,6 +161,21 @@ def test_invalid_settings_are_reported_once_and_events_acknowledged(
     host.handlers.sweep({"buckets": [host.bucket]}, None)
     host.drain()
     assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
+
+
+def test_a_lambda_left_on_the_local_runner_names_job_runner_in_its_alert(
+    host: LambdaHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry.report_bad_settings.cache_clear()
+    monkeypatch.setattr(wiring_aws, "job_runner", BUILT_RUNNER)  # what the deployed Lambda builds
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)  # real S3: no local jobs
+    host.put_batch("sales/orders/2024/05/01/13")
+    host.drain()
+    assert set(host.outcomes) == {"ignored", "misconfigured"}
+    [reported] = [r for r in host.log_records() if r.get("event") == "settings_invalid"]
+    assert reported["severity"] == "CRITICAL"
+    assert "JOB_RUNNER is local (its default)" in reported["message"]
+    assert "set JOB_RUNNER=emr" in reported["message"]
 
 
 def test_ordered_batches_are_applied_in_order_from_shuffled_duplicated_notifications(
