@@ -15,6 +15,7 @@ from tests.aws.lambda_harness import (
     s3_notification,
     start_lambda_host,
 )
+from tests.conftest import AWS_REGION
 from turnstile import entry, wiring_aws
 from turnstile.errors import SettingsError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
@@ -22,6 +23,7 @@ from turnstile.lambda_entry import created_objects
 from turnstile.paths import Table
 from turnstile.records import Lock, LockState, Pointer
 from turnstile.store.s3 import S3Store
+from turnstile.store.s3 import make_client as make_s3_client
 
 ORDERED = {"ORDER_PER_TABLE": "true"}
 BUILT_RUNNER = wiring_aws.job_runner  # before a test wires an in-process runner in its place
@@ -251,6 +253,31 @@ def test_the_scheduled_sweep_wakes_a_table_whose_backlog_nobody_drains(host: Lam
         (f"s3://{host.bucket}/sales/orders", "wake")
     ]
     assert host.store.inner.stat("sales/orders/_BACKFILL") is not None
+
+
+def test_the_sweep_heads_the_success_objects_of_a_pending_range_not_its_data_files(
+    monkeypatch: pytest.MonkeyPatch, moto_server: str, s3_bucket: str, tables: MemoryTables
+) -> None:
+    client = make_s3_client(AWS_REGION, moto_server)
+    heads: list[str] = []
+    client.meta.events.register(
+        "before-parameter-build.s3.HeadObject", lambda params, **_: heads.append(params["Key"])
+    )
+    host = start_lambda_host(
+        monkeypatch, S3Store(client, s3_bucket), lambda store: InlineRunner(store, tables), ORDERED
+    )
+    rels = [f"2024/05/01/{hour:02d}" for hour in range(3)]
+    for rel in rels:
+        for part in range(1, 5):
+            host.upload(f"sales/orders/{rel}/part-{part}.csv", b"id\n1\n")
+        host.put_batch(f"sales/orders/{rel}")
+    host.events.clear()  # every notification is lost
+    heads.clear()
+    host.handlers.sweep({"buckets": [host.bucket]}, None)
+    assert [key for key in heads if "/part-" in key] == []
+    assert {f"sales/orders/{rel}/_SUCCESS" for rel in rels} <= set(heads)
+    host.drain()  # what the sweep published is applied as usual
+    assert tables.applied_rels("sales/orders") == rels
 
 
 @pytest.mark.parametrize(
