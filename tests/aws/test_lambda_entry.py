@@ -180,6 +180,19 @@ def test_a_lambda_left_on_the_local_runner_names_job_runner_in_its_alert(
     assert "set JOB_RUNNER=emr" in reported["message"]
 
 
+def test_a_config_objects_event_makes_the_instance_read_that_level_afresh(
+    host: LambdaHost, tables: MemoryTables
+) -> None:
+    host.upload("sales/orders/_config/load.json", b'{"mode": "append"}')
+    host.put_batch("sales/orders/2024/05/01/13")
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
+    assert "sales/orders/" in entry.CONFIG_CACHE.levels(host.bucket)  # read once, kept
+    host.upload("sales/orders/_config/load.json", b'{"mode": "append", "max_bad_rows": 3}')
+    host.drain()  # the config's own notification
+    assert "sales/orders/" not in entry.CONFIG_CACHE.levels(host.bucket)
+
+
 def test_ordered_batches_are_applied_in_order_from_shuffled_duplicated_notifications(
     host: LambdaHost, tables: MemoryTables
 ) -> None:
