@@ -7,6 +7,8 @@ The same publisher/subscriber logic as the Cloud Function: each created object b
   asynchronously; docs/DEPLOY-AWS.md says why) or as EventBridge events of the bucket
   (`detail-type` "Object Created", source `aws.s3`). Notification keys are URL-encoded (`+` for a
   space) and decoded here; EventBridge keys arrive as they are.
+- A `_config/` object's event (when its notification or rule is wired, docs/DEPLOY-AWS.md) makes
+  this instance forget the cached config of its level, as on Google Cloud.
 - An S3 event carries no generation: the handler reads the object's head once, and acts on the
   generation the store reports for what the bucket holds now (`turnstile.store.s3`). An object
   gone by then is left alone: whoever removed it acted on it.
@@ -26,7 +28,7 @@ from turnstile import entry, logs, wiring_aws
 from turnstile.clock import Clock
 from turnstile.entry import RunnerFactory, StoreFactory
 from turnstile.errors import PathError, SettingsError
-from turnstile.paths import classify
+from turnstile.paths import ObjectKind, classify
 from turnstile.protocol.handler import Handled
 from turnstile.settings import Settings
 from turnstile.uris import parse_bucket_uri
@@ -76,10 +78,11 @@ def _notification_records(records: object) -> Found:
     rejected: list[str] = []
     for record in records:
         try:
-            if record.get("eventSource") != "aws:s3" or not str(record["eventName"]).startswith(
-                "ObjectCreated:"
-            ):
+            if record.get("eventSource") != "aws:s3":
+                rejected.append(_foreign_record(record))
                 continue
+            if not str(record["eventName"]).startswith("ObjectCreated:"):
+                continue  # S3's removals, restores and replication events
             s3 = record["s3"]
             key = urllib.parse.unquote_plus(str(s3["object"]["key"]))
             found.append(CreatedObject(str(s3["bucket"]["name"]), key, s3["object"].get("eTag")))
@@ -88,6 +91,18 @@ def _notification_records(records: object) -> Found:
                 f"not an S3 object-created record (needs s3.bucket.name, s3.object.key): {record!r:.500}"
             )
     return found, rejected
+
+
+def _foreign_record(record: Mapping[str, Any]) -> str:
+    """Why a record of another source is refused: it is an S3 event wrapped (S3 -> SQS or SNS ->
+    Lambda), or no S3 event at all. Unwrapping it would hide a wiring the docs do not support."""
+    source = record.get("eventSource") or record.get("EventSource")
+    return (
+        f"a record of {source or 'no eventSource'}, not an S3 notification (eventSource aws:s3): the "
+        "function takes the bucket's S3 event notifications directly (or EventBridge events of S3); "
+        "for S3 -> SQS or SNS -> Lambda, point the bucket's notification (or an EventBridge rule) at "
+        f"the function instead (docs/DEPLOY-AWS.md): {dict(record)!r:.500}"
+    )
 
 
 def _eventbridge_event(event: Mapping[str, Any]) -> Found:
@@ -140,8 +155,10 @@ def _handle(
     runners: RunnerFactory | None,
     clock: Clock | None,
 ) -> str:
-    if not classify(obj.key, settings.success_filename, settings.start_backfill_filename).is_action:
+    kind = classify(obj.key, settings.success_filename, settings.start_backfill_filename)
+    if not kind.is_action and kind is not ObjectKind.CONFIG:
         return Handled.IGNORED  # data files, claims, the lock, records: no head needed
+    # A `_config/` object goes on too: this instance forgets its cached level (`entry`).
     try:
         store = stores(settings, obj.bucket)
     except SettingsError as exc:

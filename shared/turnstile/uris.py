@@ -60,3 +60,11 @@ def parse_bucket_uri(uri: str) -> BucketUri:
             "(S3 bucket names are 3-63 lowercase letters, digits, dots and hyphens)"
         )
     return BucketUri("s3", match.group(1), (match.group(2) or "").strip("/"))
+
+
+def in_scheme(text: str, scheme: str, bucket: str) -> str:
+    """`text` with the `gs://BUCKET` locations of `bucket` spelt in its own scheme: messages built
+    from a path (`turnstile.paths`) spell every bucket gs://."""
+    if scheme == "gs" or not bucket:
+        return text
+    return re.sub(rf"gs://{re.escape(bucket)}(?![a-z0-9._-])", f"{scheme}://{bucket}", text)

@@ -3,12 +3,18 @@ Lambda entry points and the CLI on s3:// buckets (boto3 is imported only here an
 
 from __future__ import annotations
 
+from turnstile.errors import SettingsError
 from turnstile.jobs.emr import EmrRunner
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store, make_client
+
+LOCAL_ON_S3 = (
+    "JOB_RUNNER is local (its default), which runs jobs on this machine, not for Amazon S3: set "
+    "JOB_RUNNER=emr and the EMR_* settings (docs/DEPLOY-AWS.md)"
+)
 
 
 def s3_store(settings: Settings, bucket: str) -> ObjectStore:
@@ -20,4 +26,8 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     """The runner JOB_RUNNER names on AWS: EMR Serverless, or spark-submit on this machine."""
     if settings.job_runner == "emr":
         return EmrRunner.from_settings(settings, store)
+    if not settings.aws_endpoint_url:
+        # Only an S3 endpoint override (moto, MinIO) may run jobs on this machine: on S3 a local
+        # job would commit to a local warehouse, and a Lambda has no Spark to run it anyway.
+        raise SettingsError(LOCAL_ON_S3)
     return LocalRunner.from_settings(settings)

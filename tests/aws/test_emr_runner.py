@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.aws.lambda_harness import start_lambda_host
 from tests.aws.moto_emr import (
     ROLE_ARN,
     create_application,
@@ -20,11 +21,12 @@ from tests.aws.moto_emr import (
     set_run_state,
 )
 from tests.conftest import AWS_REGION
-from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
+from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.emr import ICEBERG_RUNTIME_ON_EMR, JOB_TAG, EmrJobSpec, EmrRunner, make_client
 from turnstile.jobs.emr import client_token as request_id
 from turnstile.jobs.emr_runs import RunRecord, RunRecords
 from turnstile.jobs.port import JobState
+from turnstile.records import BatchFailure
 from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.s3 import S3Store
@@ -193,6 +195,38 @@ def test_a_main_file_outside_s3_and_a_google_catalog_are_refused() -> None:
         EmrRunner.from_settings(
             Settings.from_env(env("app-1", ICEBERG_CATALOG_TYPE="biglake")), MemoryStore("lake")
         )
+
+
+FOREIGN_ROLE = "arn:aws:iam::999999999999:role/turnstile-jobs"
+"""A role of another account: EMR answers AccessDeniedException, as it does while the Lambda's
+iam:PassRole on the execution role is missing or still propagating."""
+
+
+def test_a_role_it_may_not_pass_is_deferred_naming_the_grants(
+    runner_for: Any, application: str, s3_store: S3Store
+) -> None:
+    runner = runner_for(application, EMR_EXECUTION_ROLE_ARN=FOREIGN_ROLE)
+    with pytest.raises(JobDeferred, match="AccessDeniedException") as refused:
+        runner.submit(JOB, MANIFEST)
+    assert "iam:PassRole on EMR_EXECUTION_ROLE_ARN" in str(refused.value)
+    assert "emr-serverless:StartJobRun and emr-serverless:TagResource" in str(refused.value)
+    assert s3_store.read(RunRecords.name(JOB)) is None  # no run exists: the retry submits afresh
+
+
+def test_an_unordered_batch_whose_submit_is_refused_is_reported_failed_and_retried_later(
+    monkeypatch: pytest.MonkeyPatch, runner_for: Any, application: str, s3_store: S3Store
+) -> None:
+    host = start_lambda_host(
+        monkeypatch, s3_store, lambda _store: runner_for(application, EMR_EXECUTION_ROLE_ARN=FOREIGN_ROLE)
+    )
+    host.put_batch("web/clicks/2024/05/01/10")
+    host.drain()
+    assert host.outcomes.count("failed") == 1 and "submitted" not in host.outcomes
+    [listed] = s3_store.list_objects("web/clicks/_turnstile/failures/")
+    stored = s3_store.read(listed.name)
+    assert stored is not None
+    failure = BatchFailure.decode(stored.data, listed.name)
+    assert failure.transient and failure.retry_at is not None and "iam:PassRole" in failure.error
 
 
 # -- the lookup stays bounded: records, not the application's history ------------------------------------

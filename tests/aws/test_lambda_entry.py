@@ -3,6 +3,7 @@ Function out. Jobs run in-process (InlineRunner); tests/e2e/test_aws_local_spark
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -14,15 +15,18 @@ from tests.aws.lambda_harness import (
     s3_notification,
     start_lambda_host,
 )
-from turnstile import entry
+from tests.conftest import AWS_REGION
+from turnstile import entry, wiring_aws
 from turnstile.errors import SettingsError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.lambda_entry import created_objects
 from turnstile.paths import Table
 from turnstile.records import Lock, LockState, Pointer
 from turnstile.store.s3 import S3Store
+from turnstile.store.s3 import make_client as make_s3_client
 
 ORDERED = {"ORDER_PER_TABLE": "true"}
+BUILT_RUNNER = wiring_aws.job_runner  # before a test wires an in-process runner in its place
 
 
 @pytest.fixture
@@ -95,6 +99,27 @@ def test_an_event_of_another_shape_is_rejected_with_what_it_needs(
     assert found == [] and message in rejected
 
 
+def _wrapped(source: str) -> dict[str, object]:
+    body = json.dumps(s3_notification("b", "sales/orders/b1/_SUCCESS"))
+    if source == "sqs":
+        return {"Records": [{"messageId": "1", "eventSource": "aws:sqs", "body": body}]}
+    return {"Records": [{"EventSource": "aws:sns", "Sns": {"Type": "Notification", "Message": body}}]}
+
+
+@pytest.mark.parametrize("source", ["sqs", "sns"])
+def test_an_s3_event_wrapped_in_sqs_or_sns_is_rejected_with_the_wiring_to_use(source: str) -> None:
+    found, [rejected] = created_objects(_wrapped(source))
+    assert found == []
+    assert f"a record of aws:{source}, not an S3 notification" in rejected
+    assert "point the bucket's notification (or an EventBridge rule) at the function" in rejected
+
+
+def test_a_wrapped_event_reaches_the_rejected_alarm(host: LambdaHost) -> None:
+    assert host.handlers.on_s3_event(_wrapped("sqs"), None) == {"outcomes": ["rejected"]}
+    [record] = [r for r in host.log_records() if r.get("event") == "rejected"]
+    assert record["severity"] == "ERROR" and "aws:sqs" in record["error"]
+
+
 # -- the protocol through the handler --------------------------------------------------------------------
 
 
@@ -138,6 +163,34 @@ def test_invalid_settings_are_reported_once_and_events_acknowledged(
     host.handlers.sweep({"buckets": [host.bucket]}, None)
     host.drain()
     assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
+
+
+def test_a_lambda_left_on_the_local_runner_names_job_runner_in_its_alert(
+    host: LambdaHost, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry.report_bad_settings.cache_clear()
+    monkeypatch.setattr(wiring_aws, "job_runner", BUILT_RUNNER)  # what the deployed Lambda builds
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)  # real S3: no local jobs
+    host.put_batch("sales/orders/2024/05/01/13")
+    host.drain()
+    assert set(host.outcomes) == {"ignored", "misconfigured"}
+    [reported] = [r for r in host.log_records() if r.get("event") == "settings_invalid"]
+    assert reported["severity"] == "CRITICAL"
+    assert "JOB_RUNNER is local (its default)" in reported["message"]
+    assert "set JOB_RUNNER=emr" in reported["message"]
+
+
+def test_a_config_objects_event_makes_the_instance_read_that_level_afresh(
+    host: LambdaHost, tables: MemoryTables
+) -> None:
+    host.upload("sales/orders/_config/load.json", b'{"mode": "append"}')
+    host.put_batch("sales/orders/2024/05/01/13")
+    host.drain()
+    assert tables.applied_rels("sales/orders") == ["2024/05/01/13"]
+    assert "sales/orders/" in entry.CONFIG_CACHE.levels(host.bucket)  # read once, kept
+    host.upload("sales/orders/_config/load.json", b'{"mode": "append", "max_bad_rows": 3}')
+    host.drain()  # the config's own notification
+    assert "sales/orders/" not in entry.CONFIG_CACHE.levels(host.bucket)
 
 
 def test_ordered_batches_are_applied_in_order_from_shuffled_duplicated_notifications(
@@ -213,6 +266,31 @@ def test_the_scheduled_sweep_wakes_a_table_whose_backlog_nobody_drains(host: Lam
         (f"s3://{host.bucket}/sales/orders", "wake")
     ]
     assert host.store.inner.stat("sales/orders/_BACKFILL") is not None
+
+
+def test_the_sweep_heads_the_success_objects_of_a_pending_range_not_its_data_files(
+    monkeypatch: pytest.MonkeyPatch, moto_server: str, s3_bucket: str, tables: MemoryTables
+) -> None:
+    client = make_s3_client(AWS_REGION, moto_server)
+    heads: list[str] = []
+    client.meta.events.register(
+        "before-parameter-build.s3.HeadObject", lambda params, **_: heads.append(params["Key"])
+    )
+    host = start_lambda_host(
+        monkeypatch, S3Store(client, s3_bucket), lambda store: InlineRunner(store, tables), ORDERED
+    )
+    rels = [f"2024/05/01/{hour:02d}" for hour in range(3)]
+    for rel in rels:
+        for part in range(1, 5):
+            host.upload(f"sales/orders/{rel}/part-{part}.csv", b"id\n1\n")
+        host.put_batch(f"sales/orders/{rel}")
+    host.events.clear()  # every notification is lost
+    heads.clear()
+    host.handlers.sweep({"buckets": [host.bucket]}, None)
+    assert [key for key in heads if "/part-" in key] == []
+    assert {f"sales/orders/{rel}/_SUCCESS" for rel in rels} <= set(heads)
+    host.drain()  # what the sweep published is applied as usual
+    assert tables.applied_rels("sales/orders") == rels
 
 
 @pytest.mark.parametrize(

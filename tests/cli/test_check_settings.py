@@ -11,7 +11,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from turnstile import wiring
+from turnstile import wiring, wiring_aws
 from turnstile.cli import app
 from turnstile.errors import SettingsError
 from turnstile.settings import Settings
@@ -208,3 +208,62 @@ def test_the_example_environment_is_the_one_terraform_renders() -> None:
         "ICEBERG_CATALOG_URI",
     }
     assert set(DEPLOYED) - {"DATAPROC_ENDPOINT"} == set(rendered) - empty_by_default
+
+
+# -- AWS: the Lambda's environment (docs/DEPLOY-AWS.md) -------------------------------------------------
+
+AWS_DEPLOYED = {
+    "JOB_RUNNER": "emr",
+    "EMR_APPLICATION_ID": "00fabcdefgh12345",
+    "EMR_EXECUTION_ROLE_ARN": "arn:aws:iam::123456789012:role/turnstile-jobs",
+    "JOB_MAIN_URI": "s3://artifacts/turnstile/main.py",
+    "JOB_PYTHON_FILE_URIS": "s3://artifacts/turnstile/turnstile.zip",
+    "ICEBERG_CATALOG": "lake",
+    "ICEBERG_CATALOG_TYPE": "glue",
+    "ICEBERG_WAREHOUSE": "s3://warehouse/iceberg",
+    "FUNCTION_TIMEOUT_SEC": "540",
+}
+
+
+def test_the_lambda_environment_passes_and_the_emr_runner_builds_from_it(tmp_path: Path) -> None:
+    result = check("--env-file", env_file(tmp_path, AWS_DEPLOYED))
+    assert result.exit_code == 0, result.output
+    assert "no problems found (runner emr)" in result.stdout
+    # What a cold start builds (Lambda sets AWS_REGION itself).
+    settings = Settings.from_env(AWS_DEPLOYED | {"AWS_REGION": "eu-west-1"})
+    assert wiring_aws.job_runner(settings, MemoryStore("b")) is not None
+
+
+def test_what_the_emr_runner_refuses_is_reported_per_variable(tmp_path: Path) -> None:
+    bad = {k: v for k, v in AWS_DEPLOYED.items() if not k.startswith("EMR_")} | {
+        "JOB_MAIN_URI": "gs://artifacts/turnstile/main.py",
+        "ICEBERG_CATALOG_TYPE": "biglake",
+        "ICEBERG_WAREHOUSE": "gs://warehouse/iceberg",
+    }
+    result = check("--env-file", env_file(tmp_path, bad))
+    assert result.exit_code == 1, result.output
+    found = problem_lines(result)
+    assert set(found) == {"EMR_APPLICATION_ID", "JOB_MAIN_URI", "ICEBERG_CATALOG_TYPE", "ICEBERG_WAREHOUSE"}
+    assert "EMR_APPLICATION_ID, EMR_EXECUTION_ROLE_ARN not set" in found["EMR_APPLICATION_ID"]
+    assert "not in S3" in found["JOB_MAIN_URI"]
+    assert "biglake is Google's" in found["ICEBERG_CATALOG_TYPE"]
+    assert "not in S3" in found["ICEBERG_WAREHOUSE"]
+    not_py = AWS_DEPLOYED | {"JOB_MAIN_URI": "s3://artifacts/turnstile/main.zip"}
+    assert (
+        "is not a .py file" in problem_lines(check("--env-file", env_file(tmp_path, not_py)))["JOB_MAIN_URI"]
+    )
+
+
+def test_a_forgotten_job_runner_in_an_aws_environment_is_reported_and_refused(tmp_path: Path) -> None:
+    forgotten = {k: v for k, v in AWS_DEPLOYED.items() if k != "JOB_RUNNER"}
+    result = check("--env-file", env_file(tmp_path, forgotten))
+    assert result.exit_code == 1, result.output
+    [line] = problem_lines(result).values()
+    assert line.startswith(
+        "JOB_RUNNER: is local (its default) but the environment is AWS's (EMR_APPLICATION_ID"
+    )
+    assert "set JOB_RUNNER=emr" in line
+    with_endpoint = forgotten | {"AWS_ENDPOINT_URL": "http://127.0.0.1:5000"}  # moto: jobs run locally
+    assert check("--env-file", env_file(tmp_path, with_endpoint)).exit_code == 0
+    with pytest.raises(SettingsError, match=r"JOB_RUNNER is local \(its default\).*set JOB_RUNNER=emr"):
+        wiring_aws.job_runner(Settings.from_env(forgotten | {"AWS_REGION": "eu-west-1"}), MemoryStore("b"))

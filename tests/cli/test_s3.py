@@ -126,6 +126,21 @@ def test_explain_names_the_object_with_its_s3_uri(run: Run, world: World) -> Non
     assert text.stdout.splitlines()[0].split() == ["object", uri]
 
 
+def test_backfill_and_explain_name_a_rejected_path_with_its_s3_uri(run: Run, world: World) -> None:
+    world.store.write("staging/13/_SUCCESS", b"")  # table name '13' is not allowed
+    uri = s3_uri(world, "staging/13/_SUCCESS")
+    backfill = run("backfill", s3_uri(world, "staging"))
+    assert backfill.exit_code == 1, backfill.output
+    assert f"{uri} (generation" in backfill.stdout and f"rejected: {uri}: table name '13'" in backfill.stdout
+    [outcome] = json.loads(run("backfill", s3_uri(world, "staging"), "-o", "json").stdout)["objects"]
+    assert outcome["error"].startswith(f"{uri}: table name '13' is not allowed")
+    explain = run("explain", uri)
+    assert explain.exit_code == 2
+    assert one_error_line(explain).startswith(f"error: {uri}: table name '13' is not allowed")
+    for printed in (backfill.stdout, outcome["error"], explain.stderr):
+        assert "gs://" not in printed
+
+
 def test_history_names_the_table_and_records_with_s3_uris(run: Run, world: World) -> None:
     world.upload(HEAD)  # a batch, not applied yet
     empty = run("history", s3_uri(world))
@@ -144,6 +159,7 @@ def test_no_command_spells_an_s3_location_gs(run: Run, world: World) -> None:
     world.result(NEXT, 8)
     world.store.write(f"{TABLE}/_config/load.json", b'{"mode": "append", "max_bad_rows": 3}')
     world.upload(NEXT)
+    world.store.write("staging/13/_SUCCESS", b"")
     commands = [
         ("status", s3_uri(world, "")),
         ("status", s3_uri(world), "-o", "json"),
@@ -157,6 +173,8 @@ def test_no_command_spells_an_s3_location_gs(run: Run, world: World) -> None:
         ("explain", s3_uri(world, "")),  # a bucket, not an object: the hint
         ("history", s3_uri(world, "sales")),  # not a table: the hint
         ("retry", s3_uri(world, "")),
+        ("explain", s3_uri(world, "staging/13/_SUCCESS")),  # a rejected path
+        ("backfill", s3_uri(world, "staging")),
     ]
     for command in commands:
         result = run(*command)

@@ -42,6 +42,8 @@ def test_without_yes_and_without_a_terminal_it_refuses(run: Run, failed: World) 
     assert lock_of(failed).state is LockState.FAILED
     assert f"failed batch     {HEAD}" in result.stdout  # the lock was shown first
     assert "column 'amount' not found" in result.stdout
+    # before the question: a config fix needs the functions' config cache to age out first
+    assert "within CONFIG_CACHE_SECONDS (60 s by default) of its upload" in " ".join(result.stdout.split())
 
 
 def test_yes_releases_the_lock_retries_the_batch_and_restarts_the_subscriber(run: Run, failed: World) -> None:

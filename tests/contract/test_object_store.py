@@ -213,6 +213,12 @@ def test_listing_a_range_between_offsets(store: ObjectStore) -> None:
     assert [o.name for o in store.list_objects("t/", end_offset="t/a/2")] == ["t/_x/1", "t/a/1"]
 
 
+def test_a_listing_keeps_only_the_names_asked_for(store: ObjectStore) -> None:
+    written = {name: store.write(name, b"") for name in ["t/a/1", "t/a/_SUCCESS", "t/b/1", "t/b/_SUCCESS"]}
+    found = store.list_objects("t/", start_offset="t/b", only=lambda name: name.endswith("/_SUCCESS"))
+    assert [(o.name, o.generation) for o in found] == [("t/b/_SUCCESS", written["t/b/_SUCCESS"])]
+
+
 def test_listing_a_bucket_that_does_not_exist_is_refused_naming_it(gcs_store: GcsStore) -> None:
     """fake-gcs-server answers a listing of a missing bucket with 404, as GCS does: refused (retrying
     cannot help), naming the bucket, for both kinds of listing."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import pytest
 
@@ -26,9 +27,12 @@ class ListedPrefixes(GcsStore):
         start_offset: str | None = None,
         end_offset: str | None = None,
         limit: int | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
         self.prefixes.append(prefix)
-        return super().list_objects(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
+        return super().list_objects(
+            prefix, start_offset=start_offset, end_offset=end_offset, limit=limit, only=only
+        )
 
     def config_listings(self) -> list[str]:
         listed = [p for p in self.prefixes if p.endswith("_config/")]

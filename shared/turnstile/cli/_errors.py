@@ -19,10 +19,12 @@ from turnstile.errors import PathError, SettingsError, StoreUnavailable, Turnsti
 from turnstile.ops import session
 from turnstile.ops.errors import EXIT_PROBLEMS, EXIT_USAGE, Refused
 from turnstile.protocol.operator import CancelRefused, UnlockRefused
+from turnstile.uris import in_scheme
 
 P = ParamSpec("P")
 STORAGE: ContextVar[str] = ContextVar("storage", default="storage")  # for the hints of storage errors
 SCHEME: ContextVar[str] = ContextVar("scheme", default="gs")  # of the bucket URI the command was given
+BUCKET: ContextVar[str] = ContextVar("bucket", default="")  # of that URI: its locations in errors
 
 
 def one_line(text: str, limit: int = 600) -> str:
@@ -80,6 +82,7 @@ def guarded(func: Callable[P, int | None]) -> Callable[P, None]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         STORAGE.set("storage")
         SCHEME.set("gs")
+        BUCKET.set("")
         with session.captured_logs():
             try:
                 code = func(*args, **kwargs)
@@ -94,7 +97,7 @@ def guarded(func: Callable[P, int | None]) -> Callable[P, None]:
                 described = describe(exc, STORAGE.get())
                 if described is None:
                     raise
-                typer.echo(f"error: {described[1]}", err=True)
+                typer.echo(f"error: {in_scheme(described[1], SCHEME.get(), BUCKET.get())}", err=True)
                 raise typer.Exit(described[0]) from None
         if code:
             raise typer.Exit(code)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from turnstile import wiring, wiring_aws
-from turnstile.cli._errors import SCHEME, STORAGE
+from turnstile.cli._errors import BUCKET, SCHEME, STORAGE
 from turnstile.config import ConfigReader
 from turnstile.errors import ConfigError, PathError, SettingsError
 from turnstile.jobs.port import JobRunner
@@ -111,6 +111,7 @@ def parse(uri: str) -> tuple[str, str]:
     """(bucket, path) of a gs:// or s3:// URI; the command's stores follow the URI's scheme."""
     where = parse_bucket_uri(uri)
     SCHEME.set(where.scheme)
+    BUCKET.set(where.bucket)
     if where.scheme == "s3":
         STORAGE.set("S3")
     return where.bucket, where.path

@@ -307,6 +307,11 @@ def _show_failed_lock(out: Console, where: str, lock: Lock, generation: int, *, 
         out.print(f"unlock --skip-head drops batch {lock.failed_rel!r} (its pointer) and releases the lock")
     else:
         out.print(f"unlock releases the lock; batch {lock.failed_rel!r} is applied again")
+    # Running functions cache each _config/ level: unlocking sooner re-fails with the old config.
+    out.print(
+        "a _config/ change reaches running functions within CONFIG_CACHE_SECONDS (60 s by default) of "
+        "its upload: after fixing a config, wait that long before unlocking"
+    )
 
 
 @guarded

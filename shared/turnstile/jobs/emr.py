@@ -18,7 +18,9 @@ pages through the application's history:
 
 The job reads its manifest from S3 and the batch's files through EMRFS; it writes Iceberg through
 Iceberg's S3FileIO (`emr_catalog_properties`). Throttling, 5xx and connection failures that outlast
-botocore's retries surface as `JobServiceUnavailable`; any other refusal is `JobError`.
+botocore's retries surface as `JobServiceUnavailable`; AccessDeniedException is `JobDeferred` (a
+submit refused so is retried by the protocol with backoff, as Dataproc's PERMISSION_DENIED); any
+other refusal is `JobError`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from turnstile.errors import JobError, JobServiceUnavailable, SettingsError
+from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.catalog import S3_FILE_IO, iceberg_catalog_properties
 from turnstile.jobs.emr_runs import RunRecord, RunRecords
 from turnstile.jobs.port import JobState, JobStatus
@@ -198,6 +200,15 @@ class EmrRunner:
             status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
             if code in _TRANSIENT_CODES or status == 429 or status >= 500:
                 raise JobServiceUnavailable(f"emr-serverless: {what} {job_id}: {message}") from exc
+            if code == "AccessDeniedException":  # often a role or grant still propagating after a deploy
+                raise JobDeferred(
+                    f"emr-serverless: {what} {job_id}: {code}: {message}; if the Lambda's role or "
+                    "EMR_EXECUTION_ROLE_ARN was just created or granted, this passes within minutes "
+                    "(retried with backoff); otherwise grant the Lambda's role iam:PassRole on "
+                    "EMR_EXECUTION_ROLE_ARN (condition iam:PassedToService=emr-serverless.amazonaws.com) "
+                    "and emr-serverless:StartJobRun and emr-serverless:TagResource on the application "
+                    "(docs/DEPLOY-AWS.md, IAM)"
+                ) from exc
             if code == "ResourceNotFoundException" and "Application" in message:
                 raise JobError(
                     f"emr-serverless: {what} {job_id}: {message}; check EMR_APPLICATION_ID and AWS_REGION"

@@ -35,6 +35,7 @@ from turnstile.protocol.context import Invocation
 from turnstile.records import Pointer
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
+from turnstile.uris import in_scheme
 
 HANDLED = "already handled"
 
@@ -49,7 +50,7 @@ class Candidate:
 class Outcome:
     object: str  # gs:// or s3:// URI
     generation: int
-    result: str  # queued | submitted | already handled | duplicate | rejected | error
+    result: str  # queued | submitted | failed | already handled | duplicate | rejected | error
     error: str | None = None
 
 
@@ -110,13 +111,15 @@ def publish(
             result = handler.handle(inv, ref)
         except TurnstileError as exc:
             kind = "transient" if isinstance(exc, Transient) else "failed"
-            summary.outcomes.append(Outcome(uri, candidate.generation, "error", f"{kind}: {exc}"))
+            failure = in_scheme(f"{kind}: {exc}", inv.store.scheme, inv.store.bucket)
+            summary.outcomes.append(Outcome(uri, candidate.generation, "error", failure))
             advance()
             continue
         error = None
         if result == "rejected":
             reasons = [r.getMessage() for r in logs[seen:] if getattr(r, "event", None) == "rejected"]
             error = reasons[-1].removeprefix("rejected: ") if reasons else "rejected by the handler"
+            error = in_scheme(error, inv.store.scheme, inv.store.bucket)
         summary.outcomes.append(
             Outcome(uri, candidate.generation, HANDLED if result == "duplicate" else result, error)
         )

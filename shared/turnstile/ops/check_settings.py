@@ -20,6 +20,7 @@ from pathlib import Path
 from turnstile import legacy
 from turnstile.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocBatchSpec
+from turnstile.jobs.emr import EmrJobSpec, emr_catalog_properties
 from turnstile.ops.errors import Refused
 from turnstile.settings import Settings
 
@@ -112,6 +113,10 @@ def check(environ: Mapping[str, str], *, unknown_are_problems: bool) -> list[Pro
             aside = set(environ) - set(rest)  # reported already
             if settings.job_runner == "dataproc":
                 problems += [p for p in dataproc_problems(settings) if p.variable not in aside]
+            if settings.job_runner == "emr":
+                problems += [p for p in emr_problems(settings) if p.variable not in aside]
+            if settings.job_runner == "local":
+                problems += _local_on_aws(settings, rest)
             break
         # The variables named, by the problem or in its text (a rule across variables names both).
         at_fault = {name for name in rest if any(name == var or name in what for var, what in found)}
@@ -159,12 +164,7 @@ def dataproc_problems(settings: Settings) -> list[Problem]:
     try:
         DataprocBatchSpec.from_settings(settings).batch(SAMPLE_MANIFEST)
     except SettingsError as exc:
-        message = str(exc)
-        named = [name for name in Settings.variables() if name in message]
-        variable = min(named, key=message.index) if named else "JOB_RUNNER"
-        problems.append(
-            Problem(variable, message, f"set {variable} (terraform/main.tf renders it for the functions)")
-        )
+        problems.append(_refusal(exc, "terraform/main.tf renders it for the functions"))
     problems += _staged_uris(settings)
     problems += _labels(settings.dataproc_labels)
     if settings.iceberg_catalog_type == "hadoop":
@@ -192,6 +192,70 @@ def dataproc_problems(settings: Settings) -> list[Problem]:
             )
         )
     return problems
+
+
+def _refusal(exc: SettingsError, where: str) -> Problem:
+    """A runner's refusal to build, charged to the first variable its message names."""
+    message = str(exc)
+    named = [name for name in Settings.variables() if name in message]
+    variable = min(named, key=lambda name: (message.index(name), -len(name))) if named else "JOB_RUNNER"
+    return Problem(variable, message, f"set {variable} ({where})")
+
+
+def emr_problems(settings: Settings) -> list[Problem]:
+    """What the EMR runner needs beyond valid settings: the job spec it builds (the application and
+    role, an s3:// main file, an AWS catalog) and S3 locations, each reported. AWS_REGION is not
+    required: Lambda sets it itself."""
+    where = "docs/DEPLOY-AWS.md lists the Lambda's environment"
+    problems = []
+    for build in (EmrJobSpec.from_settings, emr_catalog_properties):
+        try:
+            build(settings)
+        except SettingsError as exc:
+            problems.append(_refusal(exc, where))
+    main = settings.job_main_uri or ""
+    if main.startswith("s3://") and not main.endswith(".py"):
+        problems.append(
+            Problem("JOB_MAIN_URI", f"{main!r} is not a .py file; EMR runs a PySpark main file", where)
+        )
+    elif main and not main.startswith("s3://") and all(p.variable != "JOB_MAIN_URI" for p in problems):
+        problems.append(
+            Problem(
+                "JOB_MAIN_URI", f"{main!r} is not in S3; EMR Serverless runs a main file staged there", where
+            )
+        )
+    if settings.iceberg_warehouse and not settings.iceberg_warehouse.startswith("s3://"):
+        problems.append(
+            Problem(
+                "ICEBERG_WAREHOUSE",
+                f"is {settings.iceberg_warehouse!r}, not in S3; Iceberg's S3FileIO on EMR writes to S3",
+                "set s3://BUCKET[/PATH]",
+            )
+        )
+    return problems
+
+
+AWS_NAMES = re.compile(r"AWS_REGION|EMR_\w+")
+
+
+def _local_on_aws(settings: Settings, environ: Mapping[str, str]) -> list[Problem]:
+    """The local runner (JOB_RUNNER's default) in an environment meant for AWS: JOB_RUNNER forgotten.
+    An S3 endpoint override (moto, MinIO) may run jobs locally."""
+    named = sorted(
+        name
+        for name, value in environ.items()
+        if name in Settings.variables() and (AWS_NAMES.fullmatch(name) or value.startswith("s3://"))
+    )
+    if settings.aws_endpoint_url or not named:
+        return []
+    return [
+        Problem(
+            "JOB_RUNNER",
+            f"is local (its default) but the environment is AWS's ({', '.join(named)}); the Lambda refuses "
+            "the local runner on S3 and acknowledges every event without action",
+            "set JOB_RUNNER=emr and the EMR_* settings (docs/DEPLOY-AWS.md)",
+        )
+    ]
 
 
 def _staged_uris(settings: Settings) -> list[Problem]:

@@ -60,13 +60,20 @@ def retry(inv: Invocation, success_name: str) -> Retried:
             f"turnstile status {where} lists the failed batches"
         )
     failure = BatchFailure.decode(found.data, object_uri(inv.store, found.name))
-    submitted = unordered.apply(inv, batch, resolved, live.generation, failure.attempt)
+    applied = unordered.apply(inv, batch, resolved, live.generation, failure.attempt)
     try:  # only the record read: a submit refused just now wrote the new attempt's own
         inv.store.delete(found.name, if_generation=found.generation)
     except PreconditionFailed:
         pass
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, live.generation, failure.attempt)
-    return Retried(folder, live.generation, failure.attempt, job_id, submitted, failure.error)
+    return Retried(
+        folder,
+        live.generation,
+        failure.attempt,
+        job_id,
+        applied is not unordered.Applied.DUPLICATE,
+        failure.error,
+    )
 
 
 def _no_batch(inv: Invocation, rel: str, table: Table, success_name: str) -> str:

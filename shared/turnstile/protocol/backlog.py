@@ -8,6 +8,8 @@ each removal conditional on the pointer generation that was covered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import ObjectKind, Table, classify
@@ -120,9 +122,15 @@ def pending_objects(
     return batch_objects(inv, table, start, _past(table.batch_folder(last_rel)))
 
 
-def batch_objects(inv: Invocation, table: Table, start: str, end: str | None = None) -> list[ObjectInfo]:
-    """The table's objects with names in [start, end), skipping the reserved folders (those whose
-    first segment starts with `_`): one or two listings."""
+def batch_objects(
+    inv: Invocation,
+    table: Table,
+    start: str,
+    end: str | None = None,
+    only: Callable[[str], bool] | None = None,
+) -> list[ObjectInfo]:
+    """The table's objects with names in [start, end) (and accepted by `only`), skipping the
+    reserved folders (those whose first segment starts with `_`): one or two listings."""
     prefix = f"{table.prefix}/"
     reserved_start, reserved_end = prefix + "_", prefix + "`"  # "`" follows "_"
     top = _past(prefix)
@@ -130,7 +138,7 @@ def batch_objects(inv: Invocation, table: Table, start: str, end: str | None = N
     found: list[ObjectInfo] = []
     for low, high in ((start, min(end, reserved_start)), (max(start, reserved_end), end)):
         if low < high:
-            found.extend(inv.store.list_objects(prefix, start_offset=low, end_offset=high))
+            found.extend(inv.store.list_objects(prefix, start_offset=low, end_offset=high, only=only))
     return found
 
 

@@ -31,6 +31,7 @@ class Handled(StrEnum):
     STALE = "stale"  # an older generation than the live one
     QUEUED = "queued"  # an ordered batch's pointer is written
     SUBMITTED = "submitted"  # an unordered batch's job is submitted
+    FAILED = "failed"  # an unordered batch refused (its config, the job service): recorded as failed
     HELD = "held"  # an unordered batch of a paused table: submitted on `turnstile resume`
     DUPLICATE = "duplicate"  # already handled
     ENSURED = "ensured"  # a subscriber run is scheduled
@@ -138,8 +139,7 @@ def _success(inv: Invocation, ref: ObjectRef) -> str:
         return Handled.REJECTED
     if unordered.hold(inv, batch, ref.generation):
         return Handled.HELD
-    submitted = unordered.apply(inv, batch, resolved, ref.generation)
-    return Handled.SUBMITTED if submitted else Handled.DUPLICATE
+    return Handled(unordered.apply(inv, batch, resolved, ref.generation).value)
 
 
 def _ordered_from_above(inv: Invocation, ref: ObjectRef) -> Batch | None:

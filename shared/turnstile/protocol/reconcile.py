@@ -45,12 +45,14 @@ def reconcile(state: TableState) -> int:
     if stored is not None:
         start = max(start, stored.text())
     settings = inv.settings
-    successes = [
-        info
-        for info in backlog.batch_objects(inv, table, start)
-        if classify(info.name, settings.success_filename, settings.start_backfill_filename)
-        is ObjectKind.SUCCESS
-    ]
+    successes = backlog.batch_objects(  # only the `_SUCCESS` objects: on S3 each listed costs a HEAD
+        inv,
+        table,
+        start,
+        only=lambda name: (
+            classify(name, settings.success_filename, settings.start_backfill_filename) is ObjectKind.SUCCESS
+        ),
+    )
     if not successes:
         return 0
     queued = _queued(inv, table)

@@ -13,6 +13,8 @@ table (or, should that wake-up be lost, by the next sweep); due retries wait for
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from turnstile import logs
 from turnstile.config import ResolvedConfig
 from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
@@ -28,25 +30,33 @@ from turnstile.store.port import ObjectInfo, object_uri
 log = logs.get("unordered")
 
 
+class Applied(StrEnum):
+    """What `apply` did with a batch."""
+
+    SUBMITTED = "submitted"
+    DUPLICATE = "duplicate"  # its job exists already
+    FAILED = "failed"  # refused (its config, the job service): recorded as failed instead
+
+
 def apply(
     inv: Invocation, batch: Batch, resolved: ResolvedConfig, success_generation: int, attempt: int = 0
-) -> bool:
-    """Submit the batch's job; False when that job exists already (a duplicate event). A batch
-    whose config asks it to wait is recorded as failed instead (`lineage_refusal`)."""
+) -> Applied:
+    """Submit the batch's job. A batch whose config asks it to wait is recorded as failed instead
+    (`lineage_refusal`), as is one whose submit is refused."""
     table = batch.table
     refusal = lineage_refusal(inv, batch, resolved)
     if refusal is not None:
         refused(inv, batch, success_generation, refusal)
-        return True
+        return Applied.FAILED
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, success_generation, attempt)
     if inv.runner.status(job_id) is not None:
         log.info("job already submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
-        return False
+        return Applied.DUPLICATE
     try:
         described = manifest_batch(inv, batch, resolved, success_generation)
     except ConfigError as exc:  # its files cannot be read as its config says
         refused(inv, batch, success_generation, str(exc))
-        return True
+        return Applied.FAILED
     marker = OpenJob(
         job_id=job_id,
         success=batch.success(inv.settings.success_filename),
@@ -74,9 +84,9 @@ def apply(
         failed(
             inv, table, marker, f"the job could not be submitted: {exc}", transient=transient, config=resolved
         )
-        return True
+        return Applied.FAILED
     log.info("job submitted", extra={"table": table.prefix, "rel": batch.rel, "job_id": job_id})
-    return True
+    return Applied.SUBMITTED
 
 
 def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ...]:
@@ -168,7 +178,7 @@ def release_held(inv: Invocation, table: Table, listed: list[ObjectInfo] | None 
             )
             continue
         if live is not None:
-            submitted += apply(inv, *live, record.success_generation)
+            submitted += apply(inv, *live, record.success_generation) is not Applied.DUPLICATE
         inv.store.remove(info.name)
     return submitted
 
@@ -181,7 +191,7 @@ def resubmit(inv: Invocation, success: str, generation: int, attempt: int) -> bo
         live = _live_batch(inv, success, generation)
     except (ConfigError, PathError):
         return False
-    return live is not None and apply(inv, *live, generation, attempt)
+    return live is not None and apply(inv, *live, generation, attempt) is not Applied.DUPLICATE
 
 
 def _live_batch(inv: Invocation, success: str, generation: int) -> tuple[Batch, ResolvedConfig] | None:

@@ -9,7 +9,7 @@ request GCS cannot serve) becomes `StoreRefused` (terminal) naming the object an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -182,6 +182,7 @@ class GcsStore:
         start_offset: str | None = None,
         end_offset: str | None = None,
         limit: int | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
         with self._listing(prefix):
             blobs = self._client.list_blobs(
@@ -192,7 +193,7 @@ class GcsStore:
                 max_results=limit,
                 retry=self._retry,
             )
-            return [_info(b) for b in blobs]
+            return [_info(b) for b in blobs if only is None or only(b.name)]
 
     def list_folders(self, prefix: str) -> list[str]:
         with self._listing(prefix):

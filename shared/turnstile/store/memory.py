@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice, takewhile
@@ -97,6 +98,7 @@ class MemoryStore:
         start_offset: str | None = None,
         end_offset: str | None = None,
         limit: int | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
         with self._lock:
             low = max(prefix, start_offset or "")
@@ -108,6 +110,8 @@ class MemoryStore:
             names = islice(in_prefix, limit)
             found = []
             for n in names:
+                if only is not None and not only(n):
+                    continue
                 entry = self._objects[n]
                 found.append(ObjectInfo(n, entry.generation, len(entry.data), entry.updated))
             return found

@@ -6,6 +6,7 @@ precondition means "the object must not exist".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -74,11 +75,14 @@ class ObjectStore(Protocol):
         start_offset: str | None = None,
         end_offset: str | None = None,
         limit: int | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
         """Objects under `prefix` in lexicographic name order.
 
         `start_offset` (inclusive), `end_offset` (exclusive) and `limit` let a caller read the head
-        or a range of a long listing without paging through all of it.
+        or a range of a long listing without paging through all of it. `only` keeps the names it
+        accepts (`limit` bounds the listing before it): on S3 the generation of each object kept
+        takes a HEAD, so a caller that needs a few names of a long range says which.
         """
 
     def list_folders(self, prefix: str) -> list[str]:

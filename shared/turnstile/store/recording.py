@@ -96,9 +96,12 @@ class RecordingStore:
         start_offset: str | None = None,
         end_offset: str | None = None,
         limit: int | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
         self._count("list")
-        return self.inner.list_objects(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
+        return self.inner.list_objects(
+            prefix, start_offset=start_offset, end_offset=end_offset, limit=limit, only=only
+        )
 
     def list_folders(self, prefix: str) -> list[str]:
         self._count("list")

@@ -19,7 +19,8 @@ S3 has conditional writes but no integer generations, so this adapter maps them:
   their owner and time).
 - Listings return names, sizes and ETags but no metadata: each listed object's generation takes
   one HEAD request (made concurrently). The protocol's listings are bounded (the backlog head with
-  a limit, one batch folder), which keeps this affordable.
+  a limit, one batch folder), or name the objects they need (`only`: the sweep's reconciliation
+  HEADs the `_SUCCESS` objects of a table's pending range, not its data files).
 
 Errors: a failed precondition (412 `PreconditionFailed`, or 409 `ConditionalRequestConflict` when a
 concurrent conditional write wins) becomes `PreconditionFailed` carrying what the bucket holds now;
@@ -35,7 +36,7 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
@@ -297,8 +298,9 @@ class S3Store:
         start_offset: str | None = None,
         end_offset: str | None = None,
         limit: int | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
-        keys = self._keys(prefix, start_offset, end_offset, limit)
+        keys = [k for k in self._keys(prefix, start_offset, end_offset, limit) if only is None or only(k)]
         if len(keys) <= 1:
             found = [self.stat(k) for k in keys]
         else:
