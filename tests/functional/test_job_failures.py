@@ -136,6 +136,9 @@ def test_a_retry_whose_submit_is_refused_keeps_the_batch_failed_and_listed(
     refusing = Refusing(host.runner)
     retried = retry_ops.retry(inv(host, refusing), f"{TABLE}/01/_SUCCESS")
     assert refusing.submitted == [retried.job_id] and retried.job_id.endswith("-r1")
+    # It says so: not submitted, and why.
+    assert not retried.submitted
+    assert retried.refused is not None and "the runtime version is not supported" in retried.refused
     found = gcs_store.read(t.failure("01", generations["01"]))
     assert found is not None
     failure = BatchFailure.decode(found.data, found.name)

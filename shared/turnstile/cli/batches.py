@@ -187,7 +187,7 @@ def backfill_command(
 def retry_command(
     uri: Annotated[str, typer.Argument(metavar="gs://BUCKET/DS/TABLE/REL", help="the failed batch's folder")],
     output: OutputOption = Output.text,
-) -> None:
+) -> int | None:
     """Apply again an unordered batch whose job failed (after fixing the cause): its next attempt
     runs under a new job id. An ordered table's failed batch is retried with `turnstile unlock`."""
     target = _target.current()
@@ -203,12 +203,17 @@ def retry_command(
     done = retry_ops.retry(inv, f"{folder.rstrip('/')}/{target.settings.success_filename}")
     if output is Output.json:
         emit_json(done.__dict__)
-        return
+        return EXIT_PROBLEMS if done.refused else None
     out = render.console()
+    if done.refused:
+        out.print(f"{done.batch}: attempt {done.attempt + 1} was not submitted: {done.refused}")
+        out.print("it is recorded as failed again; turnstile status shows it")
+        return EXIT_PROBLEMS
     verb = "submitted" if done.submitted else "found already submitted"
     out.print(f"{done.batch}: attempt {done.attempt + 1} {verb} as job {done.job_id}")
     out.print(f"the attempt before failed with: {done.error}")
     out.print("follow it with: turnstile status")
+    return None
 
 
 @guarded

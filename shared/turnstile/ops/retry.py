@@ -26,8 +26,9 @@ class Retried:
     generation: int
     attempt: int
     job_id: str
-    submitted: bool  # False: the job of this attempt existed already
+    submitted: bool  # False: the job of this attempt existed already, or its submit was refused
     error: str  # what the failed attempt reported
+    refused: str | None = None  # why this attempt's submit was refused (recorded as a new failure)
 
 
 def failures(inv: Invocation, table: Table, limit: int | None = None) -> list[BatchFailure]:
@@ -66,13 +67,18 @@ def retry(inv: Invocation, success_name: str) -> Retried:
     except PreconditionFailed:
         pass
     job_id = unordered_job_id(inv.settings.job_prefix, table, batch.rel, live.generation, failure.attempt)
+    refusal = None
+    if applied is unordered.Applied.FAILED:
+        now = inv.store.read(table.failure(batch.rel, live.generation))
+        refusal = BatchFailure.decode(now.data, object_uri(inv.store, now.name)).error if now else "refused"
     return Retried(
         folder,
         live.generation,
         failure.attempt,
         job_id,
-        applied is not unordered.Applied.DUPLICATE,
+        applied is unordered.Applied.SUBMITTED,
         failure.error,
+        refusal,
     )
 
 
