@@ -324,7 +324,7 @@ def _check_sub_folders(
     if load.nested_unsaid and (unread := unread_sub_folders(where, folder, below, success_filename=success)):
         return unread
     nested = load.nested_folders
-    if nested or data_files(folder, below):
+    if nested or data_files(folder, below, success_filename=success):
         return None
     sub_folders = data_sub_folders(folder, below, success_filename=success)
     return no_data_files(where, sub_folders, nested=nested) if sub_folders else None
