@@ -223,3 +223,21 @@ def test_a_queued_batch_skipped_by_an_operator_is_not_applied_nor_queued_again(
     assert not events(host, "batch_requeued")
     assert [e["rel"] for e in events(host, "batch_dropped")] == ["c"]
     assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+
+
+def test_the_original_loaders_empty_pointers_are_adopted_and_each_batch_applied_once(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """gcs_ocn_bq_ingest's `_backlog/` objects are empty: the event of their batch adopts them with a
+    WARNING instead of rejecting it with advice to upload `_SUCCESS` again (which would apply it twice)."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    for rel in ("a", "b"):
+        host.upload(f"{TABLE}/_backlog/{rel}/_SUCCESS", b"")
+    generations = put_all(host, ["a", "b"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "b"])
+    assert not [r for r in host.log_records() if r["severity"] == "ERROR"]
+    adopted = events(host, "pointer_adopted")
+    assert adopted and {e["pointer"] for e in adopted} <= {f"{TABLE}/_backlog/{r}/_SUCCESS" for r in "ab"}
+    assert all(e["severity"] == "WARNING" for e in adopted)
+    assert host.backlog(TABLE) == [] and host.lock(TABLE).state is LockState.FREE
