@@ -7,10 +7,9 @@ from typing import Annotated
 import typer
 
 from turnstile.cli import _target
-from turnstile.cli._errors import SCHEME, guarded
+from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.cli.tables import _confirm, _interactive
-from turnstile.errors import PathError
 from turnstile.ops import render, session
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Refused
@@ -94,13 +93,7 @@ def skip_command(
     hand): records it as dropped, as unlock --skip-head does, and deletes its backlog pointer.
     Deleting the pointer by hand does not skip it: the batch is queued again as a lost event."""
     target = _target.current()
-    bucket, name = _target.parse(uri)
-    if not name:
-        raise PathError(
-            f"{uri} names a bucket; pass the batch's folder, {SCHEME.get()}://BUCKET/DS/TABLE/REL"
-        )
-    success = target.settings.success_filename
-    folder = name.rstrip("/").removesuffix(f"/{success}") if name.rstrip("/") != success else ""
+    bucket, success = _target.batch_success(target, uri)
     store = target.store(bucket)
     inv = session.invocation(store, target.settings)
     if not yes:
@@ -108,9 +101,11 @@ def skip_command(
             raise Refused(
                 "not skipping without a confirmation and stdin is not a terminal; pass --yes to skip"
             )
-        if not _confirm(f"skip {object_uri(store, folder)}: record it as dropped, never applied?"):
+        if not _confirm(
+            f"skip the batch of {object_uri(store, success)}: record it as dropped, not applied?"
+        ):
             raise Refused("not confirmed; nothing was changed")
-    done = skip_ops.skip(inv, f"{folder}/{success}" if folder else success, reason)
+    done = skip_ops.skip(inv, success, reason)
     if output is Output.json:
         emit_json(done.__dict__)
         return
