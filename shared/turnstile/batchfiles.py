@@ -38,17 +38,26 @@ def is_data_file(batch_folder: str, name: str, *, nested: bool = False) -> bool:
 
 
 def data_files(
-    batch_folder: str, names: Iterable[str], *, nested: bool = False, success_filename: str = SUCCESS
+    batch_folder: str,
+    names: Iterable[str],
+    *,
+    nested: bool = False,
+    success_filename: str = SUCCESS,
+    gate_filename: str | None = None,
 ) -> list[str]:
     """The data files among `names` (a listing of the folder), in the listing's order. With
     `nested`, a sub-folder holding its own `success_filename` is another batch, not part of this
-    one (the default layout lets a day's batch folder hold its hours' batch folders)."""
-    listed = list(names)
+    one (the default layout lets a day's batch folder hold its hours' batch folders). The success
+    marker and the gate file are never data, even when their names do not start with `_` (as the
+    original loader skipped its action files): `READY` holding a row count is not a row."""
+    markers = {success_filename, gate_filename}
+    every = list(names)
+    listed = [name for name in every if name.rpartition("/")[2] not in markers]
     if not nested:
         return [name for name in listed if is_data_file(batch_folder, name)]
     other_batches = {
         name[: -len(success_filename)]
-        for name in listed
+        for name in every
         if name.startswith(batch_folder)
         and name.endswith(f"/{success_filename}")
         and name != batch_folder + success_filename
@@ -93,7 +102,7 @@ def unread_sub_folders(
     sub_folders = data_sub_folders(batch_folder, listed, success_filename=success_filename)
     if not sub_folders:
         return None
-    if not data_files(batch_folder, listed):
+    if not data_files(batch_folder, listed, success_filename=success_filename):
         return no_data_files(batch_folder_uri, sub_folders, nested=False)
     shown = ", ".join(sub_folders[:5]) + (f" and {len(sub_folders) - 5} more" if len(sub_folders) > 5 else "")
     return (

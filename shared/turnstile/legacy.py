@@ -38,6 +38,7 @@ LOAD_KEYS = {
     "hivePartitioningOptions": 'use "nested": true',
     "destinationTable": "remove it: the table comes from the path's dataset and table",
     "labels": "set DATAPROC_LABELS for the deployment",
+    "dataSourceName": "remove it: job ids are <JOB_PREFIX>-<dataset>-<table>-<hash>",
     "useAvroLogicalTypes": "remove it: Spark reads Avro logical types as their types",
     "clustering": "set an Iceberg sort order on the table once (ALTER TABLE ... WRITE ORDERED BY ...)",
 }

@@ -11,12 +11,22 @@ import uuid
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, field_serializer
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_serializer,
+    model_validator,
+)
 
 from turnstile.errors import ConfigError
 from turnstile.load_config import LoadConfig
 
 T = TypeVar("T", bound="Record")
+DECODING = {"decoding": True}  # validation context of `Record.decode`: content read from the bucket
 
 
 class Record(BaseModel):
@@ -28,7 +38,7 @@ class Record(BaseModel):
     @classmethod
     def decode(cls: type[T], data: bytes, where: str) -> T:
         try:
-            return cls.model_validate_json(data or b"{}")
+            return cls.model_validate_json(data or b"{}", context=DECODING)
         except ValidationError as exc:
             raise ConfigError(
                 f"{where} does not hold a turnstile {cls.__name__.lower()} ({exc.error_count()} problems: "
@@ -88,6 +98,20 @@ class Lock(Record):
     # hash (S3's ETag) tells every generation apart.
     nonce: str | None = None
     cancel: CancelChoice | None = None  # an operator cancelled the job: what happens to its batch
+
+    @model_validator(mode="before")
+    @classmethod
+    def _written_by_turnstile(cls, data: Any, info: ValidationInfo) -> Any:
+        """Every lock turnstile writes names its state. Any other JSON object (`{}`, the original
+        loader's lock, an operator's manual hold) is someone else's: never taken for a FREE lock."""
+        if not (info.context or {}).get("decoding") or not isinstance(data, dict) or "state" in data:
+            return data
+        if "job_id" in data and "table" in data:
+            raise ValueError(
+                f"it is gcs_ocn_bq_ingest's lock (job {data['job_id']!r}), left by the original's job or "
+                "an operator's manual lock; delete it once no job of the original runs for the table"
+            )
+        raise ValueError("it has no 'state': it is not a lock turnstile wrote (a manual lock?)")
 
 
 def new_nonce() -> str:

@@ -280,7 +280,11 @@ def test_the_unlock_command_shown_refuses_a_lock_that_changed_since(
     assert table_json(run, "sales.orders")["lock"]["state"] == "FAILED"
 
 
-@pytest.mark.parametrize("content", [b"{not json", b'{"state": "MAYBE"}'], ids=["not-json", "bad-state"])
+@pytest.mark.parametrize(
+    "content",
+    [b"{not json", b'{"state": "MAYBE"}', b"{}", b'{"job_id": "gcf-ingest-x", "table": {}}'],
+    ids=["not-json", "bad-state", "empty-object", "original-loader"],
+)
 def test_a_lock_holding_garbage_is_unreadable_and_says_what_to_do(
     run: Run, world: World, content: bytes
 ) -> None:

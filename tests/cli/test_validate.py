@@ -582,3 +582,21 @@ def test_a_derived_table_without_a_select_transform_is_a_problem_of_its_load_jso
     [merge] = problems["mart/merge/_config/load.json"]
     assert "is a MERGE/UPDATE/DELETE/INSERT" in merge
     assert "mart/good/_config/load.json" not in problems
+
+
+def test_overwrite_partitions_without_partition_by_is_a_warning_on_its_load_json(
+    run: Run, world: World
+) -> None:
+    world.store.write("sales/_config/load.json", b'{"mode": "overwrite_partitions"}')
+    world.store.write("sales/orders/_config/load.json", b'{"schema": "id BIGINT"}')
+    world.upload("$20240501")
+    world.upload("$20240502")
+    world.store.write("sales/daily/_config/load.json", b'{"partition_by": ["day"]}')
+    world.store.write("sales/daily/$20240501/part-0.csv", b"id\n1\n")
+    world.store.write("sales/daily/$20240501/_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    [warning] = json.loads(result.stdout)["warnings"]  # once for the table, none for sales/daily
+    assert warning["object"] == f"gs://{world.store.bucket}/sales/orders/_config/load.json"
+    assert "mode overwrite_partitions without partition_by" in warning["message"]
+    assert "replace the whole table" in warning["message"]

@@ -178,12 +178,21 @@ def test_an_object_that_maps_to_no_table_is_rejected_not_retried(
     assert host.tables.commits == {}
 
 
+ORIGINAL_LOCK = b'{"job_id": "gcf-ingest-ds-t-1", "table": {"tableId": "t"}, "retry_attempt_cnt": null}'
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"bq-job-id-1234", b"{}", b"", ORIGINAL_LOCK, b'{"job_id": "manual-hold-by-ops"}'],
+    ids=["text", "empty-object", "empty", "original-loader", "manual"],
+)
 def test_an_unreadable_lock_is_an_error_that_names_it(
-    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, content: bytes
 ) -> None:
-    """Something other than turnstile wrote `_bqlock` (the original BigQuery function, a person)."""
+    """Something other than turnstile wrote `_bqlock` (the original BigQuery function, a person's
+    manual hold): the table stops, whatever JSON it holds; the lock is never taken for FREE."""
     host = start_host(monkeypatch, gcs_store, ORDERED)
-    host.upload(f"{TABLE}/_bqlock", b"bq-job-id-1234")
+    host.upload(f"{TABLE}/_bqlock", content)
     generation = host.put_batch(f"{TABLE}/01")
     host.drain(max_events=100)
     assert all(status < 500 for _, _, status in host.delivered)
@@ -191,6 +200,9 @@ def test_an_unreadable_lock_is_an_error_that_names_it(
     assert host.backlog(TABLE) == ["01"]  # queued, not lost
     errors = [r for r in host.log_records() if r["severity"] == "ERROR"]
     assert errors and all(f"gs://{host.bucket}/{TABLE}/_bqlock" in json.dumps(r) for r in errors)
+    assert host.store.inner.read(f"{TABLE}/_bqlock").data == content  # not overwritten
+    if content == ORIGINAL_LOCK:
+        assert any("gcs_ocn_bq_ingest's lock (job 'gcf-ingest-ds-t-1')" in json.dumps(r) for r in errors)
     # Replaced by a turnstile lock (here: removed), the table moves again.
     host.store.inner.remove(f"{TABLE}/_bqlock")
     host.upload(f"{TABLE}/_BACKFILL")

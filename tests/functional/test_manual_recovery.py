@@ -15,6 +15,7 @@ from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile.execution import read_manifest
 from turnstile.jobs.inline import InlineRunner
+from turnstile.ops import skip as skip_ops
 from turnstile.protocol import operator
 from turnstile.records import LockState
 from turnstile.store.gcs import GcsStore
@@ -181,3 +182,62 @@ def test_unlock_of_a_failed_batch_whose_pointer_was_removed_by_hand_drops_it(
     host.drain()
     assert host.tables.commits[TABLE] == commits_in(generations, ["a", "c"])
     assert host.lock(TABLE).position == "c"
+
+
+def test_a_queued_batch_whose_pointer_is_deleted_by_hand_is_queued_again_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """Only a failed batch's record marks a deleted pointer as dropped: any other pointer deleted by
+    hand is indistinguishable from a lost event, so the batch is applied, and the log says how to
+    skip it instead."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    host.tables.failing.add("b")
+    generations = put_all(host, ["a", "b", "c", "d"])
+    host.drain()
+    assert host.lock(TABLE).failed_rel == "b"
+    host.store.inner.remove(f"{TABLE}/_backlog/c/_SUCCESS")  # "applied by hand" too: not enough
+    host.tables.failing.clear()
+    operator.unlock(invocation(host), table(host), skip_head=True)
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "c", "d"])
+    [requeued] = events(host, "batch_requeued")
+    assert requeued["rel"] == "c" and requeued["severity"] == "WARNING"
+    assert f"turnstile skip gs://{host.bucket}/{TABLE}/c/" in str(requeued["message"])
+
+
+def test_a_queued_batch_skipped_by_an_operator_is_not_applied_nor_queued_again(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    host.tables.failing.add("b")
+    generations = put_all(host, ["a", "b", "c", "d"])
+    host.drain()
+    done = skip_ops.skip(invocation(host), f"{TABLE}/c/_SUCCESS", "applied by hand")
+    assert done.pointer == f"gs://{host.bucket}/{TABLE}/_backlog/c/_SUCCESS"
+    host.tables.failing.clear()
+    operator.unlock(invocation(host), table(host), skip_head=True)
+    host.drain()
+    generations |= put_all(host, ["e"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "d", "e"])
+    assert not events(host, "batch_requeued")
+    assert [e["rel"] for e in events(host, "batch_dropped")] == ["c"]
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+
+
+def test_the_original_loaders_empty_pointers_are_adopted_and_each_batch_applied_once(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """gcs_ocn_bq_ingest's `_backlog/` objects are empty: the event of their batch adopts them with a
+    WARNING instead of rejecting it with advice to upload `_SUCCESS` again (which would apply it twice)."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    for rel in ("a", "b"):
+        host.upload(f"{TABLE}/_backlog/{rel}/_SUCCESS", b"")
+    generations = put_all(host, ["a", "b"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "b"])
+    assert not [r for r in host.log_records() if r["severity"] == "ERROR"]
+    adopted = events(host, "pointer_adopted")
+    assert adopted and {e["pointer"] for e in adopted} <= {f"{TABLE}/_backlog/{r}/_SUCCESS" for r in "ab"}
+    assert all(e["severity"] == "WARNING" for e in adopted)
+    assert host.backlog(TABLE) == [] and host.lock(TABLE).state is LockState.FREE

@@ -119,3 +119,20 @@ def test_csv_files_in_sub_folders_stop_the_batch_until_nested_says_whether_to_lo
     assert [f"gs://{host.bucket}/ds/csv/02/{n}" for n in ("sub/b.csv", "top.csv")] in applied
     if ordered:  # the blocked batch, after the fix and the unlock
         assert [f"gs://{host.bucket}/ds/csv/01/{n}" for n in ("sub/a.csv", "top.csv")] in applied
+
+
+@pytest.mark.parametrize("ordered", [False, True], ids=["unordered", "ordered"])
+@pytest.mark.parametrize("nested", ["false", "true"])
+def test_a_success_marker_not_starting_with_an_underscore_is_never_data(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, ordered: bool, nested: str
+) -> None:
+    """SUCCESS_FILENAME=READY holding a row count (as upstreams write it): not a row of the batch."""
+    host = start_host(monkeypatch, gcs_store, {"SUCCESS_FILENAME": "READY"})
+    host.upload("f4/j/_config/load.json", b'{"format": "json", "nested": %s}' % nested.encode())
+    if ordered:
+        host.upload("f4/j/_config/ORDERME")
+    host.upload("f4/j/b1/part-0.json", b'{"id": 1}\n{"id": 2}\n')
+    generation = host.upload("f4/j/b1/READY", b'{"rows": 2}')
+    host.drain()
+    assert host.tables.commits["f4/j"] == [("b1", generation)]
+    assert data_uris(host, "f4/j") == [[f"gs://{host.bucket}/f4/j/b1/part-0.json"]]

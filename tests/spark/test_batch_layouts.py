@@ -218,6 +218,33 @@ def test_overwrite_partitions_replaces_only_the_partitions_the_batch_has_rows_fo
     assert len(kit.snapshots()) == 2  # one commit per batch
 
 
+def test_overwrite_partitions_without_partition_by_fails_and_creates_no_table(
+    spark: Any, tmp_path: Path
+) -> None:
+    kit = Kit(spark, tmp_path, mode="overwrite_partitions", schema="id INT, day STRING")
+    done = kit.run(kit.batch("$20240501", csv("id,day", "1,a")))
+    assert not done.succeeded
+    error = done.error or ""
+    assert "has no partition spec, would replace the whole table" in error
+    assert "set partition_by in load.json" in error and "mode overwrite" in error
+    assert not spark.catalog.tableExists(kit.table)
+
+
+def test_overwrite_partitions_of_an_unpartitioned_table_fails_and_keeps_its_rows(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The table was created before partition_by was set: replacing it whole would drop other days."""
+    kit = Kit(spark, tmp_path, schema="id INT, day STRING")
+    assert kit.run(kit.batch("$20240501", csv("id,day", "1,a", "2,a"))).succeeded
+    done = kit.run(
+        kit.batch("$20240502", csv("id,day", "3,b"), mode="overwrite_partitions", partition_by=["day"])
+    )
+    assert not done.succeeded
+    assert "partition it first (ALTER TABLE" in (done.error or "")
+    assert kit.rows("id") == [(1, "a"), (2, "a")]
+    assert len(kit.snapshots()) == 1
+
+
 # --- avro ---------------------------------------------------------------------------------------
 def test_avro_without_sparks_avro_data_source_fails_naming_the_missing_jar(
     spark: Any, tmp_path: Path

@@ -196,3 +196,10 @@ def test_unreadable_exactly_when_hadoop_would_parse_a_scheme(rest: str) -> None:
     globbed = any(c in name for c in GLOB_CHARACTERS)
     expected = ":" in name.rpartition("/")[2] or (":" in name and globbed)
     assert (unreadable_reason(name) is not None) is expected
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_the_success_marker_and_the_gate_are_never_data_whatever_their_names(nested: bool) -> None:
+    listing = ["t/b/part-0.csv", "t/b/READY", "t/b/HISTORYDONE", "t/b/x/part-1.csv"]
+    found = data_files("t/b/", listing, nested=nested, success_filename="READY", gate_filename="HISTORYDONE")
+    assert found == ["t/b/part-0.csv", "t/b/x/part-1.csv"] if nested else ["t/b/part-0.csv"]

@@ -23,6 +23,11 @@ def test_bigquery_load_keys_name_turnstiles_key() -> None:
     assert any('"reader_options": {"delimiter": ...}' in p for p in found)
 
 
+def test_the_originals_data_source_name_says_what_names_jobs_instead() -> None:
+    [problem] = problems_of({"dataSourceName": "erp"})
+    assert "gcs_ocn_bq_ingest's" in problem and "<JOB_PREFIX>-<dataset>-<table>-<hash>" in problem
+
+
 def test_a_schema_as_bigquery_fields_says_it_is_spark_ddl() -> None:
     [problem] = problems_of({"schema": {"fields": [{"name": "id", "type": "INTEGER"}]}})
     assert problem.startswith("key 'schema': got {'fields'") and "Spark DDL" in problem

@@ -197,9 +197,24 @@ def test_decode_ignores_unknown_fields() -> None:
     assert Claim.decode(json.dumps(data).encode(), WHERE) == EXAMPLES["claim-done"]
 
 
-def test_empty_lock_content_is_a_free_lock() -> None:
-    assert Lock.decode(b"", WHERE) == Lock()
-    assert Lock.decode(b"{}", WHERE).state is LockState.FREE
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"{}", b'{"job_id": "gcf-ingest-x", "table": {"tableId": "t"}}', b'{"job_id": "manual"}'],
+    ids=["empty", "empty-object", "original-loader", "manual"],
+)
+def test_a_lock_turnstile_did_not_write_is_rejected_not_free(content: bytes) -> None:
+    with pytest.raises(ConfigError, match=f"{WHERE} does not hold a turnstile lock"):
+        Lock.decode(content, WHERE)
+
+
+def test_the_original_loaders_lock_is_named() -> None:
+    with pytest.raises(ConfigError, match="gcs_ocn_bq_ingest's lock \\(job 'gcf-ingest-x'\\)"):
+        Lock.decode(b'{"job_id": "gcf-ingest-x", "table": {"tableId": "t"}}', WHERE)
+
+
+def test_every_lock_turnstile_writes_decodes() -> None:
+    assert Lock.decode(Lock().encode(), WHERE) == Lock()
+    assert Lock.decode(b'{"state": "FREE"}', WHERE) == Lock()
 
 
 @pytest.mark.parametrize("record_type", [Claim, Pointer, Manifest, BatchResult, JobDone])

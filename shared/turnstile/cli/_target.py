@@ -117,6 +117,18 @@ def parse(uri: str) -> tuple[str, str]:
     return where.bucket, where.path
 
 
+def batch_success(target: Target, uri: str) -> tuple[str, str]:
+    """(bucket, name of the batch's success marker) for a URI naming a batch folder or its marker."""
+    bucket, name = parse(uri)
+    if not name:
+        raise PathError(
+            f"{uri} names a bucket; pass the batch's folder, {SCHEME.get()}://BUCKET/DS/TABLE/REL"
+        )
+    success = target.settings.success_filename
+    folder = name.rstrip("/").removesuffix(f"/{success}") if name.rstrip("/") != success else ""
+    return bucket, f"{folder}/{success}" if folder else success
+
+
 def bucket_and_prefix(target: Target, uri: str | None) -> tuple[str, str]:
     """The bucket and prefix a URI names; without one, the local stack's bucket."""
     if uri is not None:

@@ -225,16 +225,10 @@ def reprocess_command(
     """Apply an already committed batch once more, deliberately: after the batches queued before
     it, as a commit of its own, shown as REPROCESSED by `turnstile history`."""
     target = _target.current()
-    bucket, name = _target.parse(uri)
-    if not name:
-        raise PathError(
-            f"{uri} names a bucket; pass the batch's folder, {SCHEME.get()}://BUCKET/DS/TABLE/REL"
-        )
-    success = target.settings.success_filename
-    folder = name.rstrip("/").removesuffix(f"/{success}") if name.rstrip("/") != success else ""
+    bucket, success = _target.batch_success(target, uri)
     store = target.store(bucket)
     inv = session.invocation(store, target.settings)
-    done = reprocess_ops.request(inv, f"{folder}/{success}" if folder else success, reason)
+    done = reprocess_ops.request(inv, success, reason)
     if output is Output.json:
         emit_json(done.__dict__)
         return

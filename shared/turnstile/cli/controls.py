@@ -1,4 +1,4 @@
-"""Operator controls over a table's jobs: pause (undone by `resume`) and cancel."""
+"""Operator controls over a table's jobs: pause (undone by `resume`), cancel, and skip a queued batch."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import typer
 from turnstile.cli import _target
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
+from turnstile.cli.tables import _confirm, _interactive
 from turnstile.ops import render, session
+from turnstile.ops import skip as skip_ops
+from turnstile.ops.errors import Refused
 from turnstile.protocol import operator
 from turnstile.protocol.lock import read as read_lock
 from turnstile.records import CancelChoice, LockState
@@ -77,3 +80,38 @@ def cancel_command(
         return
     then = "stays first in the backlog" if requeue else f"blocks the table until: turnstile unlock {where}"
     out.print(f"when it has stopped, the batch it had not committed {then}; follow it with: turnstile status")
+
+
+@guarded
+def skip_command(
+    uri: Annotated[str, typer.Argument(metavar="gs://BUCKET/DS/TABLE/REL", help="the batch folder")],
+    reason: Annotated[str | None, typer.Option("--reason", help="kept in the batch's record")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    output: OutputOption = Output.text,
+) -> None:
+    """Drop a batch of an ordered table that has not been applied (it was applied or repaired by
+    hand): records it as dropped, as unlock --skip-head does, and deletes its backlog pointer.
+    Deleting the pointer by hand does not skip it: the batch is queued again as a lost event."""
+    target = _target.current()
+    bucket, success = _target.batch_success(target, uri)
+    store = target.store(bucket)
+    inv = session.invocation(store, target.settings)
+    if not yes:
+        if not _interactive():
+            raise Refused(
+                "not skipping without a confirmation and stdin is not a terminal; pass --yes to skip"
+            )
+        if not _confirm(
+            f"skip the batch of {object_uri(store, success)}: record it as dropped, not applied?"
+        ):
+            raise Refused("not confirmed; nothing was changed")
+    done = skip_ops.skip(inv, success, reason)
+    if output is Output.json:
+        emit_json(done.__dict__)
+        return
+    out = render.console()
+    out.print(f"{done.batch} (generation {done.generation}) is recorded as dropped by an operator")
+    out.print(f"deleted its pointer {done.pointer}" if done.pointer else "it had no pointer queued")
+    if done.taken_by_job:
+        out.print(f"but job {done.taken_by_job} locked the table meanwhile and applies it: see status")
+    out.print(f"upload its _SUCCESS again to apply it; follow it with: turnstile history {done.table}")

@@ -123,6 +123,7 @@ def validate(
         report.problems.append(Problem(object_uri(store, name), message))
     names = sorted(info.name for info in objects)
     sizes = {info.name: info.size for info in objects}
+    warned: set[tuple[str, ...]] = set()  # config cascades already reported, each once
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
         found = _check_batch(
@@ -131,6 +132,8 @@ def validate(
         report.problems += [Problem(object_uri(store, name), message) for message in found]
         if not found and (untimed := natural_time_warning(configs, bucket, name, settings.destination_regex)):
             report.warnings.append(Problem(object_uri(store, name), untimed))
+        if not found and (whole := _whole_table_overwrite(configs, name, warned)):
+            report.warnings.append(Problem(object_uri(store, whole[0]), whole[1]))
         advance()
     return report
 
@@ -204,6 +207,27 @@ def _incomplete_cascades(
                 )
             )
     return found
+
+
+def _whole_table_overwrite(
+    configs: ConfigReader, success: str, warned: set[tuple[str, ...]]
+) -> tuple[str, str] | None:
+    """(the load.json, the warning) when the batch's mode is overwrite_partitions without a
+    partition_by: unless the table was partitioned by hand, the job refuses each of its batches."""
+    resolved = configs.resolve(success.rpartition("/")[0] + "/")
+    if (
+        resolved.load.mode != "overwrite_partitions"
+        or resolved.load.partition_by
+        or resolved.sources in warned
+    ):
+        return None
+    warned.add(resolved.sources)
+    where = next((s for s in reversed(resolved.sources) if s.endswith(LOAD_JSON)), success)
+    return where, (
+        "mode overwrite_partitions without partition_by: on a table with no partition spec it would "
+        'replace the whole table, so the job fails each batch; set partition_by (e.g. ["days(ts)"]) '
+        "to replace only the partitions a batch's rows fall in, or mode overwrite to replace the table"
+    )
 
 
 def _check_batch(
@@ -300,7 +324,7 @@ def _check_sub_folders(
     if load.nested_unsaid and (unread := unread_sub_folders(where, folder, below, success_filename=success)):
         return unread
     nested = load.nested_folders
-    if nested or data_files(folder, below):
+    if nested or data_files(folder, below, success_filename=success):
         return None
     sub_folders = data_sub_folders(folder, below, success_filename=success)
     return no_data_files(where, sub_folders, nested=nested) if sub_folders else None

@@ -197,6 +197,19 @@ def queue_unannounced(inv: Invocation, successes: list[str]) -> None:
             continue
         batch, _ = inv.batch(name)
         publisher.queue(inv, batch, info.generation)
+        log.warning(
+            f"queued {object_uri(inv.store, name)}, whose event has not arrived"
+            + skip_hint(inv, batch.folder),
+            extra={"event": "batch_requeued", "table": batch.table.prefix, "rel": batch.rel},
+        )
+
+
+def skip_hint(inv: Invocation, folder: str) -> str:
+    """A pointer deleted by hand looks like a lost event and is queued again: say how to skip."""
+    return (
+        "; if its backlog pointer was deleted to skip it, it is applied all the same: skip a batch "
+        f"with turnstile skip {object_uri(inv.store, folder)}"
+    )
 
 
 def furthest(inv: Invocation, table: Table, *rels: str | None) -> str | None:

@@ -49,8 +49,12 @@ def handle(inv: Invocation, ref: ObjectRef) -> str:
     except TurnstileError as exc:
         if not isinstance(exc, Terminal):
             raise
-        # A rejected batch is not queued anywhere: say how to get it applied.
-        retry = f"; fix it, then upload {fields['object']} again" if ref.kind is ObjectKind.SUCCESS else ""
+        # Say how to get it applied; a pointer someone else wrote may have queued it all the same.
+        retry = (
+            f"; fix it, then upload {fields['object']} again, unless turnstile status shows it queued"
+            if ref.kind is ObjectKind.SUCCESS
+            else ""
+        )
         log.error(f"rejected: {exc}{retry}", extra=fields | {"event": "rejected", "error": str(exc)})
         return Handled.REJECTED
 

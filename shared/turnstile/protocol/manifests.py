@@ -23,7 +23,10 @@ def data_objects(inv: Invocation, batch: Batch, load: LoadConfig) -> tuple[tuple
     if (unread := unread_files(inv, batch.folder, listing, load)) is not None:
         raise ConfigError(unread)
     success = inv.settings.success_filename
-    names = data_files(batch.folder, listing, nested=load.nested_folders, success_filename=success)
+    gate = inv.settings.start_backfill_filename
+    names = data_files(
+        batch.folder, listing, nested=load.nested_folders, success_filename=success, gate_filename=gate
+    )
     return tuple(object_uri(inv.store, name) for name in names), tuple(listing[name] for name in names)
 
 

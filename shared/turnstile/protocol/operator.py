@@ -18,7 +18,6 @@ from turnstile.records import (
     BatchOutcome,
     BatchResult,
     CancelChoice,
-    CoveredBatch,
     Lock,
     LockState,
     Pause,
@@ -69,7 +68,8 @@ def unlock(
         except PreconditionFailed:
             pass  # already gone, or re-published with a new generation that must still apply
     if dropped and head and not head.reprocess:
-        _record_dropped(inv, table, lock, head)
+        why = f"dropped by an operator (unlock --skip-head), not applied: {lock.error}"
+        record_dropped(inv, table, head.rel, head.success_generation, job_id=lock.job_id, error=why)
     position = lock.position
     success = inv.settings.success_filename
     moves = head is not None and not head.reprocess  # a reprocess request does not move the position
@@ -102,24 +102,27 @@ def unlock(
     return Unlocked(lock.failed_rel, lock.job_id, dropped, removed_by_hand=by_hand)
 
 
-def _record_dropped(inv: Invocation, table: Table, lock: Lock, head: CoveredBatch) -> None:
-    """A FAILED result record for a dropped batch that has none (a late batch never ran a job), so
-    that `history` shows the drop and nothing queues it again (`backfill`, the lock's recovery): a
-    failed batch whose pointer is gone counts as dropped. Its `_SUCCESS` uploaded again applies it."""
+def record_dropped(
+    inv: Invocation, table: Table, rel: str, success_generation: int, *, job_id: str | None, error: str
+) -> None:
+    """A FAILED result record for a dropped batch that has none (a late or queued batch never ran a
+    job), so that `history` shows the drop and nothing queues it again (`backfill`, the lock's
+    recovery, the reconciliation): a failed batch whose pointer is gone counts as dropped. Its
+    `_SUCCESS` uploaded again applies it."""
     record = BatchResult(
-        job_id=lock.job_id or "",
-        rel=head.rel,
-        success_generation=head.success_generation,
+        job_id=job_id or "",
+        rel=rel,
+        success_generation=success_generation,
         outcome=BatchOutcome.FAILED,
         rows_read=0,
         rows_written=0,
         bad_rows=0,
         seconds=0.0,
         finished_at=inv.clock.now(),
-        error=f"dropped by an operator (unlock --skip-head), not applied: {lock.error}",
+        error=error,
     )
     try:
-        inv.store.create(table.result(head.rel, head.success_generation), record.encode())
+        inv.store.create(table.result(rel, success_generation), record.encode())
     except PreconditionFailed:
         pass  # its job's own record says why it failed
 

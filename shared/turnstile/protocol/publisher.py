@@ -9,7 +9,7 @@ docs/PROTOCOL.md).
 from __future__ import annotations
 
 from turnstile import logs
-from turnstile.errors import PathError, PreconditionFailed
+from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import Batch, Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
@@ -70,13 +70,24 @@ def _write_pointer(inv: Invocation, name: str, record: Pointer) -> None:
         # Applied and removed between our write and our read. Queue ours anyway: if it was the same
         # generation, the job finds that batch already committed and skips it.
         return _write_pointer(inv, name, record)
-    existing = Pointer.decode(found.data, f"gs://{inv.store.bucket}/{name}")
-    if existing.success_generation >= record.success_generation:
+    try:
+        existing: Pointer | None = Pointer.decode(found.data, f"gs://{inv.store.bucket}/{name}")
+    except ConfigError:
+        existing = None  # not turnstile's (the original loader's empty pointer): adopted below
+    if existing is not None and existing.success_generation >= record.success_generation:
         return  # the same event again, or an older one delivered late
     try:
         inv.store.replace(name, record.encode(), if_generation=found.generation)
     except PreconditionFailed:
-        _write_pointer(inv, name, record)  # changed under us: look again
+        return _write_pointer(inv, name, record)  # changed under us: look again
+    if existing is None:
+        # The subscriber covers pointers from its listing, so the batch was queued either way:
+        # rejecting the event would only advise an upload of `_SUCCESS` that applies it twice.
+        log.warning(
+            f"adopted gs://{inv.store.bucket}/{name}, a backlog pointer turnstile did not write (the "
+            "original loader's?): rewritten as turnstile's; its batch stays queued, once",
+            extra={"event": "pointer_adopted", "pointer": name},
+        )
 
 
 def ensure_subscriber(inv: Invocation, table: Table) -> None:

@@ -80,7 +80,8 @@ def reconcile(state: TableState) -> int:
             if result in (handler.Handled.QUEUED, handler.Handled.SUBMITTED):
                 published += 1
                 log.warning(
-                    f"published {ref.uri}, whose event never arrived ({result})",
+                    f"published {ref.uri}, whose event never arrived ({result})"
+                    + (backlog.skip_hint(inv, batch.folder) if batch and result == "queued" else ""),
                     extra={"event": "batch_reconciled", "table": table.prefix, "object": ref.uri},
                 )
     if state.lock_generation == 0 and not queued:  # an unordered table: nothing else bounds the listing

@@ -186,7 +186,11 @@ def _acquire(
                 return None
             break
         names = data_files(
-            folder, sizes, nested=resolved.load.nested_folders, success_filename=success_filename
+            folder,
+            sizes,
+            nested=resolved.load.nested_folders,
+            success_filename=success_filename,
+            gate_filename=inv.settings.start_backfill_filename,
         )
         size = sum(sizes[name] for name in names)
         if batches and taken + size > budget:

@@ -226,6 +226,7 @@ class IcebergApplier:
         if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
             raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
         stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
+        commits.refuse_whole_table_overwrite(spark, table, load, exists=self._exists(table))
         self._ensure_table(table, load, stored)
         frame = self._fit(table, frame, load, batch)
         with commits.commit_properties(spark, properties):

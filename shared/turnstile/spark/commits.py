@@ -75,6 +75,28 @@ def table_exists(spark: SparkSession, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
 
 
+def partitioned(spark: SparkSession, table: str) -> bool:
+    """The Iceberg table has a partition spec (one call through Iceberg's Java API)."""
+    loaded = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    return not bool(loaded.spec().isUnpartitioned())
+
+
+def refuse_whole_table_overwrite(spark: SparkSession, table: str, load: LoadConfig, *, exists: bool) -> None:
+    """`overwrite_partitions` on a table without a partition spec would replace the whole table (the
+    gcs_ocn_bq_ingest migrant's `$YYYYMMDD` truncate): BatchFailed before anything is written."""
+    if load.mode != "overwrite_partitions" or (partitioned(spark, table) if exists else load.partition_by):
+        return
+    fix = (
+        "partition it first (ALTER TABLE ... ADD PARTITION FIELD; partition_by applies to a new table only)"
+        if exists
+        else 'set partition_by in load.json (e.g. ["days(ts)"]): only the partitions of its rows are replaced'
+    )
+    raise BatchFailed(
+        f"mode overwrite_partitions on {table}, which has no partition spec, would replace the whole "
+        f"table: {fix}, or set mode overwrite to replace the whole table on purpose; nothing was written"
+    )
+
+
 def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
     """batch key -> snapshot id, over the snapshots that are current ancestors (a rolled-back
     snapshot stays in the table's metadata but does not count as applied). Read from the table's

@@ -1,0 +1,92 @@
+"""`turnstile skip`: drop one batch of an ordered table that has not been applied, on the record.
+
+Deleting a batch's backlog pointer by hand does not skip it: a `_SUCCESS` past the table's position
+with no pointer and no result record is a batch whose event never came, and the subscriber's
+listing or the reconciliation queues it again. `skip` writes the record `unlock --skip-head` writes
+(FAILED, "dropped by an operator"), then deletes the pointer at the generation it read, so nothing
+queues the batch again; uploading its `_SUCCESS` again applies it. Refused, changing nothing, for a
+batch that is committed, that the running job covers, or that blocks the table (`unlock
+--skip-head` drops that one), and for a batch of an unordered table (it has no backlog).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from turnstile import logs
+from turnstile.errors import PreconditionFailed
+from turnstile.ops.errors import Failed, Refused
+from turnstile.protocol import backlog, lock, operator
+from turnstile.protocol.context import Invocation
+from turnstile.records import Lock, LockState
+from turnstile.store.port import object_uri
+
+log = logs.get("skip")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    batch: str  # gs:// or s3:// URI of the batch folder
+    table: str  # gs:// or s3:// URI of the table
+    rel: str
+    generation: int  # of the batch's `_SUCCESS`: the one recorded as dropped
+    pointer: str | None  # URI of the pointer deleted; None when none was queued yet
+    taken_by_job: str | None = None  # a job that locked the table meanwhile and covers it anyway
+
+
+def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipped:
+    """Record the batch whose `_SUCCESS` is `success_name` as dropped and delete its pointer."""
+    batch, resolved = inv.batch(success_name)  # a path or config that does not resolve says why
+    table, rel = batch.table, batch.rel
+    where, folder = object_uri(inv.store, table.prefix), object_uri(inv.store, batch.folder)
+    if not (resolved.ordered or inv.settings.order_per_table):
+        raise Refused(
+            f"{folder} belongs to unordered table {where}, which has no backlog to skip it from: each "
+            f"batch runs as its own job; see turnstile status {where}"
+        )
+    live = backlog.live_generation(inv, table, rel)
+    if live is None:
+        raise Refused(f"{object_uri(inv.store, success_name)} does not exist: there is no batch to skip")
+    if backlog.recorded_applied(inv, table, rel, live):
+        raise Refused(
+            f"{folder} (its _SUCCESS generation {live}) is already committed: there is nothing to skip "
+            f"(turnstile history {where})"
+        )
+    held, _ = lock.read(inv, table)
+    _refuse_held(held, rel, folder, where)
+    pointer = batch.pointer(inv.settings.success_filename)
+    queued = inv.store.stat(pointer)
+    why = "dropped by an operator (turnstile skip), not applied" + (f": {reason}" if reason else "")
+    # The record first: a pointer gone without it would be queued again as a lost event.
+    operator.record_dropped(inv, table, rel, live, job_id=held.job_id, error=why)
+    if queued is not None:
+        try:
+            inv.store.delete(pointer, if_generation=queued.generation)
+        except PreconditionFailed as exc:
+            raise Failed(
+                f"{object_uri(inv.store, pointer)} changed while skipping (re-published or applied); "
+                f"run turnstile status {where}, then skip again"
+            ) from exc
+    after, _ = lock.read(inv, table)
+    running = after.state is LockState.RUNNING and rel in {c.rel for c in after.covers}
+    log.warning(
+        f"batch {rel!r} of {where} skipped by an operator: not applied",
+        extra={"event": "batch_skipped", "table": table.prefix, "rel": rel, "reason": reason},
+    )
+    done = object_uri(inv.store, pointer) if queued is not None else None
+    return Skipped(folder, where, rel, live, done, after.job_id if running else None)
+
+
+def _refuse_held(held: Lock, rel: str, folder: str, where: str) -> None:
+    """A batch the running job covers, or the failed batch that blocks the table, is not skipped."""
+    if held.state is LockState.RUNNING and rel in {c.rel for c in held.covers}:
+        raise Refused(
+            f"{folder} is being applied by job {held.job_id}, which holds the table now; wait for it "
+            f"(turnstile status {where}), or cancel it first (turnstile cancel {where}) and drop the "
+            f"batch with turnstile unlock {where} --skip-head"
+        )
+    if held.state is LockState.FAILED and held.failed_rel == rel:
+        raise Refused(
+            f"{folder} is the failed batch that blocks the table; drop it with: turnstile unlock "
+            f"{where} --skip-head"
+        )
