@@ -343,7 +343,9 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
     prefix = folder[: match.end("table")]
     rel = folder[match.end("table") :].strip("/")
     partition = groups.get("partition")
-    if partition is not None and (problem := partition_problem(partition, destination_regex)):
+    if partition is not None:  # gcs_ocn_bq_ingest's regex captures the `$` too: read the same
+        partition = partition.removeprefix("$")
+    if partition is not None and (problem := partition_problem(partition)):
         raise PathError(f"{where}: {problem}")
     batch = Batch(
         table=Table(bucket, prefix, dataset, table),

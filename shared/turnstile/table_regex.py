@@ -8,13 +8,9 @@ import re
 _PARTITION = re.compile(r"[0-9]{4}([0-9]{2}){0,3}|__UNPARTITIONED__")
 
 
-def partition_problem(partition: str, destination_regex: str | None) -> str | None:
-    """What is wrong with a partition decorator the path names (the folder `$2024050113`), or None."""
-    if partition.startswith("$") and destination_regex:
-        return (
-            f"the destination regex's partition group captured {partition!r}, with its '$': the group "
-            r"holds the decorator without it (write \$(?P<partition>...), as in docs/MIGRATING.md)"
-        )
+def partition_problem(partition: str) -> str | None:
+    """What is wrong with a partition decorator the path names (the folder `$2024050113`, read
+    without its `$`), or None."""
     if not _PARTITION.fullmatch(partition):
         return f"partition decorator ${partition} is not YYYY[MM[DD[HH]]] or __UNPARTITIONED__"
     return None

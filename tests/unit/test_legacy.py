@@ -47,15 +47,14 @@ def test_the_originals_transform_names_are_named_with_theirs() -> None:
     assert transform_names("SELECT * FROM batch") is None
 
 
-def test_a_partition_group_that_captures_the_dollar_says_to_leave_it_out() -> None:
-    from turnstile.errors import PathError
+def test_a_partition_group_that_captures_the_dollar_reads_the_decorator_without_it() -> None:
+    """gcs_ocn_bq_ingest's default regex, copied verbatim, puts the `$` in its partition group."""
     from turnstile.paths import parse_success
 
     regex = r"^(?P<dataset>\w+)/(?P<table>\w+)/?(?P<partition>\$[0-9]+)?/?(?P<batch>[\w\-]+)?/?"
-    with pytest.raises(PathError) as caught:
-        parse_success("b", "ds/t/$2024050113/_SUCCESS", regex)
-    assert "captured '$2024050113', with its '$'" in str(caught.value)
-    assert r"\$(?P<partition>...)" in str(caught.value)
+    batch = parse_success("b", "ds/t/$2024050113/_SUCCESS", regex)
+    assert batch.partition == "2024050113" and batch.rel == "$2024050113"
+    assert batch == parse_success("b", "ds/t/$2024050113/_SUCCESS", None)
 
 
 def test_the_originals_job_prefix_with_its_trailing_hyphen_makes_ids_with_one_hyphen() -> None:
