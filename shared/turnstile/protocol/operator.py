@@ -12,7 +12,7 @@ from turnstile import logs
 from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
-from turnstile.protocol import unordered
+from turnstile.protocol import results, unordered
 from turnstile.protocol.context import Invocation
 from turnstile.records import (
     BatchOutcome,
@@ -116,7 +116,7 @@ def _record_dropped(inv: Invocation, table: Table, lock: Lock, head: CoveredBatc
         bad_rows=0,
         seconds=0.0,
         finished_at=inv.clock.now(),
-        error=f"dropped by an operator (unlock --skip-head), not applied: {lock.error}",
+        error=f"{results.DROPPED}, not applied: {lock.error}",
     )
     try:
         inv.store.create(table.result(head.rel, head.success_generation), record.encode())
