@@ -85,6 +85,27 @@ def take(spool: Path) -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
+def put_back(spool: Path, claimed: Path) -> None:
+    """Return a claimed request to the queue under its name: it keeps its place in the order."""
+    os.replace(claimed, spool / QUEUE / claimed.name)
+
+
+def lost(spool: Path, name: str) -> bool:
+    """Whether a request is in neither `queue/` nor `running/`: withdrawn, finished, or discarded
+    by a driver that was not the one it was queued to."""
+    return not (spool / QUEUE / name).exists() and not (spool / RUNNING / name).exists()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def withdraw(spool: Path, name: str) -> bool:
     """Take a request back before the driver claims it; False when it was already claimed."""
     try:

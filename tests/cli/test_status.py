@@ -342,3 +342,22 @@ def test_text_lists_an_unordered_tables_open_jobs_below_the_table(run: Run, worl
     text = run("status").stdout
     assert "web.clicks: job j-1 for batch '$20240501' running since 3m" in text
     assert "cancel requested (block)" in text
+
+
+def test_a_batch_dropped_by_unlock_skip_head_reads_as_dropped_not_failed(run: Run, world: World) -> None:
+    """A late batch dropped by an operator gets a FAILED record (so nothing queues it again); as
+    the idle table's last result it is no failure to fix."""
+    world.store.write("sales/orders/_config/ORDERME", b"")
+    world.result(HOURS[1], 7)
+    world.queue(HOURS[0])
+    world.fail(HOURS[0], error=f"batch '{HOURS[0]}' arrived after '{HOURS[1]}'", position=HOURS[1])
+    unlocked = run("unlock", world.uri, "--skip-head", "--yes")
+    assert unlocked.exit_code == 0, unlocked.output
+    shown = table_json(run, "sales.orders")
+    assert shown["health"] == "IDLE"
+    assert (shown["last_result"]["rel"], shown["last_result"]["outcome"]) == (HOURS[0], "DROPPED")
+    assert shown["last_commit_lag_seconds"] is None
+    text = run("status")
+    orders = next(line for line in text.stdout.splitlines() if line.startswith("sales.orders "))
+    assert f"{HOURS[0]}: DROPPED 0 rows" in orders
+    assert text.exit_code == 0, text.output

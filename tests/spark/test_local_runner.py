@@ -240,3 +240,41 @@ def test_cold_mode_runs_each_job_in_a_spark_application_of_its_own(
     assert not (cold.home / "workers").exists()  # no warm driver was started
     rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.cold_a").collect())
     assert rows == [(1, "a"), (2, "b")]
+
+
+def _group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_driver_whose_jvm_is_killed_between_jobs_leaves_the_next_job_to_the_new_driver(
+    runner: LocalRunner, gcs_store: GcsStore, spark: Any
+) -> None:
+    """kill -9 of the driver's JVM alone orphans its Python side: that must exit, not take (and
+    drop) the request the runner queues to the driver it starts next."""
+    runner.submit(
+        "orphan-1", _manifest(gcs_store, "orphan-1", [_batch(gcs_store, "orphan_a", "h01", 41, "1,a\n")])
+    )
+    assert _wait(runner, "orphan-1").state is JobState.SUCCEEDED
+    pid = read_json(runner.job_dir("orphan-1") / STATE)["pid"]  # type: ignore[index]
+    assert len(_group(pid)) > 1  # the JVM and its Python side
+    os.kill(pid, signal.SIGKILL)  # the JVM only, as a crash or the OOM killer does
+    deadline = time.monotonic() + 30
+    while _group(pid):
+        assert time.monotonic() < deadline, f"the driver's Python side outlived its JVM: {_group(pid)}"
+        time.sleep(0.2)
+    runner.submit(
+        "orphan-2", _manifest(gcs_store, "orphan-2", [_batch(gcs_store, "orphan_a", "h02", 42, "2,b\n")])
+    )
+    assert _wait(runner, "orphan-2").state is JobState.SUCCEEDED
+    assert _driver_pid(runner, "orphan-2") != pid
+    rows = sorted(tuple(r) for r in spark.sql("SELECT * FROM local.ds.orphan_a").collect())
+    assert rows == [(1, "a"), (2, "b")]

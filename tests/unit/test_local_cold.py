@@ -11,7 +11,8 @@ import pytest
 
 from turnstile.jobs import local_cold
 from turnstile.jobs.local import FINISHED, LOG, STARTED, STATE, LocalRunner, read_json, write_json
-from turnstile.jobs.port import JobState
+from turnstile.jobs.port import JobState, JobStatus
+from turnstile.spool import enqueue, entry_name, take
 
 
 def test_it_records_the_start_the_output_and_the_exit_code(tmp_path: Path) -> None:
@@ -33,3 +34,37 @@ def test_a_call_without_a_command_is_refused(tmp_path: Path, capsys: pytest.Capt
     assert local_cold.main([str(tmp_path)]) == 2
     assert "usage: python -m turnstile.jobs.local_cold JOB_FOLDER -- COMMAND" in capsys.readouterr().err
     assert not (tmp_path / STARTED).exists()
+
+
+def test_a_warm_job_whose_request_left_the_queue_unstarted_is_failed(tmp_path: Path) -> None:
+    """Its request taken and dropped by a driver whose JVM had died: nothing would ever run the
+    job, so it is FAILED (a transient failure for the protocol), not PENDING forever."""
+    runner = LocalRunner(tmp_path, {}, {})
+    spool = runner.spool()
+    name = entry_name()
+    enqueue(spool, name, {"job_id": "w1", "worker": os.getpid()})
+    folder = runner.job_dir("w1")
+    folder.mkdir(parents=True)
+    state = {"state": "PENDING", "pid": os.getpid(), "queued_as": name, "spool": str(spool)}
+    write_json(folder / STATE, state)
+    assert runner.status("w1") == JobStatus("w1", JobState.PENDING)
+    claimed = take(spool)  # taken: still PENDING until the driver writes started.json
+    assert claimed is not None and runner.status("w1") == JobStatus("w1", JobState.PENDING)
+    claimed[0].unlink()
+    status = runner.status("w1")
+    assert status is not None and status.state is JobState.FAILED
+    assert "never started" in (status.detail or "")
+    write_json(folder / FINISHED, {"exit_code": 0})  # it ran after all: its end is what counts
+    assert runner.status("w1") == JobStatus("w1", JobState.SUCCEEDED)
+
+
+def test_a_withdrawn_warm_job_is_cancelled_not_lost(tmp_path: Path) -> None:
+    runner = LocalRunner(tmp_path, {}, {})
+    name = entry_name()
+    enqueue(runner.spool(), name, {"job_id": "w2", "worker": os.getpid()})
+    folder = runner.job_dir("w2")
+    folder.mkdir(parents=True)
+    state = {"state": "PENDING", "pid": os.getpid(), "queued_as": name, "spool": str(runner.spool())}
+    write_json(folder / STATE, state)
+    runner.cancel("w2")
+    assert runner.status("w2") == JobStatus("w2", JobState.CANCELLED, "cancelled")

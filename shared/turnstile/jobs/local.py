@@ -25,15 +25,37 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from turnstile.jobs.local_cold import FINISHED, LOG, STARTED
 from turnstile.jobs.local_spark import ensure_jars, spark_conf
 from turnstile.jobs.local_worker import failure_detail, job_main_file, spark_submit, warm_driver_file
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.settings import Settings, child_environment
-from turnstile.spool import WORKER, enqueue, entry_name, locked, prepare, read_json, withdraw, write_json
+from turnstile.spool import (
+    WORKER,
+    alive,
+    enqueue,
+    entry_name,
+    locked,
+    lost,
+    prepare,
+    read_json,
+    withdraw,
+    write_json,
+)
 
-__all__ = ["FINISHED", "LOG", "REQUEST", "STARTED", "STATE", "LocalRunner", "read_json", "write_json"]
+__all__ = [
+    "FINISHED",
+    "LOG",
+    "REQUEST",
+    "STARTED",
+    "STATE",
+    "LocalRunner",
+    "alive",
+    "read_json",
+    "write_json",
+]
 
 REQUEST = "request.json"
 # written by the submitter: PENDING (with the pid of the driver, or of a cold job) or CANCELLED
@@ -41,16 +63,6 @@ STATE = "state.json"
 # STARTED and FINISHED are written by the driver (or a cold job's `local_cold`) when the job starts
 # and when it ends, with its exit code; LOG is the job's output.
 DRIVER_LOG = "driver.log"
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def job_environment(settings: Settings) -> dict[str, str]:
@@ -112,7 +124,13 @@ class LocalRunner:
         with locked(spool):
             pid = self._driver(spool)
             name = entry_name()
-            state = {"state": JobState.PENDING.value, "submitted_at": _now(), "pid": pid, "queued_as": name}
+            state = {
+                "state": JobState.PENDING.value,
+                "submitted_at": _now(),
+                "pid": pid,
+                "queued_as": name,
+                "spool": str(spool),
+            }
             write_json(folder / STATE, state)
             request = {
                 "job_id": job_id,
@@ -188,8 +206,9 @@ class LocalRunner:
             if code == 0:
                 return JobStatus(job_id, JobState.SUCCEEDED)
             return JobStatus(job_id, JobState.FAILED, failure_detail(folder / LOG, code))
-        started = (folder / STARTED).exists()
-        return JobStatus(job_id, JobState.RUNNING if started else JobState.PENDING)
+        if (folder / STARTED).exists():
+            return JobStatus(job_id, JobState.RUNNING)
+        return _lost(job_id, folder, state) or JobStatus(job_id, JobState.PENDING)
 
     def cancel(self, job_id: str) -> None:
         """A queued job is withdrawn (CANCELLED); a running one ends with its driver (FAILED):
@@ -199,9 +218,13 @@ class LocalRunner:
         current = self.status(job_id)
         if state is None or current is None or current.state.finished:
             return
-        if isinstance(state.get("queued_as"), str) and withdraw(self.spool(), state["queued_as"]):
-            write_json(folder / STATE, state | {"state": JobState.CANCELLED.value, "detail": "cancelled"})
-            return
+        if isinstance(state.get("queued_as"), str):
+            with locked(self.spool()):  # withdrawn and CANCELLED at once: `status` never sees it lost
+                if withdraw(self.spool(), state["queued_as"]):
+                    write_json(
+                        folder / STATE, state | {"state": JobState.CANCELLED.value, "detail": "cancelled"}
+                    )
+                    return
         if isinstance(state.get("pid"), int):
             try:
                 os.killpg(state["pid"], signal.SIGTERM)
@@ -210,6 +233,26 @@ class LocalRunner:
 
     def stop_drivers(self) -> None:
         stop_drivers(self.home)
+
+
+def _lost(job_id: str, folder: Path, state: dict[str, Any]) -> JobStatus | None:
+    """FAILED for a warm job whose request is gone from its spool although the job neither started
+    nor finished (a driver whose JVM had died took it): nothing would ever run it."""
+    spool, name = state.get("spool"), state.get("queued_as")
+    if not isinstance(spool, str) or not isinstance(name, str):
+        return None
+    with locked(Path(spool)):
+        if not lost(Path(spool), name):
+            return None
+        now = read_json(folder / STATE) or state  # withdrawn by `cancel`: CANCELLED
+    if JobState(now["state"]).finished or (folder / STARTED).exists() or (folder / FINISHED).exists():
+        return None  # it ended or started meanwhile: the next read says how
+    return JobStatus(
+        job_id,
+        JobState.FAILED,
+        "its request left the local Spark driver's queue but the job never started; "
+        f"see {Path(spool) / DRIVER_LOG}",
+    )
 
 
 def stop_drivers(home: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from turnstile.errors import ConfigError
 from turnstile.paths import Table
 from turnstile.protocol import results
-from turnstile.records import BatchResult
+from turnstile.records import BatchOutcome, BatchResult
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 
@@ -116,11 +116,12 @@ def last_result(store: ObjectStore, table: Table) -> tuple[ResultView | None, st
         record = BatchResult.decode(found.data, where)
     except ConfigError as exc:
         return None, str(exc)
+    dropped = record.outcome is BatchOutcome.FAILED and (record.error or "").startswith(results.DROPPED)
     return (
         ResultView(
             rel=record.rel,
             success_generation=record.success_generation,
-            outcome=record.outcome.value,
+            outcome=results.DROPPED_OUTCOME if dropped else record.outcome.value,
             rows_written=record.rows_written,
             bad_rows=record.bad_rows,
             finished_at=record.finished_at,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from turnstile import logs
 from turnstile.errors import PreconditionFailed
 from turnstile.ops.errors import Failed, Refused
-from turnstile.protocol import backlog, lock, operator
+from turnstile.protocol import backlog, lock, operator, results
 from turnstile.protocol.context import Invocation
 from turnstile.records import Lock, LockState
 from turnstile.store.port import object_uri
@@ -56,7 +56,7 @@ def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipp
     _refuse_held(held, rel, folder, where)
     pointer = batch.pointer(inv.settings.success_filename)
     queued = inv.store.stat(pointer)
-    why = "dropped by an operator (turnstile skip), not applied" + (f": {reason}" if reason else "")
+    why = f"{results.DROPPED} (turnstile skip), not applied" + (f": {reason}" if reason else "")
     # The record first: a pointer gone without it would be queued again as a lost event.
     operator.record_dropped(inv, table, rel, live, job_id=held.job_id, error=why)
     if queued is not None:

@@ -22,7 +22,7 @@ from turnstile.ops import status_lineage
 from turnstile.ops.history import ResultView, last_result
 from turnstile.ops.status_jobs import OpenJobView, open_jobs
 from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
-from turnstile.protocol import reprocess
+from turnstile.protocol import reprocess, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.protocol.state import TableState
@@ -313,7 +313,7 @@ def _lock_view(state: TableState, lock: Lock | None, lock_generation: int) -> Lo
 
 
 def _commit_lag(state: TableState, result: ResultView | None) -> float | None:
-    if result is None or result.outcome == BatchOutcome.FAILED.value:
+    if result is None or result.outcome in (BatchOutcome.FAILED.value, results.DROPPED_OUTCOME):
         return None
     return state.age(result.finished_at)
 

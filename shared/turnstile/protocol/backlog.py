@@ -13,7 +13,7 @@ from collections.abc import Callable
 from turnstile import logs
 from turnstile.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.paths import ObjectKind, Table, classify
-from turnstile.protocol import publisher
+from turnstile.protocol import publisher, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
@@ -87,6 +87,42 @@ def recorded_outcome(inv: Invocation, table: Table, rel: str, success_generation
         return BatchResult.decode(result.data, result.name).outcome
     except ConfigError:
         return None
+
+
+def earlier_commit(inv: Invocation, table: Table, rel: str) -> BatchResult | None:
+    """The newest result record of the batch, of any `_SUCCESS` generation, saying it was applied."""
+    applied = []
+    for info in inv.store.list_objects(f"{table.internal}results/{rel}/"):
+        name = results.read_name(table, info.name)
+        found = inv.store.read(info.name) if name and name.rel == rel and not name.request else None
+        try:
+            record = BatchResult.decode(found.data, found.name) if found is not None else None
+        except ConfigError:
+            continue
+        if record is not None and record.outcome in APPLIED:
+            applied.append(record)
+    return max(applied, key=lambda r: r.success_generation, default=None)
+
+
+def late_error(inv: Invocation, table: Table, position: str | None, rel: str, generation: int) -> str:
+    """Why a late batch blocks the table, and what to do. A batch applied before (an upstream
+    that uploads it again) is most likely a duplicate: unlock alone would apply it twice."""
+    unlock = f"turnstile unlock {object_uri(inv.store, table.prefix)}"
+    before = earlier_commit(inv, table, rel)
+    if before is None:
+        return (
+            f"batch {rel!r} arrived after {position!r} had been applied; applying it now would break "
+            f"the table's order. To apply it now anyway: {unlock}; to drop it: add --skip-head"
+        )
+    when = f" at {before.finished_at.isoformat()}" if before.finished_at else ""
+    snapshot = f" (snapshot {before.snapshot_id})" if before.snapshot_id is not None else ""
+    return (
+        f"batch {rel!r} was uploaded again (_SUCCESS generation {generation}) after {position!r} had "
+        f"been applied; it was already applied: generation {before.success_generation} committed"
+        f"{when}{snapshot}. If this is a duplicate upload, drop it: {unlock} --skip-head; if its data "
+        f"changed and must be applied again, out of order (an append table then holds both uploads' "
+        f"rows): {unlock}"
+    )
 
 
 def drop(inv: Invocation, table: Table, ref: PointerRef) -> None:

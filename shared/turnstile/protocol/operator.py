@@ -12,7 +12,7 @@ from turnstile import logs
 from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
-from turnstile.protocol import unordered
+from turnstile.protocol import results, unordered
 from turnstile.protocol.context import Invocation
 from turnstile.records import (
     BatchOutcome,
@@ -68,7 +68,7 @@ def unlock(
         except PreconditionFailed:
             pass  # already gone, or re-published with a new generation that must still apply
     if dropped and head and not head.reprocess:
-        why = f"dropped by an operator (unlock --skip-head), not applied: {lock.error}"
+        why = f"{results.DROPPED} (unlock --skip-head), not applied: {lock.error}"
         record_dropped(inv, table, head.rel, head.success_generation, job_id=lock.job_id, error=why)
     position = lock.position
     success = inv.settings.success_filename

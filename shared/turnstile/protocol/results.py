@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from turnstile.paths import Table
 
 REPROCESS = ".reprocess-"
+# How the FAILED record of a batch an operator dropped (`unlock --skip-head`, `skip`) begins its error.
+DROPPED = "dropped by an operator"
+DROPPED_OUTCOME = "DROPPED"  # what `status` shows for it: no failure to fix
 
 
 @dataclass(frozen=True)

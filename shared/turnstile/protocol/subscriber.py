@@ -307,11 +307,7 @@ def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int,
     if generation is None:  # deleted upstream: nothing to apply
         backlog.drop(inv, table, head)
         return
-    error = (
-        f"batch {head.rel!r} arrived after {held.position!r} had been applied; applying it now would break "
-        f"the table's order. To apply it now anyway: turnstile unlock {object_uri(inv.store, table.prefix)}; "
-        "to drop it: add --skip-head"
-    )
+    error = backlog.late_error(inv, table, held.position, head.rel, generation)
     _fail(inv, table, held, lock_generation, backlog.covered(head, generation), error=error)
 
 

@@ -80,6 +80,8 @@ class IcebergApplier:
             except ValueError as exc:
                 raise BatchFailed(f"{batch.rel!r}: {exc}") from exc
             except Exception as exc:  # Spark's AnalysisException and friends: bad data, bad options
+                if messages.machine_failure(exc):
+                    raise  # not the batch's fault: the job ends unrecorded, a transient failure
                 why = as_uploaded(reading.failure_text(exc), batch.data_uris, located.paths)
                 raise BatchFailed(f"reading {batch.rel!r} failed: {why}") from exc
             try:
@@ -186,6 +188,8 @@ class IcebergApplier:
         except BatchFailed:
             raise
         except Exception as exc:
+            if messages.machine_failure(exc):
+                raise
             if read.strict:
                 raise _StrictWriteFailed from exc
             raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {messages.reason(exc)}") from exc

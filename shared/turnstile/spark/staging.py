@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from turnstile.batchfiles import GLOB_CHARACTERS
-from turnstile.errors import BatchFailed, StoreUnavailable
+from turnstile.errors import BatchFailed
 from turnstile.store.port import ObjectStore
 from turnstile.uris import parse_bucket_uri
 
@@ -90,10 +90,7 @@ class LocalStaging:
         for uri in uris:
             where = parse_bucket_uri(uri)
             bucket, name = where.bucket, where.path
-            try:
-                found = self._stores(bucket).read(name)
-            except StoreUnavailable as exc:
-                raise BatchFailed(f"cannot read {uri}: {exc}") from exc
+            found = self._stores(bucket).read(name)  # StoreUnavailable: not the batch's, retried
             if found is None:
                 raise BatchFailed(f"{uri} is listed in the manifest but no longer exists")
             target = self._root / bucket / name

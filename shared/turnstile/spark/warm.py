@@ -9,7 +9,9 @@ each on a thread of its own (Iceberg's commit metadata is thread-local, so each 
 its own job; one table never has two ordered jobs at once: its lock sees to that), so tables apply
 side by side as they would on separate clusters. A job's Python output (its outcomes, errors and
 tracebacks) is appended to the job's log; the JVM's own output goes to the driver's log. The driver
-exits after IDLE_SECONDS without a request, or when its Spark context died.
+exits after IDLE_SECONDS without a request, when its Spark context died, when its JVM died (this
+process is then orphaned: it must not take the requests queued to the driver that replaces it),
+and when it finds a request queued to another live driver.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from pyspark import SparkFiles
 from pyspark.sql import SparkSession
 
 from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
-from turnstile.spool import WORKER, locked, queued, read_json, take, write_json
+from turnstile.spool import WORKER, alive, locked, put_back, queued, read_json, take, write_json
 
 POLL_SECONDS = 0.05
 SLOTS = 2  # jobs at once: local Spark has two cores (`local[2]`)
@@ -99,6 +101,7 @@ def run_one(spark: SparkSession, request: dict[str, Any], run_job: RunJob, me: i
 
 def serve(spark: SparkSession, spool: Path, idle_seconds: float, run_job: RunJob, slots: int = SLOTS) -> int:
     me = os.getpgrp()  # the spark-submit process the runner started and recorded
+    jvm = os.getppid()  # spark-submit's JVM started this process
     count = 0
     idle_since = time.monotonic()
     running: set[Future[int]] = set()
@@ -111,6 +114,9 @@ def serve(spark: SparkSession, spool: Path, idle_seconds: float, run_job: RunJob
                 return 1
             if running:
                 idle_since = time.monotonic()
+            if os.getppid() != jvm:  # orphaned (the JVM was killed): the runner starts a new driver
+                print("the driver's JVM is gone; the next job starts a new driver", file=sys.stderr)
+                return 1
             claimed = take(spool) if len(running) < slots else None
             if claimed is None:
                 if not running and time.monotonic() - idle_since > idle_seconds and _leave_if_idle(spool, me):
@@ -118,7 +124,11 @@ def serve(spark: SparkSession, spool: Path, idle_seconds: float, run_job: RunJob
                 time.sleep(POLL_SECONDS)
                 continue
             path, request = claimed
-            if request.get("worker") != me:  # queued to a driver that died: already FAILED
+            worker = request.get("worker")
+            if worker != me and isinstance(worker, int) and alive(worker):
+                put_back(spool, path)  # the spool's new driver's: this one was replaced, it leaves
+                return 1
+            if worker != me:  # queued to a driver that died: already FAILED
                 path.unlink(missing_ok=True)
                 continue
             count += 1
