@@ -212,3 +212,14 @@ def _extension(uri: str) -> str:
         base = base.removesuffix(compressed)
     dot = base.rfind(".")
     return base[dot:] if dot > 0 else ""
+
+
+def unread_data_like(batch_folder: str, names: Iterable[str]) -> list[str]:
+    """Files directly in the batch folder that a data extension names but a `_` or `.` at the start
+    keeps out of the batch (`_part-1.csv`): gcs_ocn_bq_ingest loaded them, turnstile never does."""
+    found = []
+    for name in names:
+        base = name[len(batch_folder) :] if name.startswith(batch_folder) else ""
+        if base and "/" not in base and not is_data_name(base) and _extension(base) in FORMAT_OF_EXTENSION:
+            found.append(name)
+    return found

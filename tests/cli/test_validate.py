@@ -600,3 +600,19 @@ def test_overwrite_partitions_without_partition_by_is_a_warning_on_its_load_json
     assert warning["object"] == f"gs://{world.store.bucket}/sales/orders/_config/load.json"
     assert "mode overwrite_partitions without partition_by" in warning["message"]
     assert "replace the whole table" in warning["message"]
+
+
+def test_files_named_like_data_that_an_underscore_keeps_out_of_the_batch_are_a_warning(
+    run: Run, world: World
+) -> None:
+    world.store.write("raw/clicks/b1/part-0.csv", b"id\n1\n")
+    world.store.write("raw/clicks/b1/_part-1.csv", b"id\n2\n")
+    world.store.write("raw/clicks/b1/.part-0.csv.crc", b"x")  # a checksum: not named like data
+    world.store.write("raw/clicks/b1/_committed_123", b"{}")  # a marker
+    world.store.write("raw/clicks/b1/_SUCCESS", b"")
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 0, result.output
+    [warning] = json.loads(result.stdout)["warnings"]
+    assert warning["object"].endswith("raw/clicks/b1/_SUCCESS")
+    assert warning["message"].startswith("1 file(s) named like data are not read")
+    assert warning["message"].count("gs://") == 1 and "raw/clicks/b1/_part-1.csv" in warning["message"]

@@ -29,6 +29,7 @@ from turnstile.batchfiles import (
     data_sub_folders,
     format_mismatch,
     no_data_files,
+    unread_data_like,
     unread_sub_folders,
     unreadable_files,
 )
@@ -132,6 +133,8 @@ def validate(
         report.problems += [Problem(object_uri(store, name), message) for message in found]
         if not found and (untimed := natural_time_warning(configs, bucket, name, settings.destination_regex)):
             report.warnings.append(Problem(object_uri(store, name), untimed))
+        if not found and (unread := _unread_data_like(store, name, names)):
+            report.warnings.append(Problem(object_uri(store, name), unread))
         if not found and (whole := _whole_table_overwrite(configs, name, warned)):
             report.warnings.append(Problem(object_uri(store, whole[0]), whole[1]))
         advance()
@@ -207,6 +210,19 @@ def _incomplete_cascades(
                 )
             )
     return found
+
+
+def _unread_data_like(store: ObjectStore, success: str, names: list[str]) -> str | None:
+    folder = success.rpartition("/")[0] + "/"
+    unread = unread_data_like(folder, names)
+    if not unread:
+        return None
+    files = ", ".join(object_uri(store, n) for n in unread[:5]) + (" ..." if len(unread) > 5 else "")
+    return (
+        f"{len(unread)} file(s) named like data are not read: a name starting with '_' or '.' is never "
+        f"a batch's data (Spark's convention; gcs_ocn_bq_ingest loaded them): {files}; rename them "
+        "if they hold rows of the batch"
+    )
 
 
 def _whole_table_overwrite(
