@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
+from turnstile.errors import PreconditionFailed
 from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState
 
 APPLIED = "incremental/2024/05/01/12"
@@ -104,3 +105,33 @@ def test_skip_of_a_batch_not_queued_yet_still_records_it(run: Run, ordered: Worl
     record = result_of(ordered, NEXT, generation)
     assert record is not None and record.outcome is BatchOutcome.FAILED
     assert record.finished_at is not None and record.finished_at <= datetime.now(UTC)
+
+
+@pytest.mark.parametrize("locked_before", [True, False])
+def test_a_subscriber_that_listed_the_pointer_before_the_skip_cannot_lock_it(
+    run: Run, ordered: World, locked_before: bool
+) -> None:
+    """A subscriber reads the lock, lists the backlog (the pointer is still there), then locks from
+    the generation it read: the skip rewrote the lock after deleting the pointer, so that lock is
+    refused and the subscriber lists again, without the batch."""
+    if locked_before:  # a table that has run jobs: its lock exists, FREE
+        ordered.store.write(ordered.table.lock, Lock(state=LockState.FREE).encode())
+    ordered.queue(NEXT)
+    seen = ordered.store.stat(ordered.table.lock)
+    read_generation = 0 if seen is None else seen.generation
+    result = run("skip", f"{ordered.uri}/{NEXT}", "--yes")
+    assert result.exit_code == 0, result.output
+    fenced = ordered.store.stat(ordered.table.lock)
+    assert fenced is not None and fenced.generation != read_generation
+    stale = Lock(
+        state=LockState.RUNNING,
+        job_id="j",
+        covers=(CoveredBatch(rel=NEXT, success_generation=1, pointer="p", pointer_generation=1),),
+    )
+    with pytest.raises(PreconditionFailed):
+        if read_generation == 0:
+            ordered.store.create(ordered.table.lock, stale.encode())
+        else:
+            ordered.store.replace(ordered.table.lock, stale.encode(), if_generation=read_generation)
+    after = ordered.store.read(ordered.table.lock)
+    assert after is not None and Lock.decode(after.data, "lock").state is LockState.FREE

@@ -225,6 +225,33 @@ def test_a_queued_batch_skipped_by_an_operator_is_not_applied_nor_queued_again(
     assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
 
 
+@pytest.mark.parametrize("how", ["skip", "unlock --skip-head"])
+def test_a_dropped_batch_queued_again_by_a_late_copy_of_its_event_is_not_applied(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, how: str
+) -> None:
+    """Its pointer is gone, so a copy of its `_SUCCESS` event delivered late creates it again: the
+    subscriber finds the drop in the batch's result record and removes the pointer."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    host.tables.failing.add("b")
+    generations = put_all(host, ["a", "b", "c"])
+    host.drain()
+    dropped = "c" if how == "skip" else "b"
+    if how == "skip":
+        skip_ops.skip(invocation(host), f"{TABLE}/c/_SUCCESS", "applied by hand")
+        host.tables.failing.clear()
+        operator.unlock(invocation(host), table(host), skip_head=False)
+    else:
+        operator.unlock(invocation(host), table(host), skip_head=True)
+    host.drain()
+    host.deliver(f"{TABLE}/{dropped}/_SUCCESS", generations[dropped])  # the late copy
+    assert gcs_store.stat(f"{TABLE}/_backlog/{dropped}/_SUCCESS") is not None  # queued again
+    generations |= put_all(host, ["d"])
+    host.drain()
+    kept = [rel for rel in "abcd" if rel != dropped]
+    assert host.tables.commits[TABLE] == commits_in(generations, kept)
+    assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+
+
 def test_the_original_loaders_empty_pointers_are_adopted_and_each_batch_applied_once(
     monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
 ) -> None:

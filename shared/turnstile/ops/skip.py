@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from turnstile import logs
 from turnstile.errors import PreconditionFailed
 from turnstile.ops.errors import Failed, Refused
+from turnstile.paths import Table
 from turnstile.protocol import backlog, lock, operator, results
 from turnstile.protocol.context import Invocation
 from turnstile.records import Lock, LockState
 from turnstile.store.port import object_uri
 
 log = logs.get("skip")
+FENCE_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -67,14 +69,32 @@ def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipp
                 f"{object_uri(inv.store, pointer)} changed while skipping (re-published or applied); "
                 f"run turnstile status {where}, then skip again"
             ) from exc
-    after, _ = lock.read(inv, table)
-    running = after.state is LockState.RUNNING and rel in {c.rel for c in after.covers}
+    taken_by = _fence(inv, table, rel, where)
     log.warning(
         f"batch {rel!r} of {where} skipped by an operator: not applied",
         extra={"event": "batch_skipped", "table": table.prefix, "rel": rel, "reason": reason},
     )
     done = object_uri(inv.store, pointer) if queued is not None else None
-    return Skipped(folder, where, rel, live, done, after.job_id if running else None)
+    return Skipped(folder, where, rel, live, done, taken_by)
+
+
+def _fence(inv: Invocation, table: Table, rel: str, where: str) -> str | None:
+    """After the pointer is gone: the job that locked the table meanwhile covering the batch, if
+    one did; else the lock is rewritten, so that a subscriber that listed the pointer before it went
+    (and would lock from the generation it read then) is refused, and lists the backlog again."""
+    for _ in range(FENCE_TRIES):
+        held, generation = lock.read(inv, table)
+        if held.state is LockState.RUNNING and rel in {c.rel for c in held.covers}:
+            return held.job_id
+        try:
+            lock.fence(inv, table, held, generation)
+            return None
+        except PreconditionFailed:
+            continue  # the lock moved: look again
+    raise Failed(
+        f"the lock of {where} kept changing while batch {rel!r} was skipped: it is recorded as dropped, "
+        f"but a job may still apply it; run turnstile history {where} to see which"
+    )
 
 
 def _refuse_held(held: Lock, rel: str, folder: str, where: str) -> None:

@@ -67,7 +67,10 @@ def already_applied(inv: Invocation, table: Table, ref: PointerRef) -> bool:
     record, or upstream deleted it: nothing to apply. Read only when the pointer sorts at or before
     the position: a duplicate or stale event delivered after its batch was applied."""
     generation = live_generation(inv, table, ref.rel)
-    return generation is None or recorded_applied(inv, table, ref.rel, generation)
+    if generation is None:
+        return True
+    record = recorded(inv, table, ref.rel, generation)
+    return record is not None and (record.outcome in APPLIED or dropped(record))
 
 
 def recorded_applied(inv: Invocation, table: Table, rel: str, success_generation: int) -> bool:
@@ -80,13 +83,24 @@ APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
 
 def recorded_outcome(inv: Invocation, table: Table, rel: str, success_generation: int) -> BatchOutcome | None:
     """What the result record of this `_SUCCESS` generation says; None without a readable one."""
+    record = recorded(inv, table, rel, success_generation)
+    return None if record is None else record.outcome
+
+
+def recorded(inv: Invocation, table: Table, rel: str, success_generation: int) -> BatchResult | None:
+    """The result record of this `_SUCCESS` generation; None without a readable one."""
     result = inv.store.read(table.result(rel, success_generation))
     if result is None:
         return None
     try:
-        return BatchResult.decode(result.data, result.name).outcome
+        return BatchResult.decode(result.data, result.name)
     except ConfigError:
         return None
+
+
+def dropped(record: BatchResult) -> bool:
+    """The record says an operator dropped the batch (`turnstile skip`, `unlock --skip-head`)."""
+    return record.outcome is BatchOutcome.FAILED and (record.error or "").startswith(results.DROPPED)
 
 
 def earlier_commit(inv: Invocation, table: Table, rel: str) -> BatchResult | None:
@@ -175,6 +189,28 @@ def batch_objects(
     for low, high in ((start, min(end, reserved_start)), (max(start, reserved_end), end)):
         if low < high:
             found.extend(inv.store.list_objects(prefix, start_offset=low, end_offset=high, only=only))
+    return found
+
+
+def dropped_by_operator(inv: Invocation, table: Table, first: str, last: str) -> set[tuple[str, int]]:
+    """(rel, `_SUCCESS` generation) of the batches from `first` to `last` an operator dropped
+    (`turnstile skip`, `unlock --skip-head`): a copy of their `_SUCCESS` event delivered late
+    queues them again, and they must not be applied. One listing of the range's result records; a
+    record is read only when there is one (a batch failed, or dropped), not on the way of a batch."""
+    root = f"{table.internal}results/"
+    start = f"{root}{first}/" if first else root
+    end = _past(f"{root}{last}/") if last else None
+    found = set()
+    for info in inv.store.list_objects(root, start_offset=start, end_offset=end):
+        name = results.read_name(table, info.name)
+        read = inv.store.read(info.name) if name is not None and not name.request else None
+        if name is None or read is None:
+            continue
+        try:
+            if dropped(BatchResult.decode(read.data, read.name)):
+                found.add((name.rel, name.generation))
+        except ConfigError:
+            continue
     return found
 
 

@@ -60,6 +60,16 @@ def write(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
     return inv.store.replace(table.lock, data, if_generation=generation)
 
 
+def fence(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
+    """Rewrite the lock as it is (a new nonce, its `updated_at` kept), so that a compare-and-swap
+    from any generation before this one fails: whoever read the lock, then the backlog, must read
+    both again (`turnstile skip` after removing a pointer)."""
+    data = lock.model_copy(update={"nonce": new_nonce()}).encode()
+    if generation == 0:
+        return inv.store.create(table.lock, data)
+    return inv.store.replace(table.lock, data, if_generation=generation)
+
+
 def with_job(history: tuple[str, ...], job_id: str | None) -> tuple[str, ...]:
     return (*history, job_id or "")[-HISTORY:]
 

@@ -105,10 +105,23 @@ def unlock(
 def record_dropped(
     inv: Invocation, table: Table, rel: str, success_generation: int, *, job_id: str | None, error: str
 ) -> None:
-    """A FAILED result record for a dropped batch that has none (a late or queued batch never ran a
-    job), so that `history` shows the drop and nothing queues it again (`backfill`, the lock's
-    recovery, the reconciliation): a failed batch whose pointer is gone counts as dropped. Its
-    `_SUCCESS` uploaded again applies it."""
+    """The FAILED result record of a dropped batch, saying so (`results.DROPPED`), so that `history`
+    shows the drop and nothing queues it again (`backfill`, the lock's recovery, the reconciliation,
+    a late copy of its `_SUCCESS` event). A batch whose job failed keeps its record's counts; its
+    error now begins with the drop. A committed record is left as it is. Its `_SUCCESS` uploaded
+    again applies it."""
+    name = table.result(rel, success_generation)
+    found = inv.store.read(name)
+    if found is not None:
+        own = BatchResult.decode(found.data, found.name)
+        if own.outcome is BatchOutcome.FAILED:
+            try:
+                inv.store.replace(
+                    name, own.model_copy(update={"error": error}).encode(), if_generation=found.generation
+                )
+            except PreconditionFailed:
+                pass  # written meanwhile: what it says stands
+        return
     record = BatchResult(
         job_id=job_id or "",
         rel=rel,
@@ -122,9 +135,9 @@ def record_dropped(
         error=error,
     )
     try:
-        inv.store.create(table.result(rel, success_generation), record.encode())
+        inv.store.create(name, record.encode())
     except PreconditionFailed:
-        pass  # its job's own record says why it failed
+        pass  # its job's record came meanwhile: a lock that moved refuses the rest
 
 
 def resume(inv: Invocation, table: Table) -> int:

@@ -165,12 +165,13 @@ def _acquire(
     covered: list[CoveredBatch] = []
     budget = 0  # the head's max_bytes_per_job, set once the head is described
     taken = 0  # bytes of the batches taken so far
+    dropped = set() if steps else backlog.dropped_by_operator(inv, table, covers[0].rel, covers[-1].rel)
     for ref in covers:
         # A derived table's step has no `_SUCCESS`: its pointer stands for it, at the step generation.
         generation = (
             lineage.STEP_GENERATION if steps else covering.live_generation(inv, table, ref.rel, found)
         )
-        if generation is None:  # upstream deleted it: nothing to apply
+        if generation is None or (ref.rel, generation) in dropped:  # deleted upstream, or dropped
             if not batches:
                 backlog.drop(inv, table, ref)
                 return None

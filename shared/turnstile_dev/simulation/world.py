@@ -9,10 +9,12 @@ invariants every schedule must keep.
   their timeout. An operator fixes a failed batch and unlocks its table a while later, or
   recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL` (also,
   now and then, while a job holds it). Now and then the operator asks for a committed batch to be
-  reprocessed (`reprocessing`).
+  reprocessed (`reprocessing`), or drops a queued batch with `turnstile skip`.
 - Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
-  lock is FREE; each reprocess request is applied exactly once, after what was queued before it.
+  lock is FREE; each reprocess request is applied exactly once, after what was queued before it. A
+  batch the operator skipped is never committed at the generation recorded as dropped (one whose
+  skip was cut short by a crash may be, once, in order).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from turnstile.clock import Clock
 from turnstile.config_cache import ConfigCache
 from turnstile.errors import PreconditionFailed, Transient
 from turnstile.ops import retry as retry_ops
-from turnstile.ops.errors import Refused
+from turnstile.ops import skip as skip_ops
+from turnstile.ops.errors import Failed, Refused
 from turnstile.paths import Table
 from turnstile.protocol import backlog, operator, sweeper
 from turnstile.protocol import lock as table_lock
@@ -70,6 +73,8 @@ class Plan:
     # Upstream writes some `_SUCCESS` twice in a row: the first event is stale when it arrives, and
     # the subscriber must apply the live generation once (ordered) or the handler ignore it.
     rewrites_success: bool = False
+    # The operator drops a queued batch now and then (`turnstile skip`), instead of deleting its pointer.
+    skips: bool = False
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -98,6 +103,7 @@ class Plan:
             recovers_by_hand=rng.random() < 0.3,
             lineage=sim_lineage.LineagePlan.draw(rng, tables) if with_lineage else None,
             rewrites_success=rng.random() < 0.3,
+            skips=rng.random() < 0.25 and not with_lineage,
         )
 
     @property
@@ -124,6 +130,10 @@ class World:
     # The function instances' `_config/` cache: one per world, so no seed sees another's configs.
     config_cache: ConfigCache = field(default_factory=ConfigCache)
     reprocesses: Reprocesses = field(default_factory=Reprocesses)
+    # Batches the operator tried to skip (a crash may have cut the try short: applied or not), and
+    # those it skipped, with the generation recorded as dropped: that one must never be committed.
+    tried_skip: dict[str, set[str]] = field(default_factory=dict)
+    skipped: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def clock(self) -> Clock:
@@ -255,7 +265,7 @@ class World:
     def _operator_ended(self, name: str) -> Any:
         def ended(exc: BaseException | None) -> None:
             # A refusal is the operator's answer to state that moved since it looked (as for a human).
-            expected = Crash | Killed | Transient | UnlockRefused | Refused | CancelRefused
+            expected = Crash | Killed | Transient | UnlockRefused | Refused | CancelRefused | Failed
             if exc is not None and not isinstance(exc, expected):
                 self.unexpected.append(f"{name}: {type(exc).__name__}: {exc}")
 
@@ -286,6 +296,8 @@ class World:
                 running = bool(self.memory.list_objects(_table(prefix).open_jobs, limit=1))
                 self._pause_or_cancel(inv, prefix, LockState.RUNNING if running else LockState.FREE)
                 continue
+            if self.plan.skips and self.loop.faults_on and self.loop.rng.random() < 0.1:
+                self._skip(inv, prefix)
             lock, generation = table_lock.read(inv, _table(prefix))
             self._pause_or_cancel(inv, prefix, lock.state)
             if lock.state is LockState.RUNNING and self.plan.recovers_by_hand and self.loop.faults_on:
@@ -317,6 +329,25 @@ class World:
             choice = rng.choice(list(CancelChoice))
             operator.cancel(inv, table, choice)
             self.stats[f"jobs cancelled ({choice.value})"] += 1
+
+    def _skip(self, inv: Invocation, prefix: str) -> None:
+        """`turnstile skip` of a published batch: refused when it is applied, running or failed."""
+        table = _table(prefix)
+        queued = [
+            table.rel_of_pointer(info.name)
+            for info in self.memory.list_objects(table.backlog)
+            if info.name.endswith("/_SUCCESS")
+        ]
+        published = sorted(self.published.get(prefix, ()))
+        candidates = queued if queued and self.loop.rng.random() < 0.8 else published
+        if not candidates:
+            return
+        rel = self.loop.rng.choice(candidates)
+        self.tried_skip.setdefault(prefix, set()).add(rel)
+        done = skip_ops.skip(inv, f"{prefix}/{rel}/_SUCCESS", reason="simulated")
+        if done.taken_by_job is None:
+            self.skipped.setdefault(prefix, {})[rel] = done.generation
+            self.stats["batches skipped"] += 1
 
     def _recover_by_hand(self, inv: Invocation, table: Table, lock_generation: int) -> None:
         """The original loader's recovery: delete `_bqlock` (the FAILED one just read) and upload
@@ -358,8 +389,11 @@ class World:
         expected = [r for rels in self.plan.tables.values() for r in rels]
         if self.plan.lineage:
             expected += sim_lineage.expected_steps(self.plan.lineage, self.plan.tables)
+        committed = sorted(c.rel for c in self.tables.commits if c.reprocess is None)
+        tried = set().union(*self.tried_skip.values())
         return (
-            sorted(c.rel for c in self.tables.commits if c.reprocess is None) == sorted(expected)
+            committed == sorted(expected)
+            or (tried and set(committed) >= {r for r in expected if r not in tried})
             or self.loop.now > self.plan.fault_end + 4 * 3600
         )
 
@@ -371,6 +405,8 @@ class World:
             if prefix in self.plan.unordered:
                 if sorted(order) != sorted(rels):
                     found.append(f"{prefix}: committed {sorted(order)}, expected {sorted(rels)} each once")
+            elif self.tried_skip.get(prefix):
+                found.extend(self._skips_disagree(prefix, rels, committed))
             elif order != sorted(rels):
                 found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
             found.extend(self._history_disagrees(prefix, committed))
@@ -393,6 +429,21 @@ class World:
             found += self._lineage_violations(self.plan.lineage)
         if not settled and not found:
             found.append("did not settle within 4 h after faults stopped")
+        return found
+
+    def _skips_disagree(self, prefix: str, rels: list[str], committed: list[Commit]) -> list[str]:
+        """With skips: in order, each at most once; every batch not skipped once; a batch skipped
+        (the call returned) never at the generation recorded as dropped."""
+        order = [c.rel for c in committed if c.reprocess is None]
+        tried = self.tried_skip[prefix]
+        found = []
+        if order != sorted(set(order)) or not set(order) <= set(rels):
+            found.append(f"{prefix}: committed {order}, expected a subset of {sorted(rels)}, in order")
+        if missing := sorted(r for r in rels if r not in tried and r not in order):
+            found.append(f"{prefix}: {missing} never committed (not skipped)")
+        for rel, generation in sorted(self.skipped.get(prefix, {}).items()):
+            if any(c.rel == rel and c.generation == generation and c.reprocess is None for c in committed):
+                found.append(f"{prefix}: {rel}#{generation} committed after turnstile skip dropped it")
         return found
 
     def _lineage_violations(self, plan: sim_lineage.LineagePlan) -> list[str]:
