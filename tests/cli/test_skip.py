@@ -135,3 +135,21 @@ def test_a_subscriber_that_listed_the_pointer_before_the_skip_cannot_lock_it(
             ordered.store.replace(ordered.table.lock, stale.encode(), if_generation=read_generation)
     after = ordered.store.read(ordered.table.lock)
     assert after is not None and Lock.decode(after.data, "lock").state is LockState.FREE
+
+
+def test_the_drop_record_keeps_a_failed_batchs_counts_and_never_replaces_a_commit(ordered: World) -> None:
+    from turnstile.protocol import operator
+
+    generation = ordered.upload(NEXT)
+    ordered.result(NEXT, generation, outcome=BatchOutcome.FAILED, rows=3, bad_rows=2)
+    why = "dropped by an operator (turnstile skip), not applied: boom"
+    assert operator.record_dropped(ordered.inv, ordered.table, NEXT, generation, job_id=None, error=why)
+    marked = result_of(ordered, NEXT, generation)
+    assert marked is not None and marked.error == why and marked.bad_rows == 2 and marked.rows_read == 5
+    # A batch its job committed meanwhile: the commit stays in the history, and the skip is refused.
+    ordered.result(APPLIED, generation := ordered.upload(APPLIED))
+    assert not operator.record_dropped(
+        ordered.inv, ordered.table, APPLIED, generation, job_id=None, error=why
+    )
+    kept = result_of(ordered, APPLIED, generation)
+    assert kept is not None and kept.outcome is BatchOutcome.COMMITTED

@@ -60,7 +60,10 @@ def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipp
     queued = inv.store.stat(pointer)
     why = f"{results.DROPPED} (turnstile skip), not applied" + (f": {reason}" if reason else "")
     # The record first: a pointer gone without it would be queued again as a lost event.
-    operator.record_dropped(inv, table, rel, live, job_id=held.job_id, error=why)
+    if not operator.record_dropped(inv, table, rel, live, job_id=held.job_id, error=why):
+        raise Refused(
+            f"{folder} (its _SUCCESS generation {live}) was committed meanwhile (turnstile history {where})"
+        )
     if queued is not None:
         try:
             inv.store.delete(pointer, if_generation=queued.generation)

@@ -104,12 +104,12 @@ def unlock(
 
 def record_dropped(
     inv: Invocation, table: Table, rel: str, success_generation: int, *, job_id: str | None, error: str
-) -> None:
+) -> bool:
     """The FAILED result record of a dropped batch, saying so (`results.DROPPED`), so that `history`
     shows the drop and nothing queues it again (`backfill`, the lock's recovery, the reconciliation,
     a late copy of its `_SUCCESS` event). A batch whose job failed keeps its record's counts; its
-    error now begins with the drop. A committed record is left as it is. Its `_SUCCESS` uploaded
-    again applies it."""
+    error now begins with the drop. A committed record is left as it is: False (the batch was
+    applied meanwhile). Its `_SUCCESS` uploaded again applies it."""
     name = table.result(rel, success_generation)
     found = inv.store.read(name)
     if found is not None:
@@ -120,8 +120,9 @@ def record_dropped(
                     name, own.model_copy(update={"error": error}).encode(), if_generation=found.generation
                 )
             except PreconditionFailed:
-                pass  # written meanwhile: what it says stands
-        return
+                return record_dropped(inv, table, rel, success_generation, job_id=job_id, error=error)
+            return True
+        return False
     record = BatchResult(
         job_id=job_id or "",
         rel=rel,
@@ -136,8 +137,9 @@ def record_dropped(
     )
     try:
         inv.store.create(name, record.encode())
-    except PreconditionFailed:
-        pass  # its job's record came meanwhile: a lock that moved refuses the rest
+    except PreconditionFailed:  # its job's record came meanwhile
+        return record_dropped(inv, table, rel, success_generation, job_id=job_id, error=error)
+    return True
 
 
 def resume(inv: Invocation, table: Table) -> int:

@@ -61,7 +61,10 @@ class Reprocesses:
     def pending(self, memory: MemoryStore, prefix: str) -> bool:
         return bool(memory.list_objects(reprocess.folder(_table(memory.bucket, prefix)), limit=1))
 
-    def violations(self, memory: MemoryStore, prefix: str, commits: list[Commit]) -> list[str]:
+    def violations(
+        self, memory: MemoryStore, prefix: str, commits: list[Commit], dropped: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """`dropped`: batches the operator skipped and no job applied: a request waits for none of them."""
         found = []
         mine = [c for c in commits if c.table == prefix]
         for request_id, asked in sorted(self.requests.items()):
@@ -74,8 +77,10 @@ class Reprocesses:
             at = applied[0]
             before = {c.rel for c in mine[:at] if c.reprocess is None}
             must = {asked.rel} | ({asked.after} if asked.after is not None else set())
-            if not must <= before:
-                found.append(f"{prefix}: reprocess {request_id} applied before {sorted(must - before)}")
+            if not must - dropped <= before:
+                found.append(
+                    f"{prefix}: reprocess {request_id} applied before {sorted(must - dropped - before)}"
+                )
             if mine[at].generation != asked.generation:
                 found.append(f"{prefix}: reprocess {request_id} applied another generation")
             table = _table(memory.bucket, prefix)
