@@ -153,3 +153,18 @@ def test_the_drop_record_keeps_a_failed_batchs_counts_and_never_replaces_a_commi
     )
     kept = result_of(ordered, APPLIED, generation)
     assert kept is not None and kept.outcome is BatchOutcome.COMMITTED
+
+
+def test_skip_refuses_the_head_while_its_transient_failure_waits_for_its_retry(
+    run: Run, ordered: World
+) -> None:
+    """Its job may have committed it before it failed: the retry finds that out, a skip would hide it."""
+    generation = ordered.queue(HEAD)
+    ordered.queue(NEXT)
+    retrying = Lock(state=LockState.FREE, attempt=1, retry_at=datetime.now(UTC))
+    ordered.store.write(ordered.table.lock, retrying.encode())
+    result = run("skip", f"{ordered.uri}/{HEAD}", "--yes")
+    assert result.exit_code == 2
+    assert "failed for a transient reason" in one_error_line(result)
+    assert result_of(ordered, HEAD, generation) is None
+    assert run("skip", f"{ordered.uri}/{NEXT}", "--yes").exit_code == 0  # behind the head: fine
