@@ -55,14 +55,8 @@ def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipp
             f"(turnstile history {where})"
         )
     held, _ = lock.read(inv, table)
-    _refuse_held(held, rel, folder, where)
-    head = backlog.head(inv, table, 1)
-    if held.retry_at is not None and head and head[0].rel == rel:
-        raise Refused(  # its job may have committed it before it failed: the retry finds out
-            f"{folder} heads the backlog and its job failed for a transient reason; it is retried at "
-            f"{held.retry_at:%Y-%m-%d %H:%M:%S} UTC and may already be committed: skip it after the "
-            f"retry (turnstile status {where})"
-        )
+    head = backlog.head(inv, table, 1) if held.retry_at is not None else []
+    _refuse_held(held, rel, head[0].rel if head else None, folder, where)
     pointer = batch.pointer(inv.settings.success_filename)
     queued = inv.store.stat(pointer)
     why = f"{results.DROPPED} (turnstile skip), not applied" + (f": {reason}" if reason else "")
@@ -107,9 +101,15 @@ def _fence(inv: Invocation, table: Table, rel: str, where: str) -> str | None:
     )
 
 
-def _refuse_held(held: Lock, rel: str, folder: str, where: str) -> None:
-    """A batch the running job covers, or the failed batch that blocks the table, is not skipped."""
-    # A transient failure keeps its batch in the lock for the retry: its job may have committed it.
+def _refuse_held(held: Lock, rel: str, retried: str | None, folder: str, where: str) -> None:
+    """A batch the running job covers, the head whose transient failure waits for its retry
+    (`retried`), or the failed batch that blocks the table, is not skipped."""
+    if retried == rel:  # its job may have committed it before it failed: the retry finds out
+        raise Refused(
+            f"{folder} heads the backlog and its job failed for a transient reason; it is retried at "
+            f"{held.retry_at:%Y-%m-%d %H:%M:%S} UTC and may already be committed: skip it after the "
+            f"retry (turnstile status {where})"
+        )
     if held.state is not LockState.FAILED and rel in {c.rel for c in held.covers}:
         raise Refused(
             f"{folder} is being applied by job {held.job_id}, which holds the table now; wait for it "
