@@ -168,3 +168,9 @@ def test_skip_refuses_the_head_while_its_transient_failure_waits_for_its_retry(
     assert "failed for a transient reason" in one_error_line(result)
     assert result_of(ordered, HEAD, generation) is None
     assert run("skip", f"{ordered.uri}/{NEXT}", "--yes").exit_code == 0  # behind the head: fine
+
+
+def test_skip_of_a_mistyped_batch_says_nothing_is_stored_there(run: Run, ordered: World) -> None:
+    result = run("skip", f"gs://{ordered.store.bucket}/sales/ordres/{NEXT}", "--yes")
+    assert result.exit_code == 2
+    assert "nothing is stored under" in one_error_line(result) and "no batch there" in one_error_line(result)

@@ -95,6 +95,7 @@ def skip_command(
     target = _target.current()
     bucket, success = _target.batch_success(target, uri)
     store = target.store(bucket)
+    _target.require_stored(store, success.rpartition("/")[0], "no batch there")  # a typo
     inv = session.invocation(store, target.settings)
     if not yes:
         if not _interactive():
