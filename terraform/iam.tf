@@ -55,6 +55,24 @@ resource "google_storage_bucket_iam_member" "functions_inbound" {
   member = google_service_account.functions.member
 }
 
+# The state bucket holds turnstile's objects only: the functions and the batches read and write it
+# whole (a batch reads its manifest there and writes its result records).
+resource "google_storage_bucket_iam_member" "functions_state" {
+  count = var.separate_state_bucket ? 1 : 0
+
+  bucket = google_storage_bucket.state[0].name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.functions.member
+}
+
+resource "google_storage_bucket_iam_member" "batch_state" {
+  count = var.separate_state_bucket ? 1 : 0
+
+  bucket = google_storage_bucket.state[0].name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.batch.member
+}
+
 # Create, get and cancel Dataproc batches, nothing else: roles/dataproc.editor would also let the
 # functions delete batches, manage clusters and workflow templates, so a custom role with the
 # permissions DataprocRunner uses instead: CreateBatch, GetBatch, and CancelOperation on the batch's
@@ -286,6 +304,15 @@ resource "google_storage_bucket_iam_member" "operators_inbound_new_configs" {
     description = "objectCreator cannot overwrite or delete: creating a table's first config files only."
     expression  = "${local.is_inbound_object} && resource.name.extract(\"/_config/{rest}\") != \"\""
   }
+}
+
+# Operators read and write the state bucket as the CLI does (status, unlock, skip, backfill).
+resource "google_storage_bucket_iam_member" "operators_state" {
+  for_each = var.separate_state_bucket ? toset(var.operator_members) : toset([])
+
+  bucket = google_storage_bucket.state[0].name
+  role   = "roles/storage.objectUser"
+  member = each.value
 }
 
 # `turnstile retry`, `backfill` and `cancel` start and cancel Dataproc batches from the operator's

@@ -28,6 +28,7 @@ locals {
 
   inbound_bucket   = coalesce(var.inbound_bucket_name, "${var.project_id}-${var.name}-inbound")
   artifacts_bucket = coalesce(var.artifacts_bucket_name, "${var.project_id}-${var.name}-artifacts")
+  state_bucket     = var.separate_state_bucket ? coalesce(var.state_bucket_name, "${var.project_id}-${var.name}-state") : ""
   warehouse_bucket = coalesce(var.warehouse_bucket_name, "${var.project_id}-${var.name}-warehouse")
 
   labels = merge(var.labels, { app = "turnstile", deployment = var.name })
@@ -82,6 +83,7 @@ locals {
     ORDER_PER_TABLE          = tostring(var.order_per_table)
     START_BACKFILL_FILENAME  = var.start_backfill_filename == null ? "" : var.start_backfill_filename
     WAIT_FOR_VALIDATION      = tostring(var.wait_for_validation)
+    STATE_BUCKET             = local.state_bucket
     JOB_PREFIX               = local.job_prefix
     STALE_CLAIM_SECONDS      = tostring(var.stale_claim_seconds)
     DATAPROC_REGION          = local.dataproc_region
@@ -103,7 +105,7 @@ locals {
   # whose values come straight from optional inputs, known at plan: a filter on every value would
   # make the whole map unknown at plan whenever one value is (DATAPROC_SERVICE_ACCOUNT on a first
   # apply), and the plan would hold no environment for `turnstile check-settings` to check.
-  function_env_optional_keys = ["DESTINATION_REGEX", "START_BACKFILL_FILENAME", "DATAPROC_SUBNETWORK", "ICEBERG_CATALOG_URI"]
+  function_env_optional_keys = ["DESTINATION_REGEX", "START_BACKFILL_FILENAME", "STATE_BUCKET", "DATAPROC_SUBNETWORK", "ICEBERG_CATALOG_URI"]
   function_env = merge(
     { for key, value in local.function_env_all : key => value if !contains(local.function_env_optional_keys, key) },
     { for key in local.function_env_optional_keys : key => local.function_env_all[key] if local.function_env_all[key] != "" },

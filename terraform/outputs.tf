@@ -1,3 +1,8 @@
+output "state_bucket" {
+  description = "The bucket of turnstile's own objects (separate_state_bucket); empty when they are in the inbound bucket."
+  value       = local.state_bucket
+}
+
 output "inbound_bucket" {
   description = "The bucket upstream writes batches into."
   value       = google_storage_bucket.inbound.name

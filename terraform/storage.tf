@@ -99,6 +99,71 @@ resource "google_storage_bucket" "inbound" {
   depends_on = [google_project_service.apis, google_kms_crypto_key_iam_member.gcs_agent]
 }
 
+# With separate_state_bucket, turnstile's own objects (pointers, locks, claims, manifests, result
+# records) live here, and no trigger watches this bucket: they cost no function invocation. What
+# must wake a function stays in the inbound bucket (each job's .done signal among them). No
+# versioning and no soft delete, for the reasons given on the inbound bucket.
+resource "google_storage_bucket" "state" {
+  #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access.
+  #checkov:skip=CKV_GCP_78:No versioning on purpose: every batch rewrites _bqlock and creates and deletes claims and pointers here; see the inbound bucket.
+  count = var.separate_state_bucket ? 1 : 0
+
+  name                        = local.state_bucket
+  project                     = var.project_id
+  location                    = var.region
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = var.force_destroy_buckets
+  labels                      = local.labels
+
+  soft_delete_policy {
+    retention_duration_seconds = 0
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      age            = var.job_record_retention_days
+      matches_suffix = [".manifest.json"]
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  dynamic "lifecycle_rule" {
+    for_each = length(var.table_prefixes) == 0 || var.result_retention_days == null ? [] : [var.result_retention_days]
+    content {
+      condition {
+        age            = lifecycle_rule.value
+        matches_prefix = [for t in var.table_prefixes : "${t}/_turnstile/results/"]
+      }
+      action {
+        type = "Delete"
+      }
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_kms_crypto_key_iam_member.gcs_agent]
+}
+
+# The inbound bucket names its state bucket at its root, so an operator's command finds the backlog
+# and the locks without STATE_BUCKET set (and refuses a STATE_BUCKET that names another bucket).
+resource "google_storage_bucket_object" "state_marker" {
+  count = var.separate_state_bucket ? 1 : 0
+
+  bucket  = google_storage_bucket.inbound.name
+  name    = "_STATE_BUCKET"
+  content = google_storage_bucket.state[0].name
+}
+
 resource "google_storage_bucket" "artifacts" {
   #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access.
   name                        = local.artifacts_bucket

@@ -59,6 +59,18 @@ variable "inbound_bucket_name" {
   default     = null
 }
 
+variable "separate_state_bucket" {
+  description = "Keep turnstile's own objects (backlog pointers, locks, claims, manifests, result records) in a bucket of their own with no trigger, so that they cost no function invocation: about 1.1 invocations per batch instead of 3.5, not counting upstream's data files (bench/results.md). false keeps them in the inbound bucket beside the batches, where gcs_ocn_bq_ingest kept its _backlog/ and _bqlock. Switch only with every table idle and no batch queued (docs/DEPLOY.md, State bucket)."
+  type        = bool
+  default     = false
+}
+
+variable "state_bucket_name" {
+  description = "Name of the state bucket when separate_state_bucket is true; default: <project_id>-<name>-state."
+  type        = string
+  default     = null
+}
+
 variable "artifacts_bucket_name" {
   description = "Name of the bucket holding the function source, the job files and the jars; default: <project_id>-<name>-artifacts."
   type        = string

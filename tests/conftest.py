@@ -20,6 +20,7 @@ from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store
 from turnstile.store.s3 import make_client as make_s3_client
+from turnstile.store.split import SplitStore
 
 _buckets = itertools.count()
 
@@ -112,11 +113,14 @@ def s3_store(moto_server: str, s3_bucket: str) -> S3Store:
     return S3Store(make_s3_client(AWS_REGION, moto_server), s3_bucket)
 
 
-@pytest.fixture(params=["memory", "gcs", "s3"])
+@pytest.fixture(params=["memory", "gcs", "s3", "split"])
 def store(request: pytest.FixtureRequest) -> ObjectStore:
-    """The same contract, run over every `ObjectStore` implementation."""
+    """The same contract, run over every `ObjectStore` implementation (`split`: data and state
+    buckets, STATE_BUCKET)."""
     if request.param == "memory":
         return MemoryStore("memory-bucket")
+    if request.param == "split":
+        return SplitStore(MemoryStore("data-bucket"), MemoryStore("state-bucket"))
     return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
 
 

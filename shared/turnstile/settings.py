@@ -96,6 +96,12 @@ class Settings(BaseModel):
     storage_emulator_host: str | None = Field(None, alias="STORAGE_EMULATOR_HOST")
     """URL of a GCS emulator (fake-gcs-server); unset means real GCS."""
 
+    state_bucket: str | None = Field(None, alias="STATE_BUCKET")
+    """A bucket with no trigger for turnstile's own objects (backlog pointers, locks, claims,
+    manifests, result records), so that they cost no function invocation; unset keeps them in the
+    data bucket beside the batches, as gcs_ocn_bq_ingest does. Switch only with nothing queued or
+    running (docs/DEPLOY.md)."""
+
     log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], BeforeValidator(_upper)] = Field(
         "INFO", alias="LOG_LEVEL"
     )

@@ -11,13 +11,20 @@ from turnstile.settings import Settings
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
+from turnstile.store.split import SplitStore
 
 
 def object_store(settings: Settings, bucket: str) -> ObjectStore:
-    """GCS (or the emulator named by STORAGE_EMULATOR_HOST) for one bucket."""
+    """GCS (or the emulator named by STORAGE_EMULATOR_HOST) for one bucket, with turnstile's own
+    objects in STATE_BUCKET when that is set (`store.split`)."""
     host = settings.storage_emulator_host
     writes = WriteLock.for_emulator(host) if host else None  # fake-gcs-server: see store.emulated
-    return GcsStore(make_client(settings.gcp_project, host), bucket, emulator_writes=writes)
+    client = make_client(settings.gcp_project, host)
+    data = GcsStore(client, bucket, emulator_writes=writes)
+    state = settings.state_bucket
+    if state is None or state == bucket:
+        return data
+    return SplitStore(data, GcsStore(client, state, emulator_writes=writes))
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:

@@ -10,6 +10,7 @@ from turnstile.jobs.port import JobRunner
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store, make_client
+from turnstile.store.split import SplitStore
 
 LOCAL_ON_S3 = (
     "JOB_RUNNER is local (its default), which runs jobs on this machine, not for Amazon S3: set "
@@ -18,8 +19,12 @@ LOCAL_ON_S3 = (
 
 
 def s3_store(settings: Settings, bucket: str) -> ObjectStore:
-    """S3 (or the endpoint named by AWS_ENDPOINT_URL) for one bucket."""
-    return S3Store(make_client(settings.aws_region, settings.aws_endpoint_url), bucket)
+    """S3 (or the endpoint named by AWS_ENDPOINT_URL) for one bucket, with turnstile's own objects
+    in STATE_BUCKET when that is set (`store.split`)."""
+    client = make_client(settings.aws_region, settings.aws_endpoint_url)
+    data = S3Store(client, bucket)
+    state = settings.state_bucket
+    return data if state is None or state == bucket else SplitStore(data, S3Store(client, state))
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:

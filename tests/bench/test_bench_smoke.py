@@ -48,8 +48,16 @@ def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path
     for contender in ("coalesced", "one_job_per_batch", "one_job_per_batch_warm_driver"):
         assert results["violations"][contender]["total"] == 0, results["violations"][contender]
         assert results["violations"][contender]["from_turnstile_rel"]["total"] == 0
-    for contender in ("coalesced", "one_job_per_batch"):
+    for contender in ("coalesced", "coalesced_state_bucket", "one_job_per_batch"):
         assert results["counting"][contender]["applied_in_order_once"]
+    # A state bucket takes turnstile's own objects out of the events: `_SUCCESS`, `.done`, the gate.
+    apart = results["counting"]["coalesced_state_bucket"]["invocations_by_kind_per_batch"]
+    assert set(apart) <= {"data", "success", "job_done", "gate", "config", "backfill"}, apart
+    assert apart["success"] + apart.get("job_done", 0) <= 2  # the tiny run's gates weigh on the rest
+    assert (
+        results["invocations_per_batch_without_data_files"]
+        < results["invocations_per_batch_without_data_files_one_bucket"]
+    )
     # (b): every job its own Spark application, which pays a start-up a warm driver does not.
     b, b_warm = (
         results["contenders"]["one_job_per_batch"],

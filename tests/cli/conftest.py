@@ -23,6 +23,7 @@ from turnstile.protocol.lock import unlock_command
 from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState, Pointer
 from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
+from turnstile.store.port import ObjectStore
 
 TABLE = "sales/orders"
 
@@ -79,7 +80,7 @@ def one_error_line(result: Result) -> str:
 class World:
     """Builds table states in the emulator bucket (or a moto S3 bucket) with the protocol's own writers."""
 
-    store: GcsStore
+    store: ObjectStore
     table: Table
 
     @property

@@ -204,6 +204,7 @@ def test_the_example_environment_is_the_one_terraform_renders() -> None:
     empty_by_default = {
         "DESTINATION_REGEX",
         "START_BACKFILL_FILENAME",
+        "STATE_BUCKET",
         "DATAPROC_SUBNETWORK",
         "ICEBERG_CATALOG_URI",
     }

@@ -31,6 +31,7 @@ from turnstile.records import Lock
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile.store.split import SplitStore
 
 ROOT = Path(__file__).resolve().parents[2]
 EVENT_TYPE = "google.cloud.storage.object.v1.finalized"
@@ -56,6 +57,17 @@ class Host:
     log: io.StringIO
     events: deque[tuple[str, int]] = field(default_factory=deque)
     delivered: list[tuple[str, int, int]] = field(default_factory=list)  # name, generation, status
+    state: ObjectStore | None = None  # STATE_BUCKET's store: its writes are no events
+
+    @property
+    def functions_store(self) -> ObjectStore:
+        """The store the functions are wired to: writes to the data bucket are events."""
+        return self.store if self.state is None else SplitStore(self.store, self.state)
+
+    @property
+    def view(self) -> ObjectStore:
+        """Both buckets as the functions see them (the data bucket alone without a state bucket)."""
+        return self.store.inner if self.state is None else SplitStore(self.store.inner, self.state)
 
     @property
     def bucket(self) -> str:
@@ -94,7 +106,7 @@ class Host:
         return count
 
     def lock(self, table: str) -> Lock:
-        found = self.store.inner.read(f"{table}/_bqlock")
+        found = self.view.read(f"{table}/_bqlock")
         return Lock() if found is None else Lock.decode(found.data, table)
 
     def applied(self, table: str) -> list[str]:
@@ -102,7 +114,7 @@ class Host:
 
     def backlog(self, table: str) -> list[str]:
         t = Table(self.bucket, table, *table.split("/"))
-        return [t.rel_of_pointer(o.name) for o in self.store.inner.list_objects(t.backlog)]
+        return [t.rel_of_pointer(o.name) for o in self.view.list_objects(t.backlog)]
 
     def log_records(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.getvalue().splitlines() if line.strip()]
@@ -116,8 +128,10 @@ def start_host(
     synchronous: bool = True,
     tables: MemoryTables | None = None,
     runner_from_settings: bool = False,
+    state: ObjectStore | None = None,
 ) -> Host:
-    """Wire functions/main.py to `store` and an in-process runner; settings come from `env`.
+    """Wire functions/main.py to `store` and an in-process runner; settings come from `env`. With
+    `state`, turnstile's own objects go there (STATE_BUCKET) and only `store`'s writes are events.
 
     With `runner_from_settings` the runner is left to `turnstile.wiring`, as deployed (JOB_RUNNER
     and its variables in `env` choose it): the host's `runner` is then one built the same way."""
@@ -128,13 +142,14 @@ def start_host(
     events: deque[tuple[str, int]] = deque()
     recording = RecordingStore(store, lambda name, generation: events.append((name, generation)))
     tables = tables or MemoryTables()
-    monkeypatch.setattr(wiring, "object_store", lambda settings, bucket: recording)
+    functions_store: ObjectStore = recording if state is None else SplitStore(recording, state)
+    monkeypatch.setattr(wiring, "object_store", lambda settings, bucket: functions_store)
     monkeypatch.setattr(entry, "CONFIG_CACHE", ConfigCache())  # a new function instance per host
     runner: JobRunner
     if runner_from_settings:
-        runner = wiring.job_runner(Settings.from_env(), recording)
+        runner = wiring.job_runner(Settings.from_env(), functions_store)
     else:
-        inline = InlineRunner(recording, tables, synchronous=synchronous)
+        inline = InlineRunner(functions_store, tables, synchronous=synchronous)
         monkeypatch.setattr(wiring, "job_runner", lambda settings, store: inline)
         runner = inline
     log = io.StringIO()
@@ -142,4 +157,4 @@ def start_host(
     app = create_app(
         target="on_object_finalized", source=str(ROOT / "functions" / "main.py"), signature_type="cloudevent"
     )
-    return Host(recording, runner, tables, app.test_client(), log, events)
+    return Host(recording, runner, tables, app.test_client(), log, events, state=state)

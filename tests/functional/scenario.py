@@ -17,7 +17,9 @@ ORDERED = {"ORDER_PER_TABLE": "true"}
 def invocation(host: Host, clock: Clock | None = None) -> Invocation:
     """An operator's or the sweeper's invocation over the host's store and runner."""
     clock = clock or SystemClock()
-    return Invocation(host.store, host.runner, Settings.from_env(), clock, uuid.uuid4().hex, clock.now())
+    return Invocation(
+        host.functions_store, host.runner, Settings.from_env(), clock, uuid.uuid4().hex, clock.now()
+    )
 
 
 def table(host: Host) -> Table:

@@ -11,11 +11,13 @@ import pytest
 from turnstile import execution
 from turnstile.jobs.port import JobStatus
 from turnstile.paths import Table
+from turnstile.placement import Places
 from turnstile.protocol import backlog, reprocess
 from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.records import BatchOutcome, BatchResult, Lock, ManifestBatch
+from turnstile.store import split
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import SimTables
 from turnstile_dev.simulation.world import run_many, run_schedule
@@ -135,3 +137,13 @@ def test_it_catches_steps_that_do_not_wait_for_the_delay(monkeypatch: pytest.Mon
         lambda lineage, end, marks, now: original(replace(lineage, delay=timedelta(0)), end, marks, now),
     )
     assert any("before its delay passed" in p for p in _violations(range(60)))
+
+
+def test_it_catches_a_state_bucket_whose_listings_miss_turnstiles_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Odd seeds keep turnstile's objects in a state bucket (STATE_BUCKET): a listing that reads
+    only the data bucket loses the backlog, and the invariants say so."""
+    monkeypatch.setattr(split, "listing_places", lambda prefix: Places(data=True, state=False))
+    assert _violations(range(1, 16, 2))
+    assert not _violations(range(0, 8, 2))  # the one-bucket seeds never list the state bucket

@@ -15,6 +15,7 @@ from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops.errors import Refused
 from turnstile.paths import LOCK, Table, parse_success, table_of_state_object
+from turnstile.placement import STATE_MARKER, declared_state_bucket
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore, object_uri
 from turnstile.uris import parse_bucket_uri
@@ -39,10 +40,22 @@ class Target:
         return f"the emulator at {host}" if host else "Google Cloud Storage"
 
     def store(self, bucket: str) -> ObjectStore:
-        """The bucket's store: S3 when the command was given an s3:// URI, else GCS."""
-        if SCHEME.get() == "s3":
-            return wiring_aws.s3_store(self.settings, bucket)
-        return wiring.object_store(self.settings, bucket)
+        """The bucket's store: S3 when the command was given an s3:// URI, else GCS; with the state
+        bucket the data bucket declares (`placement.STATE_MARKER`) when STATE_BUCKET is not set."""
+        build = wiring_aws.s3_store if SCHEME.get() == "s3" else wiring.object_store
+        plain = self.settings.model_copy(update={"state_bucket": None})
+        data = build(plain, bucket)
+        found = data.read(STATE_MARKER)
+        declared = declared_state_bucket(found.data) if found is not None else None
+        chosen = self.settings.state_bucket
+        if declared and chosen and declared != chosen:
+            raise SettingsError(
+                f"STATE_BUCKET is {chosen}, but {object_uri(data, STATE_MARKER)} says the backlog "
+                f"and locks of {bucket} are in {declared}: unset STATE_BUCKET, or set it to {declared}"
+            )
+        if not (declared or chosen):
+            return data
+        return build(plain.model_copy(update={"state_bucket": declared or chosen}), bucket)
 
     def runner(self, store: ObjectStore) -> JobRunner:
         """The runner JOB_RUNNER names, for the store's cloud; never this machine's Spark for a

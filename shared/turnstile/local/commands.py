@@ -44,6 +44,10 @@ def describe(info: StackInfo) -> str:
 def up(
     home: HomeOption = None,
     bucket: Annotated[str, typer.Option(help="the bucket to create and watch")] = "turnstile-local",
+    state_bucket: Annotated[
+        str | None,
+        typer.Option(help="a bucket, not watched, for turnstile's own objects (STATE_BUCKET)"),
+    ] = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="run in the background; stop with `turnstile down`")
     ] = False,
@@ -71,6 +75,7 @@ def up(
                     str(folder),
                     "--bucket",
                     bucket,
+                    *(["--state-bucket", state_bucket] if state_bucket else []),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -86,7 +91,11 @@ def up(
             raise typer.Exit(1)
         typer.echo(describe(info))
         return
-    stack = Stack(StackOptions(home=folder, bucket=bucket))
+    if state_bucket == bucket:
+        typer.echo(f"error: --state-bucket must name another bucket than --bucket {bucket}", err=True)
+        raise typer.Exit(2)
+    state = {"STATE_BUCKET": state_bucket} if state_bucket else {}
+    stack = Stack(StackOptions(home=folder, bucket=bucket, environment=state))
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         info = stack.start()

@@ -26,6 +26,7 @@ from turnstile.jobs.local_spark import ensure_jars
 from turnstile.local import emulator
 from turnstile.local.bridge import EventBridge, wait_until
 from turnstile.local.stackinfo import STACK_FILE, StackInfo
+from turnstile.placement import STATE_MARKER
 from turnstile.settings import Settings, child_environment
 from turnstile.store.gcs import GcsStore, make_client
 
@@ -80,9 +81,13 @@ class Stack:
         self._server = emulator.start(self.home, backend="filesystem")
         self._server.create_bucket(self.options.bucket)
         env = self.environment(self._server.url)
+        store = GcsStore(make_client("local", self._server.url), self.options.bucket)
+        state = env.get("STATE_BUCKET")
+        if state:  # turnstile's own objects there, unwatched: the bridge delivers the bucket's only
+            self._server.create_bucket(state)
+            store.write(STATE_MARKER, state.encode())
         events = self._host("on_object_finalized", "cloudevent", env)
         sweeper = self._host("sweep", "http", env)
-        store = GcsStore(make_client("local", self._server.url), self.options.bucket)
         self.bridge = EventBridge(store, events, self.home / "bridge-seen.json")
         self.bridge.start()
         threading.Thread(target=self._sweep_loop, args=(sweeper,), name="sweeper", daemon=True).start()

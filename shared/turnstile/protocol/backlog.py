@@ -34,7 +34,7 @@ def head(inv: Invocation, table: Table, limit: int) -> tuple[PointerRef, ...]:
 
 
 def decode(inv: Invocation, found: StoredObject) -> Pointer:
-    return Pointer.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+    return Pointer.decode(found.data, object_uri(inv.store, found.name))
 
 
 def read(inv: Invocation, ref: PointerRef) -> Pointer | None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from turnstile.errors import ConfigError, PreconditionFailed, Transient, TurnstileError
 from turnstile.paths import claim_name
 from turnstile.records import Claim, ClaimState
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 
 class EventInProgress(TurnstileError, Transient):
@@ -59,7 +59,7 @@ def claim(
     if found is None:  # deleted between our write and our read (the sweeper): try once more
         return claim(store, name, generation, owner=owner, now=now, lease=lease)
     try:
-        existing = Claim.decode(found.data, f"gs://{store.bucket}/{claimed}")
+        existing = Claim.decode(found.data, object_uri(store, claimed))
     except ConfigError:
         existing = Claim(
             state=ClaimState.IN_PROGRESS, owner="unknown", expires_at=now

@@ -14,6 +14,7 @@ from turnstile.paths import Batch, Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.records import Pointer, wake_body
+from turnstile.store.port import object_uri
 
 log = logs.get("publisher")
 
@@ -71,7 +72,7 @@ def _write_pointer(inv: Invocation, name: str, record: Pointer) -> None:
         # generation, the job finds that batch already committed and skips it.
         return _write_pointer(inv, name, record)
     try:
-        existing: Pointer | None = Pointer.decode(found.data, f"gs://{inv.store.bucket}/{name}")
+        existing: Pointer | None = Pointer.decode(found.data, object_uri(inv.store, name))
     except ConfigError:
         existing = None  # not turnstile's (the original loader's empty pointer): adopted below
     if existing is not None and existing.success_generation >= record.success_generation:
@@ -84,7 +85,7 @@ def _write_pointer(inv: Invocation, name: str, record: Pointer) -> None:
         # The subscriber covers pointers from its listing, so the batch was queued either way:
         # rejecting the event would only advise an upload of `_SUCCESS` that applies it twice.
         log.warning(
-            f"adopted gs://{inv.store.bucket}/{name}, a backlog pointer turnstile did not write (the "
+            f"adopted {object_uri(inv.store, name)}, a backlog pointer turnstile did not write (the "
             "original loader's?): rewritten as turnstile's; its batch stays queued, once",
             extra={"event": "pointer_adopted", "pointer": name},
         )

@@ -229,7 +229,7 @@ def subscriber_view(state: TableState) -> View:
     if held.state is LockState.RUNNING:
         if not held.job_id or not held.manifest:
             raise CorruptState(
-                f"gs://{inv.store.bucket}/{table.lock} is RUNNING but names no job or manifest; it was "
+                f"{object_uri(inv.store, table.lock)} is RUNNING but names no job or manifest; it was "
                 f"written by something else. Fix or delete it, then run: turnstile resume {table.uri}"
             )
         # The job's done signal is its end: the runner may still call it RUNNING for a while

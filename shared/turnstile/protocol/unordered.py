@@ -99,7 +99,7 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ..
         found = inv.store.read(info.name)
         if found is None:
             continue  # ended meanwhile
-        marker = OpenJob.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+        marker = OpenJob.decode(found.data, object_uri(inv.store, found.name))
         try:
             inv.store.replace(
                 info.name,
@@ -161,7 +161,7 @@ def release_held(inv: Invocation, table: Table, listed: list[ObjectInfo] | None 
         found = inv.store.read(info.name)
         if found is None:
             continue  # released by another invocation meanwhile
-        record = HeldBatch.decode(found.data, f"gs://{inv.store.bucket}/{info.name}")
+        record = HeldBatch.decode(found.data, object_uri(inv.store, info.name))
         try:
             live = _live_batch(inv, record.success, record.success_generation)
         except (ConfigError, PathError) as exc:
@@ -208,7 +208,7 @@ def ended(inv: Invocation, table: Table, done: JobDone) -> None:
     found = inv.store.read(table.open_job(done.job_id))
     if found is None:
         return  # handled already (a duplicate done event, or the watchdog got there first)
-    marker = OpenJob.decode(found.data, f"gs://{inv.store.bucket}/{found.name}")
+    marker = OpenJob.decode(found.data, object_uri(inv.store, found.name))
     if done.succeeded:
         _clear_failures(inv, table, marker.rel, up_to=marker.success_generation)
         inv.store.remove(table.open_job(done.job_id))

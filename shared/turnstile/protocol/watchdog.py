@@ -25,6 +25,7 @@ from turnstile.protocol import backlog, unordered
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState, read_done_signal
 from turnstile.records import BatchFailure, LockState, OpenJob
+from turnstile.store.port import object_uri
 
 log = logs.get("watchdog")
 SHORTEST_TIMEOUT = 60  # seconds: below this no job can have overrun (job_timeout_seconds >= 60)
@@ -46,16 +47,14 @@ def watch(state: TableState) -> Watched:
     for info in inv.store.list_objects(table.open_jobs):
         read = inv.store.read(info.name)
         if read is not None:
-            _watch_open_job(state, OpenJob.decode(read.data, f"gs://{inv.store.bucket}/{info.name}"), found)
+            _watch_open_job(state, OpenJob.decode(read.data, object_uri(inv.store, info.name)), found)
     if state.operator_pause is not None:
         return found  # no job starts, retries included, until `turnstile resume`
     found.released = unordered.release_held(inv, table, state.held)
     for info in state.failure_records:
         read = inv.store.read(info.name)
         if read is not None:
-            _retry_if_due(
-                state, BatchFailure.decode(read.data, f"gs://{inv.store.bucket}/{info.name}"), found
-            )
+            _retry_if_due(state, BatchFailure.decode(read.data, object_uri(inv.store, info.name)), found)
     return found
 
 

@@ -19,6 +19,7 @@ from turnstile.spark import hygiene
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
 from turnstile.store.port import ObjectStore
+from turnstile.store.split import SplitStore
 from turnstile.uris import parse_bucket_uri
 
 
@@ -41,18 +42,24 @@ def _expire_snapshots(
             print(f"expired {gone} snapshot(s) of {table}")
 
 
+def _job_store(stores: Callable[[str], ObjectStore], data: str, manifest_bucket: str) -> ObjectStore:
+    """The store the job records in: a manifest outside the data bucket sits in its state bucket
+    (STATE_BUCKET), where the result records go too; the `.done` signal goes to the data bucket."""
+    return stores(data) if manifest_bucket == data else SplitStore(stores(data), stores(manifest_bucket))
+
+
 def run(
     spark: SparkSession, manifest_uri: str, stage_to: Path | None, stores: Callable[[str], ObjectStore]
 ) -> int:
     """Exit status 0 when every batch was committed or skipped, 1 otherwise. `stores` gives the
     store of a bucket of the manifest's cloud (the main file of each cloud builds it)."""
     settings = Settings.from_env()
-    bucket = parse_bucket_uri(manifest_uri).bucket
-    store = stores(bucket)
+    where = parse_bucket_uri(manifest_uri).bucket
     staging: Staging = LocalStaging(stores, stage_to) if stage_to else DirectStaging(stores)
     try:
-        manifest = read_manifest(store, manifest_uri)
-        applier = IcebergApplier(spark, settings.iceberg_catalog, staging, stores, bucket)
+        manifest = read_manifest(stores(where), manifest_uri)
+        store = _job_store(stores, manifest.bucket, where)
+        applier = IcebergApplier(spark, settings.iceberg_catalog, staging, stores, manifest.bucket)
         done = execute(store, manifest, applier, SystemClock())
     except BatchFailed as exc:
         print(f"turnstile job failed: {exc}", file=sys.stderr)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,14 @@ class ObjectStore(Protocol):
         """The immediate sub-folders of `prefix` (each ending in "/"), lexicographically."""
 
 
+@runtime_checkable
+class PlacedStore(Protocol):
+    """A store over more than one bucket (`store.split`): it says which bucket holds a name."""
+
+    def bucket_of(self, name: str) -> str: ...
+
+
 def object_uri(store: ObjectStore, name: str) -> str:
     """`gs://bucket/name` or `s3://bucket/name`: how jobs and people address an object of `store`."""
-    return f"{store.scheme}://{store.bucket}/{name}"
+    bucket = store.bucket_of(name) if isinstance(store, PlacedStore) else store.bucket
+    return f"{store.scheme}://{bucket}/{name}"

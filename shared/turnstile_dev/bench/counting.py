@@ -36,6 +36,7 @@ from turnstile.paths import classify
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile.store.split import SplitStore
 from turnstile_dev.bench.workload import GATE, SCHEMA, SUCCESS, Workload
 
 Key = tuple[str, str, str, str]  # who (upstream, function, job), event kind, operation, call site
@@ -120,6 +121,7 @@ class FunctionHost:
 
     inner: ObjectStore
     gate: str | None = GATE
+    state: ObjectStore | None = None  # STATE_BUCKET: turnstile's own objects there, no events
     ledger: Ledger = field(default_factory=Ledger)
     events: deque[tuple[str, int]] = field(default_factory=deque)
     deliveries: list[Delivery] = field(default_factory=list)
@@ -128,12 +130,20 @@ class FunctionHost:
 
     def __post_init__(self) -> None:
         self.upstream = counting_store(self.inner, "upstream", self.ledger, self._queue)
-        self.function_store = counting_store(self.inner, "function", self.ledger, self._queue)
-        self.job_store = counting_store(self.inner, "job", self.ledger, self._queue)
+        self.function_store = self._party("function")
+        self.job_store = self._party("job")
         self.runner = InlineRunner(self.job_store, self.tables, synchronous=False)
         self._app: Any = None
         self._lock = threading.Lock()
         self._taken: set[str] = set()
+
+    def _party(self, who: str) -> ObjectStore:
+        """The store one party writes through: the bucket, or with a state bucket both, where only
+        the bucket's writes are events (no trigger watches the state bucket)."""
+        data = counting_store(self.inner, who, self.ledger, self._queue)
+        if self.state is None:
+            return data
+        return SplitStore(data, counting_store(self.state, who, self.ledger, lambda name, generation: None))
 
     def _queue(self, name: str, generation: int) -> None:
         self.events.append((name, generation))
@@ -253,12 +263,17 @@ class FunctionHost:
 
 
 def run_workload(
-    inner: ObjectStore, workload: Workload, dataset: str, max_batches_per_job: int | None
+    inner: ObjectStore,
+    workload: Workload,
+    dataset: str,
+    max_batches_per_job: int | None,
+    state: ObjectStore | None = None,
 ) -> dict[str, Any]:
     """The stack run's sequence in process: batches uploaded out of order, each delivered as it
     arrives while the gate holds the tables, then the gates, then every event and job until the
-    tables are drained. Returns the counts per batch and the order the batches were applied in."""
-    host = FunctionHost(inner)
+    tables are drained. Returns the counts per batch and the order the batches were applied in.
+    With `state`, turnstile's own objects go there (STATE_BUCKET)."""
+    host = FunctionHost(inner, state=state)
     with host.serving():
         host.configure(dataset, max_batches_per_job)
         host.drain()

@@ -99,7 +99,7 @@ def _storage_ops(r: dict[str, Any]) -> str:
 
 def _invocations(r: dict[str, Any]) -> str:
     t, bare = r["targets"]["invocations_per_batch"], r["targets"]["invocations_per_batch_without_data_files"]
-    kinds = r["counting"]["coalesced"]["invocations_by_kind_per_batch"]
+    kinds = r["counting"]["coalesced_state_bucket"]["invocations_by_kind_per_batch"]
     own = {k: v for k, v in kinds.items() if k not in ("data", "success", "config", "gate")}
     setup = kinds.get("config", 0) + kinds.get("gate", 0)
     return (
@@ -110,13 +110,8 @@ def _invocations(r: dict[str, Any]) -> str:
         "`_SUCCESS`, and "
         + ", ".join(f"{v:g} {k}" for k, v in own.items())
         + f" are turnstile's own objects; {setup:g} are the configuration and gate files. "
-        f"{r['acting_invocations_per_batch']:g} per batch make any storage call, the rest return at once. "
-        "The target cannot be met while every ordered batch gets its `_backlog/` pointer (the queue of "
-        "the protocol, which operators coming from gcs_ocn_bq_ingest add and remove by hand) and every "
-        "job a done signal (the event that wakes the subscriber): `_SUCCESS` + pointer + done/K is "
-        "above 2 for any K, even with one result object per job and nothing else written. Reaching 2 "
-        "needs the `_SUCCESS` itself to stand as the queue entry (the subscriber finding batches by "
-        "listing the table's folders past its position) and the results written per job."
+        f"{r['acting_invocations_per_batch']:g} per batch make any storage call, the rest return at once "
+        "(these are the figures with a state bucket, STATE_BUCKET)."
     )
 
 

@@ -303,11 +303,12 @@ def _headline(r: dict[str, Any]) -> str:
         "ratio_vs_structured_streaming": "(a) seconds per batch / (c) seconds per batch",
         "ratio_vs_floor": "(a) seconds per batch / (d) seconds per batch",
         "storage_ops_per_batch": "(a), function + job, at the store port",
-        "invocations_per_batch": "(a), every event delivered; without upstream's data files: "
-        f"{r['invocations_per_batch_without_data_files']:g}; making a storage call: "
-        f"{r['acting_invocations_per_batch']:g}",
-        "invocations_per_batch_without_data_files": "(a), the events of `_SUCCESS`, turnstile's own "
-        "writes and the gates",
+        "invocations_per_batch": "(a) with a state bucket (STATE_BUCKET), every event delivered; "
+        f"making a storage call: {r['acting_invocations_per_batch']:g}; with turnstile's objects "
+        f"in the data bucket: {r['invocations_per_batch_one_bucket']:g}",
+        "invocations_per_batch_without_data_files": "(a) with a state bucket, the events of `_SUCCESS`, "
+        "the jobs' `.done` signals and the gates; with turnstile's objects in the data bucket: "
+        f"{r['invocations_per_batch_without_data_files_one_bucket']:g}",
         "deep_backlog_ratio": "subscriber seconds per batch, "
         f"{r['scale']['deep_backlog']['deep']['backlog']:,}-pointer backlog / "
         f"{r['scale']['deep_backlog']['shallow']['backlog']}-pointer",
@@ -423,6 +424,17 @@ def _contenders(r: dict[str, Any]) -> str:
 
 def _counting(r: dict[str, Any]) -> str:
     a, b = r["counting"]["coalesced"], r["counting"]["one_job_per_batch"]
+    s = r["counting"]["coalesced_state_bucket"]
+    text = (
+        "With a state bucket (STATE_BUCKET, Terraform's `separate_state_bucket`), the same run of (a) "
+        "keeps turnstile's own objects in a bucket no trigger watches (docs/DEPLOY.md, State bucket): "
+        f"**{s['invocations_per_batch']:g}** invocations per batch, "
+        f"**{s['invocations_per_batch_without_data_files']:g}** without upstream's data files, "
+        f"{s['storage_ops_per_batch']:g} storage operations per batch, applied in order, each once: "
+        f"{s['applied_in_order_once']}. By kind: "
+        + ", ".join(f"{k} {v:g}" for k, v in s["invocations_by_kind_per_batch"].items())
+        + ". The rest of this section is the one-bucket layout (turnstile's objects beside the data).\n\n"
+    )
     rows = [
         ["jobs", str(a["jobs"]), str(b["jobs"])],
         [
@@ -472,7 +484,7 @@ def _counting(r: dict[str, Any]) -> str:
         ],
         ["applied in order, each once", str(a["applied_in_order_once"]), str(b["applied_in_order_once"])],
     ]
-    text = _table(["per batch", "(a) coalescing", "(b), (b') one job per batch"], rows) + "\n\n"
+    text += _table(["per batch", "(a) coalescing", "(b), (b') one job per batch"], rows) + "\n\n"
     kinds = sorted(set(a["invocations_by_kind_per_batch"]) | set(b["invocations_by_kind_per_batch"]))
     text += "Invocations per batch by the kind of object whose event it is:\n\n"
     text += _table(

@@ -16,7 +16,7 @@ from turnstile.paths import Table
 from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.records import BatchOutcome, BatchResult, ReprocessRequest
-from turnstile.store.memory import MemoryStore
+from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import Commit
 
 REQUEST_PROBABILITY = 0.05  # per table and operator round, while faults last
@@ -34,7 +34,7 @@ class Requested:
 class Reprocesses:
     requests: dict[str, Requested] = field(default_factory=dict)  # request id -> what it asked
 
-    def finalized(self, memory: MemoryStore, name: str) -> None:
+    def finalized(self, memory: ObjectStore, name: str) -> None:
         """An object landed: note it when it is a request (written once, under a new name)."""
         if "/_turnstile/reprocess/" not in name or name in self.requests:
             return
@@ -58,11 +58,11 @@ class Reprocesses:
         reprocess_ops.request(inv, f"{prefix}/{rel}/{inv.settings.success_filename}", reason="simulated")
         return True
 
-    def pending(self, memory: MemoryStore, prefix: str) -> bool:
+    def pending(self, memory: ObjectStore, prefix: str) -> bool:
         return bool(memory.list_objects(reprocess.folder(_table(memory.bucket, prefix)), limit=1))
 
     def violations(
-        self, memory: MemoryStore, prefix: str, commits: list[Commit], dropped: frozenset[str] = frozenset()
+        self, memory: ObjectStore, prefix: str, commits: list[Commit], dropped: frozenset[str] = frozenset()
     ) -> list[str]:
         """`dropped`: batches the operator skipped and no job applied: a request waits for none of them."""
         found = []

@@ -45,12 +45,14 @@ from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile.store.split import SplitStore
 from turnstile_dev.simulation import lineage as sim_lineage
 from turnstile_dev.simulation.adapters import Commit, FaultyStore, SimRunner, SimTables
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
 from turnstile_dev.simulation.reprocessing import Reprocesses
 
 BUCKET = "sim-bucket"
+STATE_BUCKET = "sim-state"  # odd seeds keep turnstile's own objects there (STATE_BUCKET): no events
 GATE = "_HISTORYDONE"
 
 
@@ -118,8 +120,8 @@ class World:
     seed: int
     plan: Plan
     loop: Loop
-    memory: MemoryStore
-    bucket: RecordingStore
+    memory: ObjectStore  # what the store holds, read without faults or events (both buckets)
+    bucket: ObjectStore  # the protocol's and upstream's store: a write to the data bucket is an event
     tables: SimTables
     runner: SimRunner
     env: dict[str, str]
@@ -145,9 +147,7 @@ class World:
 
     # --- Eventarc -------------------------------------------------------------------------
     def finalized(self, name: str, generation: int) -> None:
-        if name.endswith("/_bqlock"):
-            self._watch_lock(name)
-        self.reprocesses.finalized(self.memory, name)
+        self.observe(name, generation)
         copies = self.loop.rng.randint(1, 3)
         self.stats["events"] += 1
         self.stats["duplicate deliveries"] += copies - 1
@@ -185,6 +185,12 @@ class World:
         self.loop.spawn(delay, task, body, ended)
 
     # --- observation ------------------------------------------------------------------------
+    def observe(self, name: str, generation: int) -> None:
+        """An object landed, in either bucket: note what the invariants follow."""
+        if name.endswith("/_bqlock"):
+            self._watch_lock(name)
+        self.reprocesses.finalized(self.memory, name)
+
     def _watch_lock(self, name: str) -> None:
         found = self.memory.read(name)
         if found is None:
@@ -510,13 +516,21 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
     plan = Plan.draw(rng)
     loop = Loop(rng)
     logs.configure("CRITICAL", io.StringIO())
-    memory = MemoryStore(BUCKET, clock=SimClock(loop))
+    data = MemoryStore(BUCKET, clock=SimClock(loop))
     world_ref: list[World] = []
 
     def finalized(name: str, generation: int) -> None:  # the world exists by the time objects are written
         world_ref[0].finalized(name, generation)
 
-    bucket = RecordingStore(memory, finalized)
+    def observed(name: str, generation: int) -> None:
+        world_ref[0].observe(name, generation)
+
+    bucket: ObjectStore = RecordingStore(data, finalized)
+    memory: ObjectStore = data
+    if seed % 2:  # the state bucket: the same protocol, whose own objects are no events
+        state = MemoryStore(STATE_BUCKET, clock=SimClock(loop))
+        bucket = SplitStore(bucket, RecordingStore(state, observed))
+        memory = SplitStore(data, state)
     tables = SimTables(loop, failing=set(plan.failing))
 
     def job_store() -> ObjectStore:

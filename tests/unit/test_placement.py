@@ -1,0 +1,88 @@
+"""Which bucket holds which object with a state bucket (STATE_BUCKET), and where listings look."""
+
+from __future__ import annotations
+
+import pytest
+
+from turnstile.paths import ObjectKind, Table, claim_name, classify
+from turnstile.placement import Places, is_state, listing_places
+
+T = Table("b", "ds/tbl", "ds", "tbl")
+DATA, STATE, BOTH = Places(True, False), Places(False, True), Places(True, True)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        T.pointer("2024/05/01/10"),
+        T.lock,
+        T.manifest("job-1"),
+        T.result("2024/05/01/10", 7),
+        T.pause,
+        claim_name(T.backfill, 3),
+        claim_name(T.pointer("2024/05/01/10"), 3),
+        claim_name(T.done_signal("job-1"), 3),
+    ],
+)
+def test_turnstile_bookkeeping_goes_to_the_state_bucket(name: str) -> None:
+    assert is_state(name)
+    assert not classify(name).is_action  # none of it needs to wake a function
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ds/tbl/2024/05/01/10/part-0.csv",
+        "ds/tbl/2024/05/01/10/_SUCCESS",
+        "ds/tbl/_config/load.json",
+        "ds/tbl/_config/ORDERME",
+        "ds/_config/load.json",
+        T.backfill,
+        T.done_signal("job-1"),
+        T.failed_rows("2024/05/01/10") + "bad-rows-7.jsonl",
+        "ds/tbl/_HISTORYDONE",
+    ],
+)
+def test_what_wakes_a_function_and_what_people_read_stays_in_the_data_bucket(name: str) -> None:
+    assert not is_state(name)
+
+
+def test_every_action_object_stays_in_the_data_bucket() -> None:
+    names = [
+        "ds/tbl/2024/05/01/10/_SUCCESS",
+        T.backfill,
+        T.done_signal("job-9"),
+        "ds/tbl/_HISTORYDONE",
+    ]
+    for name in names:
+        assert classify(name, gate_filename="_HISTORYDONE").is_action
+        assert not is_state(name)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "places"),
+    [
+        (T.backlog, STATE),
+        (f"{T.internal}results/", STATE),
+        (f"{T.internal}results/2024/05/", STATE),
+        (f"{T.internal}failures/", STATE),
+        (f"{T.internal}jobs/", BOTH),  # manifests (state) beside `.done` signals (data)
+        (T.internal, BOTH),
+        (f"{T.internal}jo", BOTH),
+        (f"{T.prefix}/_claimed_", STATE),
+        (T.lock, STATE),
+        (f"{T.prefix}/_config/", DATA),
+        ("ds/_config/", DATA),
+        (f"{T.prefix}/2024/05/01/10/", DATA),
+        (f"{T.prefix}/", DATA),
+        ("", DATA),
+        (f"{T.prefix}/_", BOTH),
+    ],
+)
+def test_a_listing_reads_the_buckets_its_prefix_can_be_in(prefix: str, places: Places) -> None:
+    assert listing_places(prefix) == places
+
+
+def test_the_rules_agree_with_the_classification_of_state_objects() -> None:
+    kinds = {classify(n) for n in (T.pointer("r"), T.lock, T.manifest("j"), claim_name(T.backfill, 1))}
+    assert kinds == {ObjectKind.POINTER, ObjectKind.LOCK, ObjectKind.INTERNAL, ObjectKind.CLAIM}
