@@ -27,6 +27,7 @@ from turnstile.jobs.port import JobRunner
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
+from turnstile.store.split import SplitStore
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,9 +149,11 @@ def start_lambda_host(
     store: ObjectStore,
     runner_for: Callable[[ObjectStore], JobRunner],
     env: dict[str, str] | None = None,
+    state: ObjectStore | None = None,
 ) -> LambdaHost:
     """Wire functions/aws_lambda.py to `store` and the runner `runner_for` builds over the
-    recording store; settings come from `env`."""
+    recording store; settings come from `env`. With `state` (STATE_BUCKET), turnstile's own objects
+    go there and notify nothing."""
     for variable in Settings.variables():
         if not variable.startswith("AWS_"):
             monkeypatch.delenv(variable, raising=False)
@@ -164,8 +167,9 @@ def start_lambda_host(
         events.append(name)
 
     recording = RecordingStore(store, notify)
-    runner = runner_for(recording)
-    monkeypatch.setattr(wiring_aws, "s3_store", lambda settings, bucket: recording)
+    functions_store: ObjectStore = recording if state is None else SplitStore(recording, state)
+    runner = runner_for(functions_store)
+    monkeypatch.setattr(wiring_aws, "s3_store", lambda settings, bucket: functions_store)
     monkeypatch.setattr(wiring_aws, "job_runner", lambda settings, store: runner)
     log = io.StringIO()
     logs.configure("INFO", log)
