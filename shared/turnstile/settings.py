@@ -208,6 +208,15 @@ class Settings(BaseModel):
             )
         return value
 
+    @field_validator("state_bucket")
+    @classmethod
+    def _a_bucket_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]", value):
+            bare = value.split("://", 1)[-1].strip("/").split("/", 1)[0] if "://" in value else None
+            hint = f": {bare}, not a URI" if bare else ""
+            raise ValueError(f"must be a bucket's name (lowercase letters, digits, '-', '_', '.'){hint}")
+        return value
+
     @field_validator("destination_regex")
     @classmethod
     def _regex_compiles(cls, value: str | None) -> str | None:

@@ -270,3 +270,22 @@ def test_a_problem_of_two_variables_is_reported_on_the_one_it_names_first() -> N
     )
     assert variable == "RESTART_BUFFER_SECONDS"
     assert "FUNCTION_TIMEOUT_SEC (300)" in message
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (
+            "gs://my-state",
+            "must be a bucket's name (lowercase letters, digits, '-', '_', '.'): my-state, not a URI",
+        ),
+        ("s3://my-state/prefix", ": my-state, not a URI"),
+        ("My State", "must be a bucket's name (lowercase letters, digits, '-', '_', '.')"),
+    ],
+)
+def test_state_bucket_must_be_a_bucket_name(value: str, says: str) -> None:
+    with pytest.raises(SettingsError, match="'STATE_BUCKET'") as caught:
+        Settings.from_env({"STATE_BUCKET": value})
+    assert says in str(caught.value)
+    assert Settings.from_env({"STATE_BUCKET": "my-state"}).state_bucket == "my-state"
+    assert Settings.from_env({"STATE_BUCKET": ""}).state_bucket is None
