@@ -8,7 +8,8 @@ INSTALLED := $(VENV)/.installed
 JARS_DIR := .turnstile/jars
 SEEDS ?= 2000
 SEED_BASE ?= 0
-PYTEST_ARGS ?=
+# Two workers (the CI machine's cores), each test file kept on one worker with its fixtures.
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: help setup system-deps jars lint test demo simulate bench clean
 

@@ -3,7 +3,7 @@ protocol pieces (publisher pointers, a FAILED lock as the subscriber writes it, 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +13,7 @@ from click.testing import Result
 from typer.testing import CliRunner
 
 from turnstile.cli import app
+from turnstile.cli._errors import SCHEME
 from turnstile.local import emulator as emu
 from turnstile.local.stackinfo import StackInfo
 from turnstile.ops import session
@@ -26,6 +27,15 @@ from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 
 TABLE = "sales/orders"
+
+
+@pytest.fixture(autouse=True)
+def _gs_scheme() -> Iterator[None]:
+    """Each test starts as a command does, on a `gs://` URI: a command run before it in this process
+    may have named an `s3://` one (`SCHEME` is process state, set by each command)."""
+    token = SCHEME.set("gs")
+    yield
+    SCHEME.reset(token)
 
 
 @pytest.fixture
