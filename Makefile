@@ -54,10 +54,10 @@ CHECKOV_REQUIREMENTS := tests/terraform/requirements-checkov.txt
 .PHONY: package package-aws terraform-check
 
 package: setup ## Build build/function.zip and build/job/ (main.py, turnstile.zip, deps.zip, jars) for terraform/
-	$(BIN)/python -m turnstile.packaging build
+	$(BIN)/python -m turnstile.deploy.packaging build
 
 package-aws: $(INSTALLED) ## Build build/aws/ (lambda.zip, job/main.py, job/turnstile.zip) for docs/DEPLOY-AWS.md
-	$(BIN)/python -m turnstile.packaging build --cloud aws
+	$(BIN)/python -m turnstile.deploy.packaging build --cloud aws
 
 # checkov pins versions that clash with the project's, so it gets a virtualenv of its own.
 $(CHECKOV_VENV)/.installed: $(CHECKOV_REQUIREMENTS)

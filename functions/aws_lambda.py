@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnstile import lambda_entry
+from turnstile.entrypoints import lambda_entry
 
 
 def on_s3_event(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -16,8 +16,9 @@ import flask
 import functions_framework
 from cloudevents.http import CloudEvent
 
-from turnstile import entry, logs
-from turnstile.errors import Terminal, TurnstileError
+from turnstile.core import logs
+from turnstile.core.errors import Terminal, TurnstileError
+from turnstile.entrypoints import entry
 
 log = logs.get("sweep")
 

@@ -70,7 +70,7 @@ locals {
     var.extra_jar_uris,
   )
 
-  # The functions' environment: every key is a turnstile.settings alias (tests/terraform checks it
+  # The functions' environment: every key is a turnstile.config.settings alias (tests/terraform checks it
   # against Settings.variables()).
   function_env_all = {
     JOB_RUNNER               = "dataproc"

@@ -1,5 +1,5 @@
 # Log-based metrics and alerts. The library writes JSON log lines that Cloud Logging parses into
-# jsonPayload (turnstile.logs); the fields used here are set by turnstile.protocol, turnstile.entry
+# jsonPayload (turnstile.core.logs); the fields used here are set by turnstile.protocol, turnstile.entrypoints.entry
 # and functions/main.py:
 #
 # - table_blocked (ERROR, fields table, bucket, job_id, rel, error, lock_age_seconds): logged by the

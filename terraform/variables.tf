@@ -372,7 +372,7 @@ variable "dataproc_runtime_version" {
 
   validation {
     condition     = var.dataproc_runtime_version == "2.2"
-    error_message = "dataproc_runtime_version must be 2.2: make package stages the Scala 2.13 Iceberg runtime and builds the job's dependencies for its Python 3.12 (turnstile.packaging DATAPROC_RUNTIME, DATAPROC_PYTHON)."
+    error_message = "dataproc_runtime_version must be 2.2: make package stages the Scala 2.13 Iceberg runtime and builds the job's dependencies for its Python 3.12 (turnstile.deploy.packaging DATAPROC_RUNTIME, DATAPROC_PYTHON)."
   }
 }
 

@@ -23,17 +23,17 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from turnstile import logs
-from turnstile.clock import SystemClock
+from turnstile.config.settings import child_environment
+from turnstile.core import logs
+from turnstile.core.clock import SystemClock
+from turnstile.entrypoints.wiring import job_runner
 from turnstile.jobs.local_spark import ensure_jars, spark_conf
 from turnstile.local.stack import Stack, StackOptions, settings_for
-from turnstile.paths import Table
+from turnstile.names.paths import Table
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.operator import unlock
-from turnstile.records import Lock, LockState
-from turnstile.settings import child_environment
+from turnstile.state.records import Lock, LockState
 from turnstile.store.gcs import GcsStore, make_client
-from turnstile.wiring import job_runner
 
 GATE = "_HISTORYDONE"
 STOCK_SQL = """MERGE INTO ${table} t USING (

@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from turnstile import logs, wiring_aws
+from turnstile.config.settings import Settings
+from turnstile.core import logs
+from turnstile.entrypoints import wiring_aws
 from turnstile.jobs.port import JobRunner
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
 from turnstile.store.split import SplitStore

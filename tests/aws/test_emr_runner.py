@@ -21,13 +21,13 @@ from tests.aws.moto_emr import (
     set_run_state,
 )
 from tests.conftest import AWS_REGION
-from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.emr import ICEBERG_RUNTIME_ON_EMR, JOB_TAG, EmrJobSpec, EmrRunner, make_client
 from turnstile.jobs.emr import client_token as request_id
 from turnstile.jobs.emr_runs import RunRecord, RunRecords
 from turnstile.jobs.port import JobState
-from turnstile.records import BatchFailure
-from turnstile.settings import Settings
+from turnstile.state.records import BatchFailure
 from turnstile.store.memory import MemoryStore
 from turnstile.store.s3 import S3Store
 

@@ -16,12 +16,12 @@ from tests.aws.lambda_harness import (
     start_lambda_host,
 )
 from tests.conftest import AWS_REGION
-from turnstile import entry, wiring_aws
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
+from turnstile.entrypoints import entry, wiring_aws
+from turnstile.entrypoints.lambda_entry import created_objects
 from turnstile.jobs.inline import InlineRunner, MemoryTables
-from turnstile.lambda_entry import created_objects
-from turnstile.paths import Table
-from turnstile.records import Lock, LockState, Pointer
+from turnstile.names.paths import Table
+from turnstile.state.records import Lock, LockState, Pointer
 from turnstile.store.s3 import S3Store
 from turnstile.store.s3 import make_client as make_s3_client
 

@@ -19,14 +19,14 @@ from moto.core.authorization import enable_iam_authentication
 
 from tests.conftest import AWS_REGION
 from tests.contract.test_object_store import race
-from turnstile.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
+from turnstile.config.settings import Settings
+from turnstile.core.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
+from turnstile.names.paths import Table
 from turnstile.ops import session
-from turnstile.paths import Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol import operator, publisher
 from turnstile.protocol.context import Invocation
-from turnstile.records import Lock, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import Lock, LockState
 from turnstile.store.s3 import GENERATION_KEY, TESTED_BOTOCORE, S3Store, derived_generation, make_client
 
 TABLE = Table("unused", "sales/orders", "sales", "orders")

@@ -9,11 +9,11 @@ import pytest
 
 from tests.aws.lambda_harness import start_lambda_host
 from tests.conftest import AWS_REGION
-from turnstile import wiring_aws
+from turnstile.config.settings import Settings
+from turnstile.entrypoints import wiring_aws
 from turnstile.jobs.inline import InlineRunner, MemoryTables
-from turnstile.paths import ObjectKind, Table, classify
-from turnstile.records import Lock, LockState
-from turnstile.settings import Settings
+from turnstile.names.paths import ObjectKind, Table, classify
+from turnstile.state.records import Lock, LockState
 from turnstile.store.s3 import S3Store, make_client
 from turnstile.store.split import SplitStore
 

@@ -14,15 +14,15 @@ from typer.testing import CliRunner
 
 from turnstile.cli import app
 from turnstile.cli._errors import SCHEME
+from turnstile.config.settings import Settings
 from turnstile.local import emulator as emu
 from turnstile.local.stackinfo import StackInfo
+from turnstile.names.paths import Table, parse_success
 from turnstile.ops import session
-from turnstile.paths import Table, parse_success
 from turnstile.protocol import publisher
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lock import unlock_command
-from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState, Pointer
-from turnstile.settings import Settings
+from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState, Pointer
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 

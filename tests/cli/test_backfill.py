@@ -8,13 +8,13 @@ import os
 import pytest
 
 from tests.cli.conftest import Run, World
-from turnstile import wiring
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
+from turnstile.entrypoints import wiring
 from turnstile.jobs.local import job_environment
 from turnstile.jobs.port import JobStatus
 from turnstile.local.stackinfo import StackInfo
-from turnstile.records import Manifest, Pointer
-from turnstile.settings import Settings
+from turnstile.state.records import Manifest, Pointer
 from turnstile.store.port import ObjectStore
 
 HOURS = [f"incremental/2024/05/01/{h}" for h in ("13", "14", "15")]

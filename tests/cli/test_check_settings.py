@@ -11,10 +11,10 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from turnstile import wiring, wiring_aws
 from turnstile.cli import app
-from turnstile.errors import SettingsError
-from turnstile.settings import Settings
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
+from turnstile.entrypoints import wiring, wiring_aws
 from turnstile.store.memory import MemoryStore
 
 # What terraform/main.tf renders for the functions (local.function_env), with example values.

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.cli import app, resolve_settings
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
 from turnstile.local.stackinfo import StackInfo
 
 

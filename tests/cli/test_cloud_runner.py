@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
-from turnstile import wiring, wiring_aws
 from turnstile.cli import _target
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
+from turnstile.entrypoints import wiring, wiring_aws
 from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
-from turnstile.records import BatchFailure, Lock, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import BatchFailure, Lock, LockState
 from turnstile.store.memory import MemoryStore
 
 REL = "incremental/2024/05/01/13"

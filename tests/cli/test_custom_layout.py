@@ -9,10 +9,10 @@ import json
 import pytest
 
 from tests.cli.conftest import Run, World
+from turnstile.config.settings import Settings
+from turnstile.names.paths import parse_success
 from turnstile.ops import session
-from turnstile.paths import parse_success
 from turnstile.protocol import publisher
-from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore
 
 REGEX = r"^landing/(?P<dataset>[^/]+)/feeds/(?P<table>[^/]+)/(?:(?P<batch>[^/]+)/)?$"

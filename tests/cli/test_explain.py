@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Run, one_error_line
-from turnstile import wiring
+from turnstile.config.settings import Settings
+from turnstile.entrypoints import wiring
 from turnstile.local import emulator as emu
 from turnstile.local.stackinfo import StackInfo
-from turnstile.settings import Settings
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
 

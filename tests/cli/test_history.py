@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tests.cli.conftest import Run, World
-from turnstile.records import BatchOutcome
+from turnstile.state.records import BatchOutcome
 
 D = "incremental/2024/05/01"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
-from turnstile.records import Lock
+from turnstile.state.records import Lock
 
 REL = "incremental/2024/05/01/13"
 

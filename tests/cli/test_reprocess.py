@@ -6,7 +6,7 @@ import json
 
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.protocol import reprocess
-from turnstile.records import BatchOutcome, ReprocessRequest
+from turnstile.state.records import BatchOutcome, ReprocessRequest
 
 HOURS = [f"incremental/2024/05/01/{h:02d}" for h in range(12, 15)]
 

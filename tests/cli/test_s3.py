@@ -11,9 +11,9 @@ import pytest
 
 from tests.cli.conftest import TABLE, Run, World, one_error_line
 from turnstile.cli import app
-from turnstile.paths import Table
-from turnstile.records import Lock, LockState
-from turnstile.settings import Settings
+from turnstile.config.settings import Settings
+from turnstile.names.paths import Table
+from turnstile.state.records import Lock, LockState
 from turnstile.store.s3 import S3Store
 
 HEAD = "incremental/2024/05/01/13"

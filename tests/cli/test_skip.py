@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
-from turnstile.errors import PreconditionFailed
-from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState
+from turnstile.core.errors import PreconditionFailed
+from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState
 
 APPLIED = "incremental/2024/05/01/12"
 HEAD = "incremental/2024/05/01/13"

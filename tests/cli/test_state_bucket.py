@@ -10,9 +10,9 @@ from google.cloud import storage
 
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.local import emulator as emu
-from turnstile.paths import Table
-from turnstile.placement import STATE_MARKER
-from turnstile.records import Lock, LockState
+from turnstile.names.paths import Table
+from turnstile.names.placement import STATE_MARKER
+from turnstile.state.records import Lock, LockState
 from turnstile.store.gcs import GcsStore
 from turnstile.store.split import SplitStore
 

@@ -15,9 +15,9 @@ import pytest
 from tests.cli.conftest import TABLE, Run, World, one_error_line
 from tests.contract.test_gcs_transient import FlakyStorage
 from turnstile.local.stackinfo import StackInfo
+from turnstile.names.paths import Table, claim_name
 from turnstile.ops import status as status_ops
-from turnstile.paths import Table, claim_name
-from turnstile.records import CancelChoice, Claim, ClaimState, OpenJob
+from turnstile.state.records import CancelChoice, Claim, ClaimState, OpenJob
 
 HOURS = [f"incremental/2024/05/01/{h:02d}" for h in range(13, 16)]
 

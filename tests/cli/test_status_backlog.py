@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from tests.cli.conftest import Run, World
+from turnstile.config.settings import Settings
+from turnstile.names.paths import parse_success
 from turnstile.ops import session
-from turnstile.paths import parse_success
 from turnstile.protocol import publisher, sweeper
-from turnstile.records import BatchOutcome, BatchResult, Lock, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import BatchOutcome, BatchResult, Lock, LockState
 
 QUEUED = ["incremental/2024/05/01/13", "incremental/2024/05/01/14"]
 APPLIED = "incremental/2024/05/01/12"

@@ -7,9 +7,9 @@ import json
 from datetime import UTC, datetime
 
 from tests.cli.conftest import Run, World
-from turnstile.paths import parse_success
+from turnstile.names.paths import parse_success
 from turnstile.protocol import publisher
-from turnstile.records import Watermark
+from turnstile.state.records import Watermark
 
 MARK = datetime(2024, 5, 1, 13, tzinfo=UTC)
 

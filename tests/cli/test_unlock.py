@@ -8,7 +8,7 @@ import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.cli import tables as cli
-from turnstile.records import Lock, LockState
+from turnstile.state.records import Lock, LockState
 
 HEAD = "incremental/2024/05/01/13"
 NEXT = "incremental/2024/05/01/14"

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from tests.contract.dataproc_stub import DataprocStub, invalid_ids
 from tests.contract.test_dataproc_runner import MANIFEST, runner_for
-from turnstile.errors import JobError, Terminal
+from turnstile.config.settings import Settings
+from turnstile.core.errors import JobError, Terminal
 from turnstile.jobs.dataproc import request_id
-from turnstile.paths import IDENTIFIER, Table
+from turnstile.names.paths import IDENTIFIER, Table
 from turnstile.protocol.jobids import ordered_job_id, unordered_job_id
-from turnstile.settings import Settings
 
 identifiers = st.from_regex(IDENTIFIER, fullmatch=True)
 generations = st.integers(min_value=0, max_value=2**63 - 1)

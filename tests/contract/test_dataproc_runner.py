@@ -18,10 +18,10 @@ from google.api_core.retry import Retry
 from google.auth.credentials import AnonymousCredentials
 
 from tests.contract.dataproc_stub import DataprocStub
-from turnstile.errors import JobError, JobServiceUnavailable, SettingsError, Terminal, Transient
+from turnstile.config.settings import Settings
+from turnstile.core.errors import JobError, JobServiceUnavailable, SettingsError, Terminal, Transient
 from turnstile.jobs.dataproc import DEFAULT_RETRY, DataprocBatchSpec, DataprocRunner, make_client, request_id
 from turnstile.jobs.port import JobState
-from turnstile.settings import Settings
 
 PROJECT, REGION = "proj-1", "europe-west1"
 # The job reads its settings on the driver: the runner forwards what it needs.

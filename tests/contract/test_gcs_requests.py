@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from turnstile.errors import PreconditionFailed
+from turnstile.core.errors import PreconditionFailed
 from turnstile.store.gcs import GcsStore, make_client
 
 

@@ -11,7 +11,7 @@ import pytest
 from google.api_core.retry import Retry
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from turnstile.errors import StoreRefused, StoreUnavailable, Terminal, Transient
+from turnstile.core.errors import StoreRefused, StoreUnavailable, Terminal, Transient
 from turnstile.local.emulator import free_port
 from turnstile.store.gcs import GcsStore, make_client
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from turnstile.errors import PreconditionFailed, StoreRefused
+from turnstile.core.errors import PreconditionFailed, StoreRefused
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store

@@ -11,11 +11,11 @@ import pytest
 from tests.aws.moto_emr import ROLE_ARN, create_application, runs_named, set_run_state
 from tests.conftest import AWS_REGION
 from tests.contract.dataproc_stub import DataprocStub
+from turnstile.config.settings import Settings
 from turnstile.jobs.dataproc import DEFAULT_RETRY, DataprocBatchSpec, DataprocRunner
 from turnstile.jobs.dataproc import make_client as dataproc_client
 from turnstile.jobs.emr import EmrRunner
 from turnstile.jobs.port import JobRunner, JobState
-from turnstile.settings import Settings
 from turnstile.store.s3 import S3Store
 
 JOB = "turnstile-sales-orders-0123456789abcdef"

@@ -1,5 +1,5 @@
 """The state bucket (STATE_BUCKET) over two real buckets of fake-gcs-server: each object lands in
-the bucket `turnstile.placement` names, listings read the right ones, and people are told where
+the bucket `turnstile.names.placement` names, listings read the right ones, and people are told where
 an object is."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from google.cloud import storage
 
-from turnstile import wiring
-from turnstile.errors import PreconditionFailed
+from turnstile.config.settings import Settings
+from turnstile.core.errors import PreconditionFailed
+from turnstile.entrypoints import wiring
 from turnstile.local import emulator as emu
-from turnstile.paths import Table
-from turnstile.settings import Settings
+from turnstile.names.paths import Table
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import object_uri

@@ -15,7 +15,7 @@ from tests.aws.lambda_harness import LambdaHost, start_lambda_host
 from tests.conftest import AWS_REGION
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.local_spark import spark_conf
-from turnstile.records import Lock, LockState
+from turnstile.state.records import Lock, LockState
 from turnstile.store.s3 import S3Store
 
 pytestmark = pytest.mark.spark

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from turnstile.cli import app
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions
-from turnstile.records import Lock, LockState
+from turnstile.state.records import Lock, LockState
 from turnstile.store.gcs import GcsStore, make_client
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
-from turnstile.clock import SystemClock
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions
+from turnstile.names.paths import Table
 from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops.history import history
-from turnstile.paths import Table
 from turnstile.protocol import operator
 from turnstile.protocol.context import Invocation
-from turnstile.records import Lock, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import Lock, LockState
 from turnstile.store.gcs import GcsStore, make_client
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

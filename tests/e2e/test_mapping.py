@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_local_stack import _drained, _store, stack, store_host
+from turnstile.config.settings import Settings
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack
 from turnstile.ops import validate as validate_ops
-from turnstile.settings import Settings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -22,13 +22,14 @@ from cloudevents.conversion import to_binary
 from cloudevents.http import CloudEvent
 from functions_framework import create_app
 
-from turnstile import entry, logs, wiring
-from turnstile.config_cache import ConfigCache
+from turnstile.config.config_cache import ConfigCache
+from turnstile.config.settings import Settings
+from turnstile.core import logs
+from turnstile.entrypoints import entry, wiring
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.jobs.port import JobRunner
-from turnstile.paths import Table
-from turnstile.records import Lock
-from turnstile.settings import Settings
+from turnstile.names.paths import Table
+from turnstile.state.records import Lock
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
 from turnstile.store.split import SplitStore
@@ -133,7 +134,7 @@ def start_host(
     """Wire functions/main.py to `store` and an in-process runner; settings come from `env`. With
     `state`, turnstile's own objects go there (STATE_BUCKET) and only `store`'s writes are events.
 
-    With `runner_from_settings` the runner is left to `turnstile.wiring`, as deployed (JOB_RUNNER
+    With `runner_from_settings` the runner is left to `turnstile.entrypoints.wiring`, as deployed (JOB_RUNNER
     and its variables in `env` choose it): the host's `runner` is then one built the same way."""
     for variable in Settings.variables():
         monkeypatch.delenv(variable, raising=False)

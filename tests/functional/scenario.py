@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 
 from tests.functional.harness import Host
-from turnstile.clock import Clock, SystemClock
-from turnstile.paths import Table
+from turnstile.config.settings import Settings
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.names.paths import Table
 from turnstile.protocol.context import Invocation
-from turnstile.settings import Settings
 
 TABLE = "ds/tbl"
 ORDERED = {"ORDER_PER_TABLE": "true"}

@@ -2,11 +2,12 @@
 
 Nothing is replaced but the service itself: CloudEvents go through functions-framework to
 functions/main.py, settings choose the runner (`JOB_RUNNER=dataproc`, DATAPROC_ENDPOINT pointing
-at the stub), `turnstile.wiring` builds `DataprocRunner` with its genuine REST client, and the bucket
-is fake-gcs-server. The stub plays Dataproc's part of a batch: `play` runs the manifest a batch was
-created with through the same bucket-side execution as the PySpark job (`turnstile.execution`,
-an in-memory table as applier), which writes the result records and the done signal whose events
-wake the subscriber's finish path, then moves the batch to SUCCEEDED or FAILED as Dataproc would.
+at the stub), `turnstile.entrypoints.wiring` builds `DataprocRunner` with its genuine REST client,
+and the bucket is fake-gcs-server. The stub plays Dataproc's part of a batch: `play` runs the
+manifest a batch was created with through the same bucket-side execution as the PySpark job
+(`turnstile.state.execution`, an in-memory table as applier), which writes the result records and
+the done signal whose events wake the subscriber's finish path, then moves the batch to SUCCEEDED
+or FAILED as Dataproc would.
 """
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import pytest
 from tests.contract.dataproc_stub import DataprocStub, invalid_ids
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all
-from turnstile.clock import SystemClock
-from turnstile.errors import BatchFailed
-from turnstile.execution import execute, read_manifest
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import BatchFailed
 from turnstile.jobs.inline import MemoryTables
-from turnstile.records import LockState
+from turnstile.state.execution import execute, read_manifest
+from turnstile.state.records import LockState
 from turnstile.store.gcs import GcsStore
 
 PROJECT, REGION = "proj-1", "europe-west1"

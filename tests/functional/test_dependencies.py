@@ -14,14 +14,14 @@ import pytest
 
 from tests.functional.harness import Host
 from tests.functional.scenario import invocation
+from turnstile.names.paths import Table
 from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
-from turnstile.paths import Table
 from turnstile.protocol import lineage, operator, sweeper
 from turnstile.protocol.state import TableState
-from turnstile.records import LockState, Manifest, Watermark
+from turnstile.state.records import LockState, Manifest, Watermark
 
 HOURLY = {"natural_time": "hourly"}
 

@@ -16,11 +16,11 @@ from cloudevents.http import CloudEvent
 
 from tests.functional.harness import EVENT_TYPE, Host, cloud_event, start_host
 from tests.functional.scenario import ORDERED, TABLE
-from turnstile import entry, wiring
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
+from turnstile.entrypoints import entry, wiring
 from turnstile.jobs.port import JobRunner
-from turnstile.records import LockState
-from turnstile.settings import Settings
+from turnstile.state.records import LockState
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 

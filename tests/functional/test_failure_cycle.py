@@ -15,8 +15,8 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, has_backfill, invocation, put_all, table
-from turnstile import wiring
-from turnstile.errors import JobServiceUnavailable
+from turnstile.core.errors import JobServiceUnavailable
+from turnstile.entrypoints import wiring
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobStatus
 from turnstile.ops import backfill as backfill_ops
@@ -24,7 +24,7 @@ from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
 from turnstile.protocol import operator, sweeper
 from turnstile.protocol.operator import UnlockRefused
-from turnstile.records import BatchOutcome, BatchResult, LockState
+from turnstile.state.records import BatchOutcome, BatchResult, LockState
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
 

@@ -13,9 +13,10 @@ import pytest
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, put_all, table
 from tests.functional.test_sweeper import ManualClock
-from turnstile import wiring
-from turnstile.clock import Clock
-from turnstile.errors import JobDeferred, JobError
+from turnstile.config.settings import Settings
+from turnstile.core.clock import Clock
+from turnstile.core.errors import JobDeferred, JobError
+from turnstile.entrypoints import wiring
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobRunner, JobState, JobStatus
 from turnstile.ops import retry as retry_ops
@@ -23,8 +24,7 @@ from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
 from turnstile.protocol import sweeper
 from turnstile.protocol.context import Invocation
-from turnstile.records import BatchFailure, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import BatchFailure, LockState
 from turnstile.store.gcs import GcsStore
 
 

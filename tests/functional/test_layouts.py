@@ -15,9 +15,9 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import invocation
-from turnstile.paths import Table
+from turnstile.names.paths import Table
 from turnstile.protocol import sweeper
-from turnstile.records import LockState
+from turnstile.state.records import LockState
 from turnstile.store.gcs import GcsStore
 
 # The dataset is not the table's parent folder: only the regex's groups say which folder is which.

@@ -13,11 +13,11 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
-from turnstile.execution import read_manifest
 from turnstile.jobs.inline import InlineRunner
 from turnstile.ops import skip as skip_ops
 from turnstile.protocol import operator
-from turnstile.records import LockState
+from turnstile.state.execution import read_manifest
+from turnstile.state.records import LockState
 from turnstile.store.gcs import GcsStore
 
 

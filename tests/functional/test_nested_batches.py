@@ -9,10 +9,10 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import invocation
+from turnstile.names.paths import Table
 from turnstile.ops.retry import failures
-from turnstile.paths import Table
 from turnstile.protocol import operator
-from turnstile.records import Manifest
+from turnstile.state.records import Manifest
 from turnstile.store.gcs import GcsStore
 
 DATA = ["dt=2024-05-01/part-0.parquet", "dt=2024-05-02/hour=13/part-1.parquet"]

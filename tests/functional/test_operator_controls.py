@@ -8,13 +8,13 @@ from tests.functional.harness import start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from tests.functional.test_job_failures import inv, with_runner
 from tests.functional.test_sweeper import ManualClock
+from turnstile.config.settings import Settings
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
 from turnstile.ops.status_jobs import describe
 from turnstile.protocol import operator, sweeper
 from turnstile.protocol.operator import CancelRefused
-from turnstile.records import CancelChoice, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import CancelChoice, LockState
 from turnstile.store.gcs import GcsStore
 
 

@@ -15,12 +15,12 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
-from turnstile.clock import SystemClock
-from turnstile.execution import execute, read_manifest
+from turnstile.core.clock import SystemClock
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState
 from turnstile.protocol import operator
-from turnstile.records import LockState, Manifest
+from turnstile.state.execution import execute, read_manifest
+from turnstile.state.records import LockState, Manifest
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectInfo

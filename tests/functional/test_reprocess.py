@@ -9,13 +9,13 @@ import pytest
 
 from tests.functional.harness import start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
+from turnstile.names.paths import Table
 from turnstile.ops import history as history_ops
 from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops.errors import Refused
-from turnstile.paths import Table
 from turnstile.protocol import operator
 from turnstile.protocol import reprocess as requests
-from turnstile.records import LockState
+from turnstile.state.records import LockState
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 

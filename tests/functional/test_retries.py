@@ -15,16 +15,16 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
-from turnstile import wiring
-from turnstile.clock import SystemClock
-from turnstile.errors import JobDeferred, JobServiceUnavailable
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import JobDeferred, JobServiceUnavailable
+from turnstile.entrypoints import wiring
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.ops.status import Health, table_status
 from turnstile.protocol import operator, sweeper
 from turnstile.protocol.context import Invocation
-from turnstile.records import CancelChoice, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import CancelChoice, LockState
 from turnstile.store.gcs import GcsStore
 
 BACKOFF = 1  # seconds before the first retry (the functions run on the real clock)

@@ -13,9 +13,9 @@ from google.cloud import storage
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile.local import emulator as emu
-from turnstile.paths import ObjectKind, classify
+from turnstile.names.paths import ObjectKind, classify
 from turnstile.protocol import operator
-from turnstile.records import LockState
+from turnstile.state.records import LockState
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore
 

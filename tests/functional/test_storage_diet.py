@@ -13,7 +13,7 @@ import pytest
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, put_all
-from turnstile.records import LockState, Manifest
+from turnstile.state.records import LockState, Manifest
 from turnstile.store.gcs import GcsStore
 
 

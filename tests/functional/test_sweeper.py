@@ -19,14 +19,14 @@ from functions_framework import create_app
 from tests.contract.test_gcs_transient import FlakyStorage
 from tests.functional.harness import ROOT, Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, has_backfill, invocation, put_all, table
-from turnstile import entry, wiring
-from turnstile.clock import SystemClock
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.entrypoints import entry, wiring
 from turnstile.jobs.inline import InlineRunner
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.paths import Table
+from turnstile.names.paths import Table
 from turnstile.protocol import operator, sweeper
-from turnstile.records import LockState
-from turnstile.settings import Settings
+from turnstile.state.records import LockState
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
 

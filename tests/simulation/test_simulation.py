@@ -8,15 +8,15 @@ from datetime import timedelta
 
 import pytest
 
-from turnstile import execution
 from turnstile.jobs.port import JobStatus
-from turnstile.paths import Table
-from turnstile.placement import Places
+from turnstile.names.paths import Table
+from turnstile.names.placement import Places
 from turnstile.protocol import backlog, reprocess
 from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
-from turnstile.records import BatchOutcome, BatchResult, Lock, ManifestBatch
+from turnstile.state import execution
+from turnstile.state.records import BatchOutcome, BatchResult, Lock, ManifestBatch
 from turnstile.store import split
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import SimTables

@@ -7,14 +7,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from turnstile.clock import SystemClock
-from turnstile.errors import PathError
-from turnstile.execution import execute
-from turnstile.load_config import LoadConfig
-from turnstile.paths import parse_success
-from turnstile.records import JobDone, Manifest, ManifestBatch
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import PathError
+from turnstile.names.paths import parse_success
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import LocalStaging
+from turnstile.state.execution import execute
+from turnstile.state.records import JobDone, Manifest, ManifestBatch
 from turnstile.store.memory import MemoryStore
 
 BUCKET = "spark-tests"

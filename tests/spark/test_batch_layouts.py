@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import Kit, csv
-from turnstile.clock import SystemClock
-from turnstile.errors import ConfigError
-from turnstile.execution import execute
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import ConfigError
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.manifests import manifest_batch
-from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
-from turnstile.settings import Settings
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import LocalStaging
+from turnstile.state.execution import execute
+from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore
 
 pytestmark = pytest.mark.spark

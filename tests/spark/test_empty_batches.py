@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit
-from turnstile.records import BatchOutcome
 from turnstile.spark import commits
+from turnstile.state.records import BatchOutcome
 
 pytestmark = pytest.mark.spark
 

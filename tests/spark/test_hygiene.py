@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.spark.jobkit import Kit, csv
-from turnstile.load_config import LoadConfig
-from turnstile.records import BatchOutcome
+from turnstile.config.load_config import LoadConfig
 from turnstile.spark import commits, hygiene
+from turnstile.state.records import BatchOutcome
 
 
 def test_expiry_keeps_the_newest_snapshots_the_rows_and_the_skip_of_a_kept_batch(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
 from turnstile.jobs import local_spark as jars
 from turnstile.jobs.local_spark import check_java, ensure_jars, java_version, parse_java_version
 

@@ -2,7 +2,7 @@
 evolution, transforms, failures, result records and commit tags.
 
 Each test uses its own table (a `Kit`) in the session's `local` catalog and runs manifests through
-`turnstile.execution.execute` with the real `IcebergApplier`. Batches cost about a second
+`turnstile.state.execution.execute` with the real `IcebergApplier`. Batches cost about a second
 each, so each test applies as few as its point needs.
 """
 
@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit, csv
-from turnstile.clock import SystemClock
-from turnstile.config import ConfigReader
-from turnstile.errors import CorruptRecord
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import CorruptRecord
+from turnstile.names.paths import parse_success
 from turnstile.ops.session import NoRunner
-from turnstile.paths import parse_success
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.manifests import manifest_batch
-from turnstile.records import BatchOutcome, BatchResult, JobDone, ManifestBatch
-from turnstile.settings import Settings
 from turnstile.spark import commits
 from turnstile.spark.applier import IcebergApplier
+from turnstile.state.records import BatchOutcome, BatchResult, JobDone, ManifestBatch
 
 pytestmark = pytest.mark.spark
 
@@ -77,7 +77,7 @@ def assert_tagged(kit: Kit, batch: ManifestBatch, job_id: str) -> dict[str, str]
     assert summary["turnstile.batch"] == key(batch)
     assert summary["turnstile.rel"] == batch.rel
     assert summary["turnstile.success-generation"] == str(batch.success_generation)
-    assert summary["turnstile.config-digest"] == batch.config_digest
+    assert summary["turnstile.config.cascade-digest"] == batch.config_digest
     assert summary["turnstile.job-id"] == job_id
     assert summary["turnstile.position"] == batch.rel
     assert summary["turnstile.table"] == kit.prefix

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import Kit, csv
-from turnstile.records import BatchOutcome
+from turnstile.state.records import BatchOutcome
 
 pytestmark = pytest.mark.spark
 

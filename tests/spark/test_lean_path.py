@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import Kit, csv
-from turnstile.records import BatchResult
 from turnstile.spark import applier, reading
+from turnstile.state.records import BatchResult
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
+from turnstile.config.load_config import LoadConfig
 from turnstile.jobs.local import STATE, LocalRunner, read_json
 from turnstile.jobs.local_spark import spark_conf
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.load_config import LoadConfig
 from turnstile.local.emulator import Emulator
-from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore
 
 pytestmark = pytest.mark.spark

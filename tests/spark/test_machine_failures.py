@@ -14,10 +14,10 @@ import pytest
 from py4j.protocol import Py4JJavaError, Py4JNetworkError
 
 from tests.spark.jobkit import Kit, csv
-from turnstile.errors import StoreUnavailable
-from turnstile.records import BatchOutcome
+from turnstile.core.errors import StoreUnavailable
 from turnstile.spark import messages, reading
 from turnstile.spark.staging import Located
+from turnstile.state.records import BatchOutcome
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import StoredObject
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit, csv
-from turnstile.errors import BatchFailed, CorruptRecord
-from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.core.errors import BatchFailed, CorruptRecord
+from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 
 pytestmark = pytest.mark.spark
 

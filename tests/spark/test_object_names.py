@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit
-from turnstile.load_config import LoadConfig
-from turnstile.records import BatchOutcome
+from turnstile.config.load_config import LoadConfig
 from turnstile.spark import commits, reading
+from turnstile.state.records import BatchOutcome
 
 pytestmark = pytest.mark.spark
 

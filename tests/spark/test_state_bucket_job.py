@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit, csv
-from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest
 from turnstile.spark.run import run
+from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit
-from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.spark import commits
+from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 
 pytestmark = pytest.mark.spark
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.spark.jobkit import Kit, csv
-from turnstile.records import BatchResult
+from turnstile.state.records import BatchResult
 
 
 def text(name: str, *lines: str) -> tuple[str, bytes]:

@@ -20,9 +20,9 @@ import hcl2
 import pytest
 
 from tests.log_events import WARNING_EVENTS_ALERTED, errors_to_alert, logged_events
-from turnstile import packaging
+from turnstile.config.settings import Settings
+from turnstile.deploy import packaging
 from turnstile.protocol.sweeper import BacklogMetrics
-from turnstile.settings import Settings
 from turnstile.spark.dependencies import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ ALLOWED_CUSTOM_PERMISSIONS = re.compile(
     r"|serviceusage\.services\.use"
 )
 
-# What the Dataproc runner cannot work without (turnstile.jobs.dataproc, turnstile.wiring).
+# What the Dataproc runner cannot work without (turnstile.jobs.dataproc, turnstile.entrypoints.wiring).
 DATAPROC_RUNNER_NEEDS = {
     "JOB_RUNNER",
     "GOOGLE_CLOUD_PROJECT",
@@ -219,7 +219,7 @@ def test_function_source_is_the_packaged_archive(tf: Config) -> None:
 def test_environment_names_are_settings_the_code_reads(tf: Config) -> None:
     names = set(tf.locals["function_env_all"])
     unknown = names - set(Settings.variables())
-    assert not unknown, f"not turnstile.settings aliases: {sorted(unknown)}"
+    assert not unknown, f"not turnstile.config.settings aliases: {sorted(unknown)}"
 
 
 def test_environment_avoids_names_the_platform_reserves(tf: Config) -> None:
@@ -947,8 +947,8 @@ def test_the_inbound_bucket_keeps_no_soft_deleted_copies(tf: Config) -> None:
 
 
 def test_job_record_suffixes_match_the_library_names(tf: Config) -> None:
-    from turnstile.paths import Table
-    from turnstile.settings import JOB_RECORD_SUFFIXES
+    from turnstile.config.settings import JOB_RECORD_SUFFIXES
+    from turnstile.names.paths import Table
 
     table = Table("b", "ds/tbl", "ds", "tbl")
     assert table.manifest("job-1").endswith(".manifest.json")

@@ -1,4 +1,4 @@
-"""`turnstile.batchfiles`: which objects of a batch folder are its data files."""
+"""`turnstile.names.batchfiles`: which objects of a batch folder are its data files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnstile.batchfiles import (
+from turnstile.names.batchfiles import (
     GLOB_CHARACTERS,
     data_files,
     data_sub_folders,

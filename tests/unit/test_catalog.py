@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
 from turnstile.jobs.catalog import ICEBERG_EXTENSIONS, iceberg_catalog_properties
 from turnstile.jobs.dataproc import catalog_properties
 from turnstile.jobs.local_spark import spark_conf
-from turnstile.settings import Settings
 
 CATALOG = "spark.sql.catalog.lake"
 

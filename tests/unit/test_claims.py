@@ -7,15 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from turnstile.clock import SystemClock
-from turnstile.errors import PreconditionFailed, Transient
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import PreconditionFailed, Transient
 from turnstile.jobs.inline import InlineRunner, MemoryTables
-from turnstile.paths import claim_name, parse_success
+from turnstile.names.paths import claim_name, parse_success
 from turnstile.protocol import publisher
 from turnstile.protocol.claims import EventInProgress, Held, claim
 from turnstile.protocol.context import Invocation
-from turnstile.records import Claim, ClaimState, Pointer
-from turnstile.settings import Settings
+from turnstile.state.records import Claim, ClaimState, Pointer
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import StoredObject
 

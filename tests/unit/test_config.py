@@ -1,4 +1,4 @@
-"""The `_config/` cascade (turnstile.config) over the in-memory store."""
+"""The `_config/` cascade (turnstile.config.cascade) over the in-memory store."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from turnstile.clock import SystemClock
-from turnstile.config import ConfigReader, deep_merge, levels
-from turnstile.errors import ConfigError, Terminal
+from turnstile.config.cascade import ConfigReader, deep_merge, levels
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import ConfigError, Terminal
 from turnstile.jobs.inline import InlineRunner, MemoryTables
-from turnstile.load_config import LoadConfig
-from turnstile.paths import parse_success
+from turnstile.names.paths import parse_success
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.manifests import manifest_batch
-from turnstile.settings import Settings
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectInfo, StoredObject
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from turnstile.config import ConfigReader
-from turnstile.config_cache import CachedLevels, ConfigCache, config_level
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.config_cache import CachedLevels, ConfigCache, config_level
 from turnstile.store.memory import MemoryStore
 from turnstile.store.recording import RecordingStore
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnstile import ddl
-from turnstile.load_config import LoadConfig
+from turnstile.config import ddl
+from turnstile.config.load_config import LoadConfig
 
 
 @pytest.mark.parametrize(

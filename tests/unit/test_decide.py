@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnstile.errors import CorruptState
+from turnstile.core.errors import CorruptState
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol.decide import (
     Acquire,
@@ -26,7 +26,7 @@ from turnstile.protocol.decide import (
     Wait,
     decide,
 )
-from turnstile.records import BatchOutcome, CancelChoice, CoveredBatch, Lock, LockState
+from turnstile.state.records import BatchOutcome, CancelChoice, CoveredBatch, Lock, LockState
 
 JOB = "turnstile-ds-tbl-0123456789abcdef"
 COMMITTED, SKIPPED, FAILED = BatchOutcome.COMMITTED, BatchOutcome.SKIPPED, BatchOutcome.FAILED

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from turnstile.load_config import LoadConfig
-from turnstile.naturaltime import PRESETS
+from turnstile.config.load_config import LoadConfig
+from turnstile.names.naturaltime import PRESETS
 from turnstile.protocol.dependencies import (
     Unreadable,
     WaitForDelay,

@@ -20,7 +20,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.dependencies import canonical, unprovided
-from turnstile import importgraph
+from turnstile.deploy import importgraph
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT / "shared"
@@ -109,7 +109,7 @@ def test_wheel_holds_the_library_and_not_the_tooling(wheel: Path) -> None:
         names = archive.namelist()
     packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert packages == {"turnstile"}
-    assert {"turnstile/entry.py", "turnstile/spark/main.py", "turnstile/py.typed"} <= set(names)
+    assert {"turnstile/entrypoints/entry.py", "turnstile/spark/main.py", "turnstile/py.typed"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or re.search(r"/(bench|simulation)/|/demo\.py$", n)]
 
 
@@ -139,8 +139,8 @@ def test_pip_installs_the_wheel_and_it_imports_from_there(wheel: Path, tmp_path:
         f"sys.path.insert(0, {str(target)!r})\n"
     )
     code = (
-        "import importlib.metadata as md, turnstile.entry, turnstile.paths\n"
-        "print(turnstile.entry.__file__)\n"
+        "import importlib.metadata as md, turnstile.entrypoints.entry, turnstile.names.paths\n"
+        "print(turnstile.entrypoints.entry.__file__)\n"
         "print(sorted(md.metadata('turnstile').get_all('Provides-Extra')))\n"
         "import importlib.util\n"
         "print(importlib.util.find_spec('turnstile_dev'))\n"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from turnstile.load_config import LoadConfig
-from turnstile.settings import Settings
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGURATION = (ROOT / "docs" / "CONFIGURATION.md").read_text()

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from turnstile.records import ManifestBatch
 from turnstile.spark.emptybatch import as_no_rows, no_table_from
+from turnstile.state.records import ManifestBatch
 
 
 def batch(**load: Any) -> ManifestBatch:

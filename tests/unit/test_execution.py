@@ -1,4 +1,4 @@
-"""The bucket side of a job (turnstile.execution) over an in-memory table (MemoryTables)."""
+"""The bucket side of a job (turnstile.state.execution) over an in-memory table (MemoryTables)."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from turnstile.errors import BatchFailed, CorruptRecord, Terminal, Transient, TurnstileError
-from turnstile.execution import execute, read_manifest
+from turnstile.core.errors import BatchFailed, CorruptRecord, Terminal, Transient, TurnstileError
 from turnstile.jobs.inline import MemoryTables
-from turnstile.paths import Table
-from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.names.paths import Table
+from turnstile.state.execution import execute, read_manifest
+from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.memory import MemoryStore
 from turnstile.store.recording import RecordingStore
 

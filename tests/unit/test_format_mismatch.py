@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstile.batchfiles import format_mismatch
+from turnstile.names.batchfiles import format_mismatch
 
 B = "gs://b/ds/t/01/"
 

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from turnstile.load_config import LoadConfig
+from turnstile.config.load_config import LoadConfig
 from turnstile.spark.hygiene import due
 
 

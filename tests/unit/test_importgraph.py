@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from turnstile import importgraph
+from turnstile.deploy import importgraph
 
 
 def _write(root: Path, files: dict[str, str]) -> Path:

@@ -20,7 +20,7 @@ def under(modules: set[str], *packages: str) -> set[str]:
     return {m for m in modules if any(m == p or m.startswith(p + ".") for p in packages)}
 
 
-@pytest.mark.parametrize("module", ["turnstile.execution", "turnstile.records"])
+@pytest.mark.parametrize("module", ["turnstile.state.execution", "turnstile.state.records"])
 def test_the_job_contract_knows_no_protocol_runner_or_spark(module: str) -> None:
     loaded = loaded_after_import(module)
     assert under(loaded, "turnstile.protocol", "turnstile.jobs", "turnstile.spark", "pyspark") == set()

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from turnstile.config.settings import Settings
 from turnstile.jobs.dataproc import request_id
-from turnstile.paths import IDENTIFIER, Table
+from turnstile.names.paths import IDENTIFIER, Table
 from turnstile.protocol.jobids import ordered_job_id, unordered_job_id
-from turnstile.settings import Settings
 
 # Dataproc batch ids: 4-63 characters, lowercase letters, digits and hyphens, starting and ending
 # with a letter or digit.

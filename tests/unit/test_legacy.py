@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from turnstile.legacy import transform_names
-from turnstile.load_config import LoadConfig
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.validation import explain
+from turnstile.names.legacy import transform_names
 from turnstile.ops.check_settings import check
-from turnstile.validation import explain
 
 
 def problems_of(document: dict[str, object]) -> list[str]:
@@ -49,7 +49,7 @@ def test_the_originals_transform_names_are_named_with_theirs() -> None:
 
 def test_a_partition_group_that_captures_the_dollar_reads_the_decorator_without_it() -> None:
     """gcs_ocn_bq_ingest's default regex, copied verbatim, puts the `$` in its partition group."""
-    from turnstile.paths import parse_success
+    from turnstile.names.paths import parse_success
 
     regex = r"^(?P<dataset>\w+)/(?P<table>\w+)/?(?P<partition>\$[0-9]+)?/?(?P<batch>[\w\-]+)?/?"
     batch = parse_success("b", "ds/t/$2024050113/_SUCCESS", regex)
@@ -58,13 +58,13 @@ def test_a_partition_group_that_captures_the_dollar_reads_the_decorator_without_
 
 
 def test_the_originals_job_prefix_with_its_trailing_hyphen_makes_ids_with_one_hyphen() -> None:
-    from turnstile.settings import Settings
+    from turnstile.config.settings import Settings
 
     assert Settings.from_env({"JOB_PREFIX": "gcf-ingest-"}).job_prefix == "gcf-ingest"
 
 
 def test_the_original_readmes_regex_with_required_groups_after_the_table_finds_its_state_objects() -> None:
-    from turnstile.paths import parse_success, table_of_state_object
+    from turnstile.names.paths import parse_success, table_of_state_object
 
     regex = (
         r"(?:[\w\-_0-9]+)/(?P<dataset>[\w\-_0-9]+)/(?P<table>[\w\-_0-9]+)/region=(?P<batch>[\w]+)/"

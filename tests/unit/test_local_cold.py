@@ -12,7 +12,7 @@ import pytest
 from turnstile.jobs import local_cold
 from turnstile.jobs.local import FINISHED, LOG, STARTED, STATE, LocalRunner, read_json, write_json
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.spool import enqueue, entry_name, take
+from turnstile.state.spool import enqueue, entry_name, take
 
 
 def test_it_records_the_start_the_output_and_the_exit_code(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@ project and Iceberg catalog, from settings (not from this process's environment)
 
 from __future__ import annotations
 
+from turnstile.config.settings import Settings
 from turnstile.jobs.local import job_environment
-from turnstile.settings import Settings
 
 
 def test_the_job_gets_the_storage_project_and_catalog_of_the_settings() -> None:

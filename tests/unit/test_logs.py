@@ -1,4 +1,4 @@
-"""JSON logs in the shape Cloud Logging parses (turnstile.logs)."""
+"""JSON logs in the shape Cloud Logging parses (turnstile.core.logs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from turnstile import logs
+from turnstile.core import logs
 
 
 @pytest.fixture(autouse=True)

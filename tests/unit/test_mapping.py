@@ -7,14 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from turnstile.clock import SystemClock
-from turnstile.config import ConfigReader, _parse_load_json
-from turnstile.ddl import fields as ddl_fields
-from turnstile.errors import ConfigError
-from turnstile.jobs.inline import InlineRunner, MemoryTables
-from turnstile.load_config import LoadConfig
-from turnstile.mapping import Cast, Constant, Default, FromPath, Remove, Rename, known_type
-from turnstile.mapping_fields import (
+from turnstile.config.cascade import ConfigReader, _parse_load_json
+from turnstile.config.ddl import fields as ddl_fields
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.mapping import Cast, Constant, Default, FromPath, Remove, Rename, known_type
+from turnstile.config.mapping_fields import (
     check,
     lookup,
     path_value,
@@ -22,12 +19,15 @@ from turnstile.mapping_fields import (
     removal,
     sample_fields,
 )
-from turnstile.paths import parse_success
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import ConfigError
+from turnstile.jobs.inline import InlineRunner, MemoryTables
+from turnstile.names.paths import parse_success
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.manifests import manifest_batch
-from turnstile.records import ManifestBatch
-from turnstile.settings import Settings
 from turnstile.spark.mapping import field_sql, try_cast_sql
+from turnstile.state.records import ManifestBatch
 from turnstile.store.memory import MemoryStore
 
 EVERY_KIND = [

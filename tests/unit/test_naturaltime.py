@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from turnstile.load_config import LoadConfig
-from turnstile.naturaltime import PRESETS, NaturalTime, format_duration, parse_duration
+from turnstile.config.load_config import LoadConfig
+from turnstile.names.naturaltime import PRESETS, NaturalTime, format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

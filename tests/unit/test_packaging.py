@@ -16,8 +16,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests.dependencies import canonical, requirement_names, unprovided, with_dependencies
-from turnstile import importgraph, packaging
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
+from turnstile.deploy import importgraph, packaging
 from turnstile.store import s3
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def test_function_folder_holds_the_entrypoints_and_the_package(built: packaging.
     folder = built.function_dir
     assert (folder / "main.py").read_text() == (ROOT / "functions" / "main.py").read_text()
     assert (folder / "requirements.txt").read_text() == (ROOT / "functions" / "requirements.txt").read_text()
-    assert (folder / "turnstile" / "entry.py").is_file()
+    assert (folder / "turnstile" / "entrypoints" / "entry.py").is_file()
     assert not list(folder.rglob("__pycache__"))
 
 
@@ -63,13 +63,18 @@ def test_function_archive_is_the_folder(built: packaging.Built) -> None:
         p.relative_to(built.function_dir).as_posix() for p in built.function_dir.rglob("*") if p.is_file()
     }
     assert names == on_disk
-    assert {"main.py", "requirements.txt", "turnstile/entry.py", "turnstile/settings.py"} <= names
+    assert {
+        "main.py",
+        "requirements.txt",
+        "turnstile/entrypoints/entry.py",
+        "turnstile/config/settings.py",
+    } <= names
 
 
 def test_function_imports_turnstile_from_its_own_folder(built: packaging.Built) -> None:
     done = _python(
-        "import main, turnstile.entry\n"
-        "print(turnstile.entry.__file__)\n"
+        "import main, turnstile.entrypoints.entry\n"
+        "print(turnstile.entrypoints.entry.__file__)\n"
         "print(callable(main.on_object_finalized), callable(main.sweep))\n",
         built.function_dir,
         built.function_dir,
@@ -82,8 +87,8 @@ def test_function_imports_turnstile_from_its_own_folder(built: packaging.Built) 
 
 def test_job_package_imports_from_the_zip(built: packaging.Built, tmp_path: Path) -> None:
     done = _python(
-        "import importlib.util, turnstile.settings, turnstile.execution\n"
-        "print(turnstile.settings.__file__)\n"
+        "import importlib.util, turnstile.config.settings, turnstile.state.execution\n"
+        "print(turnstile.config.settings.__file__)\n"
         "print(importlib.util.find_spec('turnstile.spark.applier').origin)\n",
         tmp_path,
         built.job_package,
@@ -122,8 +127,8 @@ TOOLING = ("turnstile_dev/", "turnstile/bench/", "turnstile/simulation/", "turns
 OPERATOR = (
     "turnstile/cli",  # the CLI, a module or a package
     "turnstile/ops/",
-    "turnstile/packaging.py",
-    "turnstile/importgraph.py",
+    "turnstile/deploy/packaging.py",
+    "turnstile/deploy/importgraph.py",
     "turnstile/local/stack.py",  # the local stack: emulator, event bridge, function host
     "turnstile/local/emulator.py",
     "turnstile/local/bridge.py",
@@ -138,8 +143,8 @@ NOT_IN_JOB = (
     *OPERATOR,
     "turnstile/local/",
     "turnstile/protocol/",
-    "turnstile/entry.py",
-    "turnstile/wiring.py",
+    "turnstile/entrypoints/entry.py",
+    "turnstile/entrypoints/wiring.py",
     "turnstile/jobs/dataproc.py",
     "turnstile/jobs/local.py",
     "turnstile/store/memory.py",
@@ -264,10 +269,12 @@ def test_the_lambda_package_holds_the_handlers_and_what_they_reach(built_aws: pa
     assert not _unwanted(names, NOT_IN_FUNCTION)
     expected = {rel.as_posix() for rel in packaging.reached_files(ROOT / "functions" / "aws_lambda.py")}
     assert set(names) == expected | set(packaging.LAMBDA_FILES)
-    assert {"turnstile/lambda_entry.py", "turnstile/store/s3.py", "turnstile/jobs/emr.py"} <= set(names)
+    assert {"turnstile/entrypoints/lambda_entry.py", "turnstile/store/s3.py", "turnstile/jobs/emr.py"} <= set(
+        names
+    )
     done = _python(
-        "import aws_lambda, turnstile.lambda_entry\n"
-        "print(turnstile.lambda_entry.__file__)\n"
+        "import aws_lambda, turnstile.entrypoints.lambda_entry\n"
+        "print(turnstile.entrypoints.lambda_entry.__file__)\n"
         "print(callable(aws_lambda.on_s3_event), callable(aws_lambda.sweep))\n",
         folder,
         folder,

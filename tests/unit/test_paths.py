@@ -1,4 +1,4 @@
-"""Object names -> tables, batches, rels and state objects (turnstile.paths), table-driven."""
+"""Object names -> tables, batches, rels and state objects (turnstile.names.paths), table-driven."""
 
 from __future__ import annotations
 
@@ -10,10 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnstile.errors import PathError, Terminal
-from turnstile.paths import ObjectKind, Table, claim_name, classify, parse_success, table_of_state_object
+from turnstile.core.errors import PathError, Terminal
+from turnstile.names.paths import (
+    ObjectKind,
+    Table,
+    claim_name,
+    classify,
+    parse_success,
+    table_of_state_object,
+)
+from turnstile.names.uris import BucketUri, parse_bucket_uri, parse_gs_uri
 from turnstile.store.memory import MemoryStore
-from turnstile.uris import BucketUri, parse_bucket_uri, parse_gs_uri
 
 BUCKET = "bkt"
 RAW_REGEX = r"^raw/(?P<dataset>[^/]+)/(?P<table>[^/]+)/(?P<batch>[^/]+)/$"

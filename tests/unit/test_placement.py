@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from turnstile.paths import ObjectKind, Table, claim_name, classify
-from turnstile.placement import Places, is_state, listing_places
+from turnstile.names.paths import ObjectKind, Table, claim_name, classify
+from turnstile.names.placement import Places, is_state, listing_places
 
 T = Table("b", "ds/tbl", "ds", "tbl")
 DATA, STATE, BOTH = Places(True, False), Places(False, True), Places(True, True)

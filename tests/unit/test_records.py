@@ -1,4 +1,5 @@
-"""The JSON records kept in the bucket (turnstile.records): encode/decode, and errors naming the object."""
+"""The JSON records kept in the bucket (turnstile.state.records): encode/decode, and errors naming
+the object."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from turnstile.errors import ConfigError, Terminal
-from turnstile.load_config import LoadConfig
-from turnstile.records import (
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import ConfigError, Terminal
+from turnstile.state.records import (
     BatchFailure,
     BatchOutcome,
     BatchResult,

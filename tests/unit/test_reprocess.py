@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 
 from tests.unit.test_decide import HEAD, JOB, covered, ref
 from tests.unit.test_execution import NOW, TABLE, FixedClock, manifest, mbatch
-from turnstile.execution import execute
 from turnstile.jobs.inline import MemoryTables
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.ops import history as history_ops
@@ -25,8 +24,9 @@ from turnstile.protocol.decide import (
     decide,
 )
 from turnstile.protocol.jobids import ordered_job_id, reprocess_job_id
-from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState
 from turnstile.spark.commits import batch_key
+from turnstile.state.execution import execute
+from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState
 from turnstile.store.memory import MemoryStore
 
 REQUEST = PointerRef("ds/tbl/_turnstile/reprocess/20240501T120000000000Z-0a1b2c3d.json", 7, "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstile.errors import BatchFailed
+from turnstile.core.errors import BatchFailed
 from turnstile.spark.schema import CLASH_HINT, EVOLVE_HINT, Evolution, plan, widens
 
 TABLE = [("id", "int"), ("name", "string"), ("price", "decimal(10,2)"), ("score", "float")]

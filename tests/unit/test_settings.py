@@ -1,4 +1,4 @@
-"""Settings from the environment (turnstile.settings): parsing, errors, documentation."""
+"""Settings from the environment (turnstile.config.settings): parsing, errors, documentation."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from turnstile.errors import SettingsError, Terminal
-from turnstile.paths import DEFAULT_DESTINATION_REGEX, parse_success
-from turnstile.settings import Settings
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError, Terminal
+from turnstile.names.paths import DEFAULT_DESTINATION_REGEX, parse_success
 
 RAW_REGEX = r"^raw/(?P<dataset>[^/]+)/(?P<table>[^/]+)/(?P<batch>[^/]+)/$"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from turnstile import spool
+from turnstile.state import spool
 
 
 def test_requests_are_taken_in_submission_order_once_each(tmp_path: Path) -> None:

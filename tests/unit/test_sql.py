@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from turnstile.errors import BatchFailed
+from turnstile.core.errors import BatchFailed
 from turnstile.spark import sql
 
 TABLE = "local.ds.t"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from turnstile.protocol.sweeper import SweepFacts as TableState
 from turnstile.protocol.sweeper import verdict
-from turnstile.records import LockState
+from turnstile.state.records import LockState
 
 LEASE = 540.0
 YOUNG = LEASE / 2
@@ -135,7 +135,7 @@ def test_a_head_waiting_for_dependencies_is_not_woken_until_its_wait_ends() -> N
     from dataclasses import replace
 
     from turnstile.protocol.sweeper import SweepFacts, Verdict, verdict
-    from turnstile.records import LockState
+    from turnstile.state.records import LockState
 
     waiting = SweepFacts(
         lock_state=LockState.FREE,

@@ -15,11 +15,11 @@ import typer
 from google.api_core import exceptions as gexc
 from google.auth import exceptions as auth_exc
 
-from turnstile.errors import PathError, SettingsError, StoreUnavailable, TurnstileError
+from turnstile.core.errors import PathError, SettingsError, StoreUnavailable, TurnstileError
+from turnstile.names.uris import in_scheme
 from turnstile.ops import session
 from turnstile.ops.errors import EXIT_PROBLEMS, EXIT_USAGE, Refused
 from turnstile.protocol.operator import CancelRefused, UnlockRefused
-from turnstile.uris import in_scheme
 
 P = ParamSpec("P")
 STORAGE: ContextVar[str] = ContextVar("storage", default="storage")  # for the hints of storage errors

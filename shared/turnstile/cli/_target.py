@@ -6,19 +6,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnstile import wiring, wiring_aws
 from turnstile.cli._errors import BUCKET, SCHEME, STORAGE
-from turnstile.config import ConfigReader
-from turnstile.errors import ConfigError, PathError, SettingsError
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.settings import Settings
+from turnstile.core.errors import ConfigError, PathError, SettingsError
+from turnstile.entrypoints import wiring, wiring_aws
 from turnstile.jobs.port import JobRunner
 from turnstile.local import stackinfo
 from turnstile.local.stackinfo import StackInfo
+from turnstile.names.paths import LOCK, Table, parse_success, table_of_state_object
+from turnstile.names.placement import STATE_MARKER, declared_state_bucket
+from turnstile.names.uris import parse_bucket_uri
 from turnstile.ops.errors import Refused
-from turnstile.paths import LOCK, Table, parse_success, table_of_state_object
-from turnstile.placement import STATE_MARKER, declared_state_bucket
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore, object_uri
-from turnstile.uris import parse_bucket_uri
 
 
 @dataclass(frozen=True)

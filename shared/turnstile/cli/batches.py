@@ -12,9 +12,10 @@ from rich.console import Console
 from turnstile.cli import _target
 from turnstile.cli._errors import SCHEME, guarded
 from turnstile.cli._options import Output, OutputOption, emit_json
-from turnstile.config import ConfigReader
-from turnstile.errors import PathError
-from turnstile.explain import explain, reads_config
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.settings import Settings
+from turnstile.core.errors import PathError
+from turnstile.names.paths import parse_success
 from turnstile.ops import backfill as backfill_ops
 from turnstile.ops import render, session
 from turnstile.ops import reprocess as reprocess_ops
@@ -22,8 +23,7 @@ from turnstile.ops import retry as retry_ops
 from turnstile.ops import upload as upload_ops
 from turnstile.ops import validate as validate_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS
-from turnstile.paths import parse_success
-from turnstile.settings import Settings
+from turnstile.ops.explain import explain, reads_config
 from turnstile.store.port import object_uri
 
 

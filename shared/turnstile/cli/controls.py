@@ -15,7 +15,7 @@ from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Refused
 from turnstile.protocol import operator
 from turnstile.protocol.lock import read as read_lock
-from turnstile.records import CancelChoice, LockState
+from turnstile.state.records import CancelChoice, LockState
 from turnstile.store.port import object_uri
 
 

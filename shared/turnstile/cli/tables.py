@@ -17,7 +17,7 @@ from turnstile.ops import status as status_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
 from turnstile.protocol import lineage, operator
 from turnstile.protocol.lock import read as read_lock
-from turnstile.records import Lock, LockState
+from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
 
 

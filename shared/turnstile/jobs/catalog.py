@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
 
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 CatalogType = Literal["biglake", "rest", "hadoop", "glue"]

@@ -20,10 +20,10 @@ from google.auth import exceptions as auth_exc
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import dataproc_v1
 
-from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.catalog import iceberg_catalog_properties
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.settings import Settings
 
 JOB_LABEL = "turnstile-job"
 """Label put on every batch turnstile submits (value `true`), to find them in the console."""

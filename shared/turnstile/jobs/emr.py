@@ -36,13 +36,13 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from turnstile.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import JobDeferred, JobError, JobServiceUnavailable, SettingsError
 from turnstile.jobs.catalog import S3_FILE_IO, iceberg_catalog_properties
 from turnstile.jobs.emr_runs import RunRecord, RunRecords
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.settings import Settings
+from turnstile.names.uris import parse_bucket_uri
 from turnstile.store.port import ObjectStore
-from turnstile.uris import parse_bucket_uri
 
 JOB_TAG = "turnstile-job-id"
 """Tag put on every job run turnstile starts; its value is the job id."""

@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from turnstile.errors import PreconditionFailed
+from turnstile.core.errors import PreconditionFailed
 from turnstile.store.port import ObjectStore, StoredObject
 
 RUNS_FOLDER = "_turnstile/emr-runs/"

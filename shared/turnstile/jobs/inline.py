@@ -1,7 +1,7 @@
 """An in-process JobRunner whose jobs apply batches to an in-memory table and record the order.
 
 For functional tests and simulations: it runs the same bucket-side execution as the PySpark job
-(`turnstile.execution`), with the same rule that a batch already committed is skipped, so what it
+(`turnstile.state.execution`), with the same rule that a batch already committed is skipped, so what it
 records is what an Iceberg table would hold.
 """
 
@@ -10,11 +10,11 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from turnstile.clock import Clock, SystemClock
-from turnstile.errors import BatchFailed
-from turnstile.execution import execute, read_manifest
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.core.errors import BatchFailed
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.state.execution import execute, read_manifest
+from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ObjectStore
 
 

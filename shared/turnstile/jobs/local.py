@@ -5,7 +5,7 @@ Each job is a folder `<home>/jobs/<job_id>/` holding its request, its state and 
 the folder is the submit (a second submit of the id finds it and attaches). The job itself goes to
 a long-lived driver (`turnstile.spark.warm`, one spark-submit per home and Spark configuration,
 started detached on first use, in `<home>/workers/<digest>/`) through its spool
-(`turnstile.spool`), so a job pays its batches, not ≈ 9 s of JVM, session and catalog start-up.
+(`turnstile.state.spool`), so a job pays its batches, not ≈ 9 s of JVM, session and catalog start-up.
 Jobs outlive the invocation that submitted them and any process reads their state from the folder;
 a job is bound to the driver it was queued to, so when that driver dies, its jobs are FAILED.
 With `LOCAL_DRIVER=cold` each job is instead its own spark-submit of the job's main file
@@ -27,12 +27,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from turnstile.config.settings import Settings, child_environment
 from turnstile.jobs.local_cold import FINISHED, LOG, STARTED
 from turnstile.jobs.local_spark import ensure_jars, spark_conf
 from turnstile.jobs.local_worker import failure_detail, job_main_file, spark_submit, warm_driver_file
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.settings import Settings, child_environment
-from turnstile.spool import (
+from turnstile.state.spool import (
     WORKER,
     alive,
     enqueue,

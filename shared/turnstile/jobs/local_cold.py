@@ -17,7 +17,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from turnstile.spool import write_json
+from turnstile.state.spool import write_json
 
 STARTED = "started.json"
 FINISHED = "finished.json"

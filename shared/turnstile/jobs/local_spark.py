@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib.util import find_spec
 from pathlib import Path
 
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
 from turnstile.jobs.catalog import iceberg_catalog_properties
 
 MIN_JAVA = 17

@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib.util import find_spec
 from pathlib import Path
 
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
 
 WARM_DRIVER_MODULE = "turnstile.spark.warm"
 JOB_MAIN_MODULE = "turnstile.spark.main"

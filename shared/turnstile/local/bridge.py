@@ -38,8 +38,8 @@ import requests
 from cloudevents.conversion import to_structured
 from cloudevents.http import CloudEvent
 
-from turnstile import logs
-from turnstile.errors import StoreUnavailable
+from turnstile.core import logs
+from turnstile.core.errors import StoreUnavailable
 from turnstile.store.port import ObjectStore
 
 EVENT_TYPE = "google.cloud.storage.object.v1.finalized"

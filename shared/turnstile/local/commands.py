@@ -12,11 +12,11 @@ from typing import Annotated
 
 import typer
 
+from turnstile.config.settings import Settings
 from turnstile.jobs.local import alive
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions
 from turnstile.local.stackinfo import STACK_FILE, StackInfo, load
-from turnstile.settings import Settings
 
 HomeOption = Annotated[
     Path | None, typer.Option("--home", help="stack folder (default: TURNSTILE_HOME or .turnstile)")

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import requests
 
-from turnstile import logs
+from turnstile.config.settings import Settings, child_environment
+from turnstile.core import logs
 from turnstile.jobs.local import stop_drivers
 from turnstile.jobs.local_spark import ensure_jars
 from turnstile.local import emulator
 from turnstile.local.bridge import EventBridge, wait_until
 from turnstile.local.stackinfo import STACK_FILE, StackInfo
-from turnstile.placement import STATE_MARKER
-from turnstile.settings import Settings, child_environment
+from turnstile.names.placement import STATE_MARKER
 from turnstile.store.gcs import GcsStore, make_client
 
 log = logs.get("stack")

@@ -28,14 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from logging import LogRecord
 
-from turnstile.errors import ConfigError, Transient, TurnstileError
-from turnstile.paths import ObjectKind, ObjectRef, classify
+from turnstile.config.settings import Settings
+from turnstile.core.errors import ConfigError, Transient, TurnstileError
+from turnstile.names.paths import ObjectKind, ObjectRef, classify
+from turnstile.names.uris import in_scheme
 from turnstile.protocol import handler
 from turnstile.protocol.context import Invocation
-from turnstile.records import Pointer
-from turnstile.settings import Settings
+from turnstile.state.records import Pointer
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
-from turnstile.uris import in_scheme
 
 HANDLED = "already handled"
 

@@ -17,12 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnstile import legacy
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocBatchSpec
 from turnstile.jobs.emr import EmrJobSpec, emr_catalog_properties
+from turnstile.names import legacy
 from turnstile.ops.errors import Refused
-from turnstile.settings import Settings
 
 SAMPLE_MANIFEST = "gs://bucket/ds/tbl/_jobs/check-settings.manifest.json"
 """A manifest URI to build one batch with, as the runner does for every job."""

@@ -5,7 +5,7 @@ Messages follow the CLI's rule: `<what went wrong>; <what to do>`, on one line.
 
 from __future__ import annotations
 
-from turnstile.errors import TurnstileError
+from turnstile.core.errors import TurnstileError
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1  # the command ran and found problems, or failed on the way

@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from turnstile.errors import ConfigError
-from turnstile.paths import Table
+from turnstile.core.errors import ConfigError
+from turnstile.names.paths import Table
 from turnstile.protocol import results
-from turnstile.records import BatchOutcome, BatchResult
+from turnstile.state.records import BatchOutcome, BatchResult
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 

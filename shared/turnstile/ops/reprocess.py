@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile import logs
-from turnstile.errors import PreconditionFailed
+from turnstile.core import logs
+from turnstile.core.errors import PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.ops.errors import Failed, Refused
-from turnstile.paths import Table
 from turnstile.protocol import backlog, lock, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.publisher import ensure_subscriber
-from turnstile.records import LockState, ReprocessRequest
+from turnstile.state.records import LockState, ReprocessRequest
 from turnstile.store.port import object_uri
 
 log = logs.get("reprocess")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile.errors import PreconditionFailed
+from turnstile.core.errors import PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.ops.errors import Refused
-from turnstile.paths import Table
 from turnstile.protocol import unordered
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
-from turnstile.records import BatchFailure
+from turnstile.state.records import BatchFailure
 from turnstile.store.port import object_uri
 
 

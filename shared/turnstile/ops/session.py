@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from turnstile.clock import Clock, SystemClock
-from turnstile.errors import JobServiceUnavailable, TurnstileError
+from turnstile.config.settings import Settings
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.core.errors import JobServiceUnavailable, TurnstileError
+from turnstile.core.logs import LOGGER_NAME
 from turnstile.jobs.port import JobRunner, JobStatus
-from turnstile.logs import LOGGER_NAME
 from turnstile.protocol.context import Invocation
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 
 

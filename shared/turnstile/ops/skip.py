@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile import logs
-from turnstile.errors import PreconditionFailed
+from turnstile.core import logs
+from turnstile.core.errors import PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.ops.errors import Failed, Refused
-from turnstile.paths import Table
 from turnstile.protocol import backlog, lock, operator, results
 from turnstile.protocol.context import Invocation
-from turnstile.records import Lock, LockState
+from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
 
 log = logs.get("skip")

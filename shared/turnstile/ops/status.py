@@ -15,20 +15,20 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from turnstile.config import ORDERED_KINDS, ORDERME, levels
-from turnstile.errors import ConfigError, PathError
+from turnstile.config.cascade import ORDERED_KINDS, ORDERME, levels
+from turnstile.core.errors import ConfigError, PathError
+from turnstile.names.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status_lineage
 from turnstile.ops.history import ResultView, last_result
 from turnstile.ops.status_jobs import OpenJobView, open_jobs
-from turnstile.paths import CONFIG, LOCK, Table, table_of_state_object
 from turnstile.protocol import reprocess, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
 from turnstile.protocol.sweeper import tables as all_tables
-from turnstile.records import BatchFailure, BatchOutcome, Lock, LockState
+from turnstile.state.records import BatchFailure, BatchOutcome, Lock, LockState
 from turnstile.store.port import object_uri
 
 BACKLOG_CAP = 1000

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from turnstile.errors import ConfigError
+from turnstile.core.errors import ConfigError
+from turnstile.names.paths import Table
 from turnstile.ops import render
-from turnstile.paths import Table
 from turnstile.protocol.context import Invocation
-from turnstile.records import OpenJob
+from turnstile.state.records import OpenJob
 from turnstile.store.port import object_uri
 
 SHOWN = 100  # markers listed per table

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from turnstile.errors import ConfigError
+from turnstile.core.errors import ConfigError
 from turnstile.protocol import dependencies, lineage
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, WaitForTable
 from turnstile.protocol.state import TableState
-from turnstile.records import Lock, LockState
+from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
 
 

@@ -19,15 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnstile.batchfiles import NESTED_OPTION, is_data_file, is_data_name
-from turnstile.config import ConfigReader
-from turnstile.errors import ConfigError, PathError
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.settings import Settings
+from turnstile.core.errors import ConfigError, PathError
+from turnstile.names.batchfiles import NESTED_OPTION, is_data_file, is_data_name
+from turnstile.names.paths import Batch, ObjectKind, classify, parse_success
 from turnstile.ops import session
 from turnstile.ops.errors import Refused
-from turnstile.paths import Batch, ObjectKind, classify, parse_success
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol import publisher
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore, object_uri
 
 

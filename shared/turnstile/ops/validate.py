@@ -14,7 +14,7 @@ rules the functions apply, with nothing applied or written.
 - each `depends_on`: the tables it names exist, and no dependency cycle closes
   (`ops.validate_lineage`);
 - warnings, which do not fail: files in `_config/` that turnstile ignores, an empty transform.sql, a
-  `reader_options` key no Spark file reader knows (`turnstile.reader_options`), a batch whose path
+  `reader_options` key no Spark file reader knows (`turnstile.config.reader_options`), a batch whose path
   names no period of its table's `natural_time`.
 """
 
@@ -23,17 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile import legacy, reader_options
-from turnstile.batchfiles import (
-    data_files,
-    data_sub_folders,
-    format_mismatch,
-    no_data_files,
-    unread_data_like,
-    unread_sub_folders,
-    unreadable_files,
-)
-from turnstile.config import (
+from turnstile.config import reader_options
+from turnstile.config.cascade import (
     BQ_TRANSFORM_SQL,
     LOAD_JSON,
     ORDERME,
@@ -42,14 +33,26 @@ from turnstile.config import (
     levels,
     refused_config_file,
 )
-from turnstile.config import _parse_load_json as check_load_json  # the per-file rule itself, not a copy
-from turnstile.errors import ConfigError, PathError
-from turnstile.load_config import LoadConfig
+from turnstile.config.cascade import (
+    _parse_load_json as check_load_json,  # the per-file rule itself, not a copy
+)
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.settings import Settings
+from turnstile.core.errors import ConfigError, PathError
+from turnstile.names import legacy
+from turnstile.names.batchfiles import (
+    data_files,
+    data_sub_folders,
+    format_mismatch,
+    no_data_files,
+    unread_data_like,
+    unread_sub_folders,
+    unreadable_files,
+)
+from turnstile.names.paths import CONFIG, Batch, ObjectKind, classify, parse_success
 from turnstile.ops import validate_mapping
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
-from turnstile.paths import CONFIG, Batch, ObjectKind, classify, parse_success
 from turnstile.protocol import publisher
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 

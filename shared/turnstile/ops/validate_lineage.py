@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 
-from turnstile.config import LOAD_JSON, ConfigReader
-from turnstile.errors import ConfigError, PathError
-from turnstile.explain import period_of
-from turnstile.lineage_config import Edge
-from turnstile.naturaltime import NaturalTime
-from turnstile.paths import CONFIG, parse_success
+from turnstile.config.cascade import LOAD_JSON, ConfigReader
+from turnstile.config.lineage_config import Edge
+from turnstile.core.errors import ConfigError, PathError
+from turnstile.names.naturaltime import NaturalTime
+from turnstile.names.paths import CONFIG, parse_success
+from turnstile.ops.explain import period_of
 from turnstile.protocol import cycles
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.spark import sql

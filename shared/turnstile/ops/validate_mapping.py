@@ -15,13 +15,13 @@ import io
 import json
 import zlib
 
-from turnstile.batchfiles import data_files
-from turnstile.ddl import Fields
-from turnstile.ddl import fields as ddl_fields
-from turnstile.load_config import LoadConfig
-from turnstile.mapping import FromPath
-from turnstile.mapping_fields import path_value, play, sample_fields
-from turnstile.paths import Batch
+from turnstile.config.ddl import Fields
+from turnstile.config.ddl import fields as ddl_fields
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.mapping import FromPath
+from turnstile.config.mapping_fields import path_value, play, sample_fields
+from turnstile.names.batchfiles import data_files
+from turnstile.names.paths import Batch
 from turnstile.store.port import ObjectStore, object_uri
 
 SAMPLE_LINES = 100

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError, PreconditionFailed
-from turnstile.paths import ObjectKind, Table, classify
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.names.paths import ObjectKind, Table, classify
 from turnstile.protocol import publisher, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
-from turnstile.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
+from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
 from turnstile.store.port import ObjectInfo, StoredObject, object_uri
 
 log = logs.get("backlog")

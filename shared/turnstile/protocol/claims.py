@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from turnstile.errors import ConfigError, PreconditionFailed, Transient, TurnstileError
-from turnstile.paths import claim_name
-from turnstile.records import Claim, ClaimState
+from turnstile.core.errors import ConfigError, PreconditionFailed, Transient, TurnstileError
+from turnstile.names.paths import claim_name
+from turnstile.state.records import Claim, ClaimState
 from turnstile.store.port import ObjectStore, object_uri
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from turnstile.clock import Clock
-from turnstile.config import ConfigReader, ResolvedConfig
-from turnstile.config_cache import CachedLevels, ConfigCache
-from turnstile.errors import ConfigError
+from turnstile.config.cascade import ConfigReader, ResolvedConfig
+from turnstile.config.config_cache import CachedLevels, ConfigCache
+from turnstile.config.settings import Settings
+from turnstile.core.clock import Clock
+from turnstile.core.errors import ConfigError
 from turnstile.jobs.port import JobRunner
-from turnstile.paths import Batch, parse_success
-from turnstile.settings import Settings
+from turnstile.names.paths import Batch, parse_success
 from turnstile.store.port import ObjectStore
 
 

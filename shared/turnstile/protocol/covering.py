@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from turnstile.config import ResolvedConfig
-from turnstile.config_cache import config_level
-from turnstile.errors import ConfigError
-from turnstile.paths import Batch, Table
+from turnstile.config.cascade import ResolvedConfig
+from turnstile.config.config_cache import config_level
+from turnstile.core.errors import ConfigError
+from turnstile.names.paths import Batch, Table
 from turnstile.protocol import backlog
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import ordered_job_id
-from turnstile.records import Lock
+from turnstile.state.records import Lock
 from turnstile.store.port import ObjectInfo, object_uri
 
 

@@ -6,9 +6,9 @@ Followed through the config cascade of each table (`ConfigReader`, cached), for 
 
 from __future__ import annotations
 
-from turnstile.config import ConfigReader
-from turnstile.errors import ConfigError
-from turnstile.lineage_config import Edge
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.lineage_config import Edge
+from turnstile.core.errors import ConfigError
 
 MAX_TABLES = 1000  # tables followed from one table: a guard, far above any real lineage
 

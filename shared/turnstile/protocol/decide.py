@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from turnstile.errors import CorruptState
+from turnstile.core.errors import CorruptState
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol import retries
-from turnstile.records import BatchOutcome, CoveredBatch, Lock, LockState
+from turnstile.state.records import BatchOutcome, CoveredBatch, Lock, LockState
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from turnstile.lineage_config import Lineage
-from turnstile.naturaltime import NaturalTime
+from turnstile.config.lineage_config import Lineage
+from turnstile.names.naturaltime import NaturalTime
 
 MAX_STEPS_PER_WAKE = 240  # steps one wake-up publishes: a long catch-up continues on the next wake
 

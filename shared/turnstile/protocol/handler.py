@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError, Terminal, TurnstileError
-from turnstile.paths import Batch, ObjectKind, ObjectRef, parse_success
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, Terminal, TurnstileError
+from turnstile.names.paths import Batch, ObjectKind, ObjectRef, parse_success
 from turnstile.protocol import publisher, subscriber, unordered
 from turnstile.protocol.claims import Held, claim
 from turnstile.protocol.context import Invocation

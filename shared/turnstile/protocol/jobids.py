@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from turnstile.paths import Table
+from turnstile.names.paths import Table
 
 
 def _slug(table: Table) -> str:

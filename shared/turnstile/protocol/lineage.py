@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError, PreconditionFailed
-from turnstile.lineage_config import Lineage
-from turnstile.load_config import LoadConfig
-from turnstile.naturaltime import NaturalTime
-from turnstile.paths import INTERNAL, LOCK, Table, table_of_state_object
+from turnstile.config.lineage_config import Lineage
+from turnstile.config.load_config import LoadConfig
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.names.naturaltime import NaturalTime
+from turnstile.names.paths import INTERNAL, LOCK, Table, table_of_state_object
 from turnstile.protocol import cycles, dependencies
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, Unreadable
 from turnstile.protocol.publisher import ensure_subscriber
-from turnstile.records import CoveredBatch, Dependent, Lock, Pointer, StepsPublished, Watermark
+from turnstile.state.records import CoveredBatch, Dependent, Lock, Pointer, StepsPublished, Watermark
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, object_uri
 
 log = logs.get("lineage")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PreconditionFailed
-from turnstile.paths import Table
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.protocol.context import Invocation
-from turnstile.records import CoveredBatch, Lock, LockState, new_nonce
+from turnstile.state.records import CoveredBatch, Lock, LockState, new_nonce
 from turnstile.store.port import object_uri
 
 log = logs.get("lock")

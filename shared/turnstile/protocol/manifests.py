@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from turnstile.batchfiles import data_files, unread_sub_folders
-from turnstile.config import ResolvedConfig
-from turnstile.errors import ConfigError
-from turnstile.load_config import LoadConfig
-from turnstile.paths import Batch
+from turnstile.config.cascade import ResolvedConfig
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import ConfigError
+from turnstile.names.batchfiles import data_files, unread_sub_folders
+from turnstile.names.paths import Batch
 from turnstile.protocol.context import Invocation
-from turnstile.records import Manifest, ManifestBatch
+from turnstile.state.records import Manifest, ManifestBatch
 from turnstile.store.port import object_uri
 
 
 def data_objects(inv: Invocation, batch: Batch, load: LoadConfig) -> tuple[tuple[str, ...], tuple[int, ...]]:
-    """URIs of the batch's data files (`turnstile.batchfiles`: its own files, or with `nested` every
+    """URIs of the batch's data files (`turnstile.names.batchfiles`: its own files, or with `nested` every
     file below its folder; never `_`, `.` or `.crc` files) and their sizes, from one listing.
     ConfigError when files in sub-folders would be left out without the config saying so."""
     listing = {info.name: info.size for info in inv.store.list_objects(batch.folder)}

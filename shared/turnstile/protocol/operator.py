@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile import logs
-from turnstile.errors import PreconditionFailed, Terminal, TurnstileError
-from turnstile.paths import Table
+from turnstile.core import logs
+from turnstile.core.errors import PreconditionFailed, Terminal, TurnstileError
+from turnstile.names.paths import Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol import results, unordered
 from turnstile.protocol.context import Invocation
-from turnstile.records import (
+from turnstile.state.records import (
     BatchOutcome,
     BatchResult,
     CancelChoice,

@@ -8,12 +8,12 @@ docs/PROTOCOL.md).
 
 from __future__ import annotations
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError, PreconditionFailed
-from turnstile.paths import Batch, Table
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.names.paths import Batch, Table
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
-from turnstile.records import Pointer, wake_body
+from turnstile.state.records import Pointer, wake_body
 from turnstile.store.port import object_uri
 
 log = logs.get("publisher")

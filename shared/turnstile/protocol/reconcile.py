@@ -18,9 +18,9 @@ lost; `turnstile backfill` finds those.
 
 from __future__ import annotations
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError
-from turnstile.paths import ObjectKind, ObjectRef, Table, classify
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError
+from turnstile.names.paths import ObjectKind, ObjectRef, Table, classify
 from turnstile.protocol import backlog, handler
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState

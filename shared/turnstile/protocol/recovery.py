@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile import logs
-from turnstile.errors import PreconditionFailed
-from turnstile.paths import Table
+from turnstile.core import logs
+from turnstile.core.errors import PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.protocol import backlog, lock, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import is_unordered_job
-from turnstile.records import Lock
+from turnstile.state.records import Lock
 from turnstile.store.port import ObjectInfo
 
 log = logs.get("subscriber")

@@ -14,16 +14,16 @@ import hashlib
 from collections.abc import Callable
 from datetime import datetime
 
-from turnstile import logs
-from turnstile.config import ResolvedConfig
-from turnstile.errors import ConfigError, PathError, PreconditionFailed
-from turnstile.paths import Table
+from turnstile.config.cascade import ResolvedConfig
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.protocol import covering, lineage, lock, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import reprocess_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
-from turnstile.records import (
+from turnstile.state.records import (
     CoveredBatch,
     Lock,
     LockState,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile.paths import Table
+from turnstile.names.paths import Table
 
 REPROCESS = ".reprocess-"
 # How the FAILED record of a batch an operator dropped (`unlock --skip-head`, `skip`) begins its error.

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError, PreconditionFailed
-from turnstile.load_config import LoadConfig
-from turnstile.paths import Table
+from turnstile.config.load_config import LoadConfig
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
+from turnstile.names.paths import Table
 from turnstile.protocol import backlog, lock, retries
 from turnstile.protocol.context import Invocation
-from turnstile.records import CoveredBatch, Lock, LockState
+from turnstile.state.records import CoveredBatch, Lock, LockState
 
 log = logs.get("subscriber")
 DEFAULT_CONFIG = LoadConfig.model_validate({})

@@ -10,17 +10,26 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cached_property
 
-from turnstile import logs
-from turnstile.errors import ConfigError, CorruptState, PathError
+from turnstile.config.lineage_config import Lineage
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, CorruptState, PathError
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.lineage_config import Lineage
-from turnstile.paths import Table, claim_name
+from turnstile.names.paths import Table, claim_name
 from turnstile.protocol import backlog, lock, reprocess
 from turnstile.protocol import lineage as lineage_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef, View
 from turnstile.protocol.dependencies import Blocker
-from turnstile.records import BatchOutcome, BatchResult, Claim, ClaimState, JobDone, Lock, LockState, Pause
+from turnstile.state.records import (
+    BatchOutcome,
+    BatchResult,
+    Claim,
+    ClaimState,
+    JobDone,
+    Lock,
+    LockState,
+    Pause,
+)
 from turnstile.store.port import ObjectInfo, StoredObject, object_uri
 
 log = logs.get("subscriber")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from turnstile import logs
-from turnstile.batchfiles import data_files
-from turnstile.errors import (
+from turnstile.core import logs
+from turnstile.core.errors import (
     ConfigError,
     JobDeferred,
     JobError,
@@ -19,7 +18,8 @@ from turnstile.errors import (
     PathError,
     PreconditionFailed,
 )
-from turnstile.paths import Table
+from turnstile.names.batchfiles import data_files
+from turnstile.names.paths import Table
 from turnstile.protocol import backlog, covering, lineage, lock, recovery, reprocess, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
@@ -42,7 +42,7 @@ from turnstile.protocol.decide import (
 from turnstile.protocol.manifests import manifest_batch, unread_files, write_manifest
 from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.state import TableState
-from turnstile.records import (
+from turnstile.state.records import (
     CancelChoice,
     CoveredBatch,
     Lock,

@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
-from turnstile.paths import CLAIM_PREFIX, LOCK, Table, table_of_state_object
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
+from turnstile.names.paths import CLAIM_PREFIX, LOCK, Table, table_of_state_object
 from turnstile.protocol import backlog, lineage, reprocess
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
@@ -30,7 +30,7 @@ from turnstile.protocol.publisher import ensure_subscriber
 from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
 from turnstile.protocol.watchdog import watch
-from turnstile.records import LockState, wake_body
+from turnstile.state.records import LockState, wake_body
 from turnstile.store.port import object_uri
 
 log = logs.get("sweeper")

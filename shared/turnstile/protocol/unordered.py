@@ -15,16 +15,24 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from turnstile import logs
-from turnstile.config import ResolvedConfig
-from turnstile.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
-from turnstile.load_config import LoadConfig
-from turnstile.paths import Batch, Table
+from turnstile.config.cascade import ResolvedConfig
+from turnstile.config.load_config import LoadConfig
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, JobDeferred, JobError, PathError, PreconditionFailed
+from turnstile.names.paths import Batch, Table
 from turnstile.protocol import retries
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import unordered_job_id
 from turnstile.protocol.manifests import manifest_batch, write_manifest
-from turnstile.records import BatchFailure, BatchOutcome, CancelChoice, HeldBatch, JobDone, Manifest, OpenJob
+from turnstile.state.records import (
+    BatchFailure,
+    BatchOutcome,
+    CancelChoice,
+    HeldBatch,
+    JobDone,
+    Manifest,
+    OpenJob,
+)
 from turnstile.store.port import ObjectInfo, object_uri
 
 log = logs.get("unordered")

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile import logs
-from turnstile.errors import ConfigError, PathError
-from turnstile.load_config import LoadConfig
-from turnstile.paths import Table
+from turnstile.config.load_config import LoadConfig
+from turnstile.core import logs
+from turnstile.core.errors import ConfigError, PathError
+from turnstile.names.paths import Table
 from turnstile.protocol import backlog, unordered
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.state import TableState, read_done_signal
-from turnstile.records import BatchFailure, LockState, OpenJob
+from turnstile.state.records import BatchFailure, LockState, OpenJob
 from turnstile.store.port import object_uri
 
 log = logs.get("watchdog")

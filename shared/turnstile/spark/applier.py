@@ -11,12 +11,12 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
 
-from turnstile import batchfiles
-from turnstile.errors import BatchFailed
-from turnstile.load_config import LoadConfig
-from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import BatchFailed
+from turnstile.names import batchfiles
 from turnstile.spark import badrows, commits, emptybatch, mapping, messages, reading, schema, sql, steps
 from turnstile.spark.staging import Staging, as_uploaded, base_path
+from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ObjectStore
 
 
@@ -176,7 +176,7 @@ class IcebergApplier:
             "turnstile.table": batch.table_prefix,
             "turnstile.rel": batch.rel,
             "turnstile.success-generation": str(batch.success_generation),
-            "turnstile.config-digest": batch.config_digest,
+            "turnstile.config.cascade-digest": batch.config_digest,
             "turnstile.job-id": job_id,
             "turnstile.position": batch.rel,  # the last applied position, on every commit
         }

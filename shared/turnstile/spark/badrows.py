@@ -16,12 +16,12 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StringType, StructField, StructType
 
-from turnstile.errors import CorruptRecord
-from turnstile.load_config import LoadConfig
-from turnstile.records import ManifestBatch
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import CorruptRecord
 from turnstile.spark import mapping
 from turnstile.spark.reading import ReadBatch, line_options
 from turnstile.spark.staging import as_uploaded, literal
+from turnstile.state.records import ManifestBatch
 from turnstile.store.port import ObjectStore, object_uri
 
 SAMPLE = 1000  # bad rows written to `_failed/` and diagnosed, at most

@@ -18,8 +18,8 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as f
 
-from turnstile.errors import BatchFailed
-from turnstile.load_config import LoadConfig
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import BatchFailed
 
 BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
 

@@ -10,7 +10,7 @@ create a table from it: that fails the batch, saying what to do.
 
 from __future__ import annotations
 
-from turnstile.records import ManifestBatch
+from turnstile.state.records import ManifestBatch
 
 # Modes that write the batch's rows and change nothing else: for no rows, one empty append.
 _NO_ROWS_ARE_AN_APPEND = frozenset({"append", "merge", "overwrite_partitions"})

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from pyspark.sql import SparkSession
 
-from turnstile.load_config import LoadConfig
+from turnstile.config.load_config import LoadConfig
 from turnstile.spark import commits, sql
 
 

@@ -49,7 +49,7 @@ def launch(argv: Sequence[str] | None, stores: Callable[[], Stores], scheme: str
 
 
 def gcs_stores() -> Stores:
-    from turnstile.settings import Settings  # noqa: PLC0415 - after the dependencies are in place
+    from turnstile.config.settings import Settings  # noqa: PLC0415 - after the dependencies are in place
     from turnstile.store.gcs import GcsStore, make_client  # noqa: PLC0415
 
     settings = Settings.from_env()

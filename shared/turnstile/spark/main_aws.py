@@ -11,7 +11,7 @@ from turnstile.spark.main import Stores, launch
 
 
 def s3_stores() -> Stores:
-    from turnstile.settings import Settings  # noqa: PLC0415 - after the dependencies are in place
+    from turnstile.config.settings import Settings  # noqa: PLC0415 - after the dependencies are in place
     from turnstile.store.s3 import S3Store, make_client  # noqa: PLC0415
 
     settings = Settings.from_env()

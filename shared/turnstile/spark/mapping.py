@@ -16,10 +16,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
 
-from turnstile.ddl import Fields
-from turnstile.errors import BatchFailed
-from turnstile.mapping import Cast, Constant, Default, Entry, FromPath, Remove, Rename, describe
-from turnstile.mapping_fields import check, lookup, missing, path_value, removal
+from turnstile.config.ddl import Fields
+from turnstile.config.mapping import Cast, Constant, Default, Entry, FromPath, Remove, Rename, describe
+from turnstile.config.mapping_fields import check, lookup, missing, path_value, removal
+from turnstile.core.errors import BatchFailed
 from turnstile.spark.sql import quote
 
 RAW = "_turnstile_raw_row"  # the row as it was read, as JSON: what a bad row's line holds

@@ -8,10 +8,10 @@ from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import AtomicType, StringType, StructField, StructType
 
-from turnstile import ddl
-from turnstile.batchfiles import GLOB_CHARACTERS
-from turnstile.errors import BatchFailed
-from turnstile.load_config import LoadConfig
+from turnstile.config import ddl
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import BatchFailed
+from turnstile.names.batchfiles import GLOB_CHARACTERS
 from turnstile.spark import messages
 from turnstile.spark.schema import widens
 from turnstile.spark.staging import literal

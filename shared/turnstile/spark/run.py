@@ -10,17 +10,17 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from turnstile.clock import SystemClock
-from turnstile.errors import BatchFailed
-from turnstile.execution import execute, read_manifest
-from turnstile.records import BatchOutcome, JobDone, Manifest
-from turnstile.settings import Settings
+from turnstile.config.settings import Settings
+from turnstile.core.clock import SystemClock
+from turnstile.core.errors import BatchFailed
+from turnstile.names.uris import parse_bucket_uri
 from turnstile.spark import hygiene
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import DirectStaging, LocalStaging, Staging
+from turnstile.state.execution import execute, read_manifest
+from turnstile.state.records import BatchOutcome, JobDone, Manifest
 from turnstile.store.port import ObjectStore
 from turnstile.store.split import SplitStore
-from turnstile.uris import parse_bucket_uri
 
 
 def _expire_snapshots(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.types import StructType
 
-from turnstile.errors import BatchFailed
+from turnstile.core.errors import BatchFailed
 from turnstile.spark import sql
 
 Column = sql.Column

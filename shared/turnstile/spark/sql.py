@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from string import Template
 
-from turnstile import legacy
-from turnstile.errors import BatchFailed
+from turnstile.core.errors import BatchFailed
+from turnstile.names import legacy
 
 Column = tuple[str, str]  # (name, Spark simple type string such as "decimal(10,2)")
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from turnstile.batchfiles import GLOB_CHARACTERS
-from turnstile.errors import BatchFailed
+from turnstile.core.errors import BatchFailed
+from turnstile.names.batchfiles import GLOB_CHARACTERS
+from turnstile.names.uris import parse_bucket_uri
 from turnstile.store.port import ObjectStore
-from turnstile.uris import parse_bucket_uri
 
 
 @dataclass(frozen=True)

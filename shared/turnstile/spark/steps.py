@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 from pyspark.sql import SparkSession
 
-from turnstile.errors import BatchFailed
-from turnstile.records import ManifestBatch
+from turnstile.core.errors import BatchFailed
 from turnstile.spark import messages, sql
 from turnstile.spark.reading import ReadBatch
+from turnstile.state.records import ManifestBatch
 
 WINDOW_PLACEHOLDERS = ("window_start", "window_end")
 """The `${...}` a derived table's transform.sql may use besides sql.TRANSFORM_PLACEHOLDERS."""

@@ -3,7 +3,7 @@
     spark-submit [--conf ...] warm.py SPOOL IDLE_SECONDS
 
 `turnstile.jobs.local.LocalRunner` starts it on first use and queues one request per job in
-SPOOL (`turnstile.spool`). A job costs what its batches cost: the JVM, pyspark, the session and
+SPOOL (`turnstile.state.spool`). A job costs what its batches cost: the JVM, pyspark, the session and
 the Iceberg catalog are paid once per driver, not ≈ 9 s per job. Up to SLOTS jobs run at once,
 each on a thread of its own (Iceberg's commit metadata is thread-local, so each commit is tagged by
 its own job; one table never has two ordered jobs at once: its lock sees to that), so tables apply
@@ -33,7 +33,7 @@ from pyspark import SparkFiles
 from pyspark.sql import SparkSession
 
 from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
-from turnstile.spool import WORKER, alive, locked, put_back, queued, read_json, take, write_json
+from turnstile.state.spool import WORKER, alive, locked, put_back, queued, read_json, take, write_json
 
 POLL_SECONDS = 0.05
 SLOTS = 2  # jobs at once: local Spark has two cores (`local[2]`)

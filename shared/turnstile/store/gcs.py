@@ -22,7 +22,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud.storage import Blob, Client
 from google.cloud.storage.retry import DEFAULT_RETRY
 
-from turnstile.errors import PreconditionFailed, StoreRefused, StoreUnavailable
+from turnstile.core.errors import PreconditionFailed, StoreRefused, StoreUnavailable
 from turnstile.store.emulated import WriteLock
 from turnstile.store.port import ObjectInfo, StoredObject
 

@@ -10,8 +10,8 @@ from itertools import islice, takewhile
 
 from sortedcontainers import SortedDict
 
-from turnstile.clock import Clock, SystemClock
-from turnstile.errors import PreconditionFailed
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.core.errors import PreconditionFailed
 from turnstile.store.port import ObjectInfo, StoredObject
 
 

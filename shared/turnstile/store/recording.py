@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
-from turnstile.errors import PreconditionFailed
+from turnstile.core.errors import PreconditionFailed
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
 
 Listener = Callable[[str, int], None]

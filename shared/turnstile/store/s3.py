@@ -53,7 +53,7 @@ from botocore.exceptions import (
     ParamValidationError,
 )
 
-from turnstile.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
+from turnstile.core.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
 from turnstile.store.port import ObjectInfo, StoredObject
 
 GENERATION_KEY = "turnstile-generation"

@@ -1,5 +1,5 @@
 """An ObjectStore over two buckets: the data bucket, whose events drive the functions, and a state
-bucket with no trigger for turnstile's own bookkeeping (STATE_BUCKET; `turnstile.placement` says
+bucket with no trigger for turnstile's own bookkeeping (STATE_BUCKET; `turnstile.names.placement` says
 which object goes where). The protocol sees one store under the data bucket's name."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 
-from turnstile.placement import is_state, listing_places
+from turnstile.names.placement import is_state, listing_places
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
 
 

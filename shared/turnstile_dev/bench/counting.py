@@ -28,12 +28,13 @@ from typing import Any
 from cloudevents.conversion import to_binary
 from functions_framework import create_app
 
-from turnstile import logs, wiring
+from turnstile.config.settings import Settings
+from turnstile.core import logs
+from turnstile.entrypoints import wiring
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import cloud_event
 from turnstile.local.stack import functions_source
-from turnstile.paths import classify
-from turnstile.settings import Settings
+from turnstile.names.paths import classify
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
 from turnstile.store.split import SplitStore

@@ -22,13 +22,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from turnstile.clock import SystemClock
-from turnstile.execution import execute
-from turnstile.load_config import LoadConfig
-from turnstile.records import Manifest, ManifestBatch
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.clock import SystemClock
 from turnstile.spark import commits, reading
 from turnstile.spark.applier import IcebergApplier
 from turnstile.spark.staging import Located
+from turnstile.state.execution import execute
+from turnstile.state.records import Manifest, ManifestBatch
 from turnstile.store.memory import MemoryStore
 from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup, submit
 from turnstile_dev.bench.workload import SCHEMA, Workload

@@ -23,9 +23,9 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from turnstile.load_config import LoadConfig
-from turnstile.paths import Table
-from turnstile.records import Pointer
+from turnstile.config.load_config import LoadConfig
+from turnstile.names.paths import Table
+from turnstile.state.records import Pointer
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile_dev.bench.counting import FunctionHost

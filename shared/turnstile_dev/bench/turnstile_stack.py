@@ -25,12 +25,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from turnstile.config.load_config import LoadConfig
 from turnstile.jobs.local import FINISHED, STATE, LocalRunner, read_json
-from turnstile.load_config import LoadConfig
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions, settings_for
 from turnstile.local.stackinfo import StackInfo
-from turnstile.records import BatchResult, Lock, LockState, Manifest, ManifestBatch
+from turnstile.state.records import BatchResult, Lock, LockState, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile_dev.bench.machine import CpuMeter
 from turnstile_dev.bench.workload import GATE, SCHEMA, Workload

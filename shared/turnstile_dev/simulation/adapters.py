@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile.errors import BatchFailed, JobServiceUnavailable
-from turnstile.execution import execute, read_manifest
+from turnstile.core.errors import BatchFailed, JobServiceUnavailable
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.state.execution import execute, read_manifest
+from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
 from turnstile_dev.simulation.engine import Crash, Loop, SimClock, Task
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from turnstile.naturaltime import PRESETS
+from turnstile.names.naturaltime import PRESETS
 from turnstile.protocol.dependencies import step_rel
 from turnstile_dev.simulation.adapters import Commit
 from turnstile_dev.simulation.engine import EPOCH

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from turnstile.names.paths import Table
 from turnstile.ops import reprocess as reprocess_ops
-from turnstile.paths import Table
 from turnstile.protocol import reprocess
 from turnstile.protocol.context import Invocation
-from turnstile.records import BatchOutcome, BatchResult, ReprocessRequest
+from turnstile.state.records import BatchOutcome, BatchResult, ReprocessRequest
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import Commit
 

@@ -28,20 +28,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from turnstile import entry, logs
-from turnstile.clock import Clock
-from turnstile.config_cache import ConfigCache
-from turnstile.errors import PreconditionFailed, Transient
+from turnstile.config.config_cache import ConfigCache
+from turnstile.config.settings import Settings
+from turnstile.core import logs
+from turnstile.core.clock import Clock
+from turnstile.core.errors import PreconditionFailed, Transient
+from turnstile.entrypoints import entry
+from turnstile.names.paths import Table
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Failed, Refused
-from turnstile.paths import Table
 from turnstile.protocol import backlog, operator, sweeper
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.operator import CancelRefused, UnlockRefused
-from turnstile.records import BatchOutcome, BatchResult, CancelChoice, Lock, LockState
-from turnstile.settings import Settings
+from turnstile.state.records import BatchOutcome, BatchResult, CancelChoice, Lock, LockState
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from typing import Protocol
 
-from turnstile.clock import Clock
-from turnstile.errors import BatchFailed, CorruptRecord, TurnstileError
-from turnstile.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.core.clock import Clock
+from turnstile.core.errors import BatchFailed, CorruptRecord, TurnstileError
+from turnstile.names.uris import parse_bucket_uri
+from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
 from turnstile.store.port import ObjectStore
-from turnstile.uris import parse_bucket_uri
 
 
 class BatchApplier(Protocol):

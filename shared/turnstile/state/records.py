@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from turnstile.errors import ConfigError
-from turnstile.load_config import LoadConfig
+from turnstile.config.load_config import LoadConfig
+from turnstile.core.errors import ConfigError
 
 T = TypeVar("T", bound="Record")
 DECODING = {"decoding": True}  # validation context of `Record.decode`: content read from the bucket

@@ -1,6 +1,6 @@
 """How to read a batch and write it to its Iceberg table: the merged `load.json`, as a typed value.
 
-The config cascade (`turnstile.config`) builds it; the manifest carries it to the job.
+The config cascade (`turnstile.config.cascade`) builds it; the manifest carries it to the job.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from turnstile import ddl
-from turnstile import mapping as field_mapping
-from turnstile.lineage_config import Dependency as _Dependency
-from turnstile.lineage_config import (
+from turnstile.config import ddl
+from turnstile.config import mapping as field_mapping
+from turnstile.config.lineage_config import Dependency as _Dependency
+from turnstile.config.lineage_config import (
     DerivedSteps,
     Duration,
     Lineage,
@@ -128,7 +128,7 @@ class LoadConfig(BaseModel):
     mapping: field_mapping.Mapping = ()
     """Field mapping applied to each batch before transform.sql and the write, entry by entry in
     list order: rename/move, remove, cast, constant, default, a column from the path (see
-    `turnstile.mapping`)."""
+    `turnstile.config.mapping`)."""
 
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""

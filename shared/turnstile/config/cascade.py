@@ -12,7 +12,7 @@ A `_config/` folder may sit at any level from the bucket root down to the batch 
 Cost of one lookup (documented in docs/CONFIGURATION.md): one listing per level that has not been
 seen in this invocation, plus one read per `load.json` and `transform.sql` found. Each invocation
 builds its own `ConfigReader`; given the function instance's `ConfigCache` view, a level read by an
-earlier invocation costs nothing until the cache forgets it (`turnstile.config_cache`).
+earlier invocation costs nothing until the cache forgets it (`turnstile.config.config_cache`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from turnstile.config_cache import CachedLevels
-from turnstile.errors import ConfigError
-from turnstile.load_config import LoadConfig
-from turnstile.paths import CONFIG
+from turnstile.config.config_cache import CachedLevels
+from turnstile.config.load_config import LoadConfig
+from turnstile.config.validation import explain
+from turnstile.core.errors import ConfigError
+from turnstile.names.paths import CONFIG
 from turnstile.store.port import ObjectStore, object_uri
-from turnstile.validation import explain
 
 LOAD_JSON = "load.json"
 TRANSFORM_SQL = "transform.sql"

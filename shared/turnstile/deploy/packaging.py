@@ -1,8 +1,8 @@
 """Build what a deployment uploads: the functions' source and the job's files, for Google Cloud
 (what the Terraform deployment reads) or for AWS (docs/DEPLOY-AWS.md).
 
-    python -m turnstile.packaging [BUILD_DIR] [--scala 2.13] [--no-jars] [--no-deps]
-    python -m turnstile.packaging [BUILD_DIR] --cloud aws [--no-deps]
+    python -m turnstile.deploy.packaging [BUILD_DIR] [--scala 2.13] [--no-jars] [--no-deps]
+    python -m turnstile.deploy.packaging [BUILD_DIR] --cloud aws [--no-deps]
 
 BUILD_DIR (default `build/`) receives:
 
@@ -28,7 +28,7 @@ With `--cloud aws`, BUILD_DIR/aws/ receives instead:
     job/main.py          the EMR job's main file (spark/main_aws.py: S3 stores), JOB_MAIN_URI
     job/turnstile.zip    the turnstile modules it reaches (the S3 store among them), JOB_PYTHON_FILE_URIS
 
-Each artefact holds only the modules its entry point imports (`turnstile.importgraph`): no CLI,
+Each artefact holds only the modules its entry point imports (`turnstile.deploy.importgraph`): no CLI,
 no packaging, no Spark code in the function; none of the protocol in the job. The development
 tooling (`turnstile_dev`: bench, simulation, demo) lives outside the package and is never reached.
 
@@ -50,17 +50,18 @@ from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 
-from turnstile import importgraph
-from turnstile.errors import SettingsError
+from turnstile.core.errors import SettingsError
+from turnstile.deploy import importgraph
 from turnstile.jobs import local_spark
 from turnstile.spark.dependencies import SHIPPED_DIR
 
 _SKIPPED_DIRS = {"__pycache__"}
 _SKIPPED_SUFFIXES = (".pyc", ".pyo")
-ROOT = Path(__file__).resolve().parents[2]
-"""The repository root (shared/turnstile/packaging.py -> the checkout)."""
+ROOT = Path(__file__).resolve().parents[3]
+"""The repository root (shared/turnstile/deploy/packaging.py -> the checkout)."""
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+"""The turnstile package (shared/turnstile)."""
 FUNCTIONS_DIR = ROOT / "functions"
 JOB_MAIN = PACKAGE_DIR / "spark" / "main.py"
 AWS_JOB_MAIN = PACKAGE_DIR / "spark" / "main_aws.py"
@@ -354,7 +355,7 @@ def build(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m turnstile.packaging",
+        prog="python -m turnstile.deploy.packaging",
         description="Build the functions' source and the job's files a deployment uploads.",
     )
     parser.add_argument("build_dir", nargs="?", type=Path, default=DEFAULT_BUILD)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnstile.config import ConfigReader
-from turnstile.naturaltime import NaturalTime
-from turnstile.paths import ObjectKind, classify, parse_success, table_of_state_object
-from turnstile.settings import Settings
+from turnstile.config.cascade import ConfigReader
+from turnstile.config.settings import Settings
+from turnstile.names.naturaltime import NaturalTime
+from turnstile.names.paths import ObjectKind, classify, parse_success, table_of_state_object
 
 _CONFIGURED = frozenset({ObjectKind.SUCCESS, ObjectKind.DATA})  # the kinds a load config applies to
 

@@ -1,7 +1,7 @@
 """What the AWS Lambda handlers call: S3 events and the scheduled sweep.
 
 The same publisher/subscriber logic as the Cloud Function: each created object becomes the
-(bucket, name, generation) of a finalized object and goes through `turnstile.entry`.
+(bucket, name, generation) of a finalized object and goes through `turnstile.entrypoints.entry`.
 
 - Events arrive as direct S3 event notifications (`s3:ObjectCreated:*`, Lambda invoked
   asynchronously; docs/DEPLOY-AWS.md says why) or as EventBridge events of the bucket
@@ -24,14 +24,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from turnstile import entry, logs, wiring_aws
-from turnstile.clock import Clock
-from turnstile.entry import RunnerFactory, StoreFactory
-from turnstile.errors import PathError, SettingsError
-from turnstile.paths import ObjectKind, classify
+from turnstile.config.settings import Settings
+from turnstile.core import logs
+from turnstile.core.clock import Clock
+from turnstile.core.errors import PathError, SettingsError
+from turnstile.entrypoints import entry, wiring_aws
+from turnstile.entrypoints.entry import RunnerFactory, StoreFactory
+from turnstile.names.paths import ObjectKind, classify
+from turnstile.names.uris import parse_bucket_uri
 from turnstile.protocol.handler import Handled
-from turnstile.settings import Settings
-from turnstile.uris import parse_bucket_uri
 
 log = logs.get("lambda")
 

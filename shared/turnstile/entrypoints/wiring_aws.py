@@ -3,11 +3,11 @@ Lambda entry points and the CLI on s3:// buckets (boto3 is imported only here an
 
 from __future__ import annotations
 
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
 from turnstile.jobs.emr import EmrRunner
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store, make_client
 from turnstile.store.split import SplitStore

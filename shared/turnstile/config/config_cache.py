@@ -8,7 +8,7 @@ it already read that very generation. Other instances pick the change up when th
 out (a deleted object fires no finalize event either), so `max_age` bounds how stale a config can
 be; 0 turns the cache off.
 
-One explicit object per process, created in `turnstile.entry`; nothing else holds config state.
+One explicit object per process, created in `turnstile.entrypoints.entry`; nothing else holds config state.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from turnstile.paths import CONFIG
+from turnstile.names.paths import CONFIG
 
 
 @dataclass(frozen=True)

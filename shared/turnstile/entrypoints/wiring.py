@@ -3,11 +3,11 @@ a port for the Cloud Functions (the AWS entry points have `wiring_aws`)."""
 
 from __future__ import annotations
 
-from turnstile.errors import SettingsError
+from turnstile.config.settings import Settings
+from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
-from turnstile.settings import Settings
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore

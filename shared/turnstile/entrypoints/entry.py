@@ -1,7 +1,7 @@
 """What the Cloud Function entrypoints call: settings, logging and clients for one invocation.
 
 Kept apart from functions/main.py so the same code serves the deployed function, the local function
-host and the tests; clients are built by `turnstile.wiring` unless a test passes its own.
+host and the tests; clients are built by `turnstile.entrypoints.wiring` unless a test passes its own.
 """
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from turnstile import logs, wiring
-from turnstile.clock import Clock, SystemClock
-from turnstile.config_cache import ConfigCache
-from turnstile.errors import SettingsError
+from turnstile.config.config_cache import ConfigCache
+from turnstile.config.settings import Settings
+from turnstile.core import logs
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.core.errors import SettingsError
+from turnstile.entrypoints import wiring
 from turnstile.jobs.port import JobRunner
-from turnstile.paths import ObjectKind, ObjectRef
+from turnstile.names.paths import ObjectKind, ObjectRef
 from turnstile.protocol import handler, sweeper
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.handler import Handled
-from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 
 StoreFactory = Callable[[Settings, str], ObjectStore]

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, field_validator
 
-from turnstile.naturaltime import PRESETS, NaturalTime, parse_duration
+from turnstile.names.naturaltime import PRESETS, NaturalTime, parse_duration
 
 
 def _duration(text: str) -> str:

@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
-from turnstile.errors import SettingsError
-from turnstile.validation import explain
+from turnstile.config.validation import explain
+from turnstile.core.errors import SettingsError
 
 
 def _comma_list(value: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from turnstile import legacy
+from turnstile.names import legacy
 
 
 def explain(error: ValidationError) -> list[str]:

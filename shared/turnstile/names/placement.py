@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnstile.paths import BACKLOG, CLAIM_PREFIX, CONFIG, INTERNAL, LOCK
+from turnstile.names.paths import BACKLOG, CLAIM_PREFIX, CONFIG, INTERNAL, LOCK
 
 # At the data bucket's root, written at deploy: the name of its state bucket, so that a command run
 # without STATE_BUCKET still finds the backlog and the locks (and one run with another refuses).

@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-from turnstile import ddl, mapping_values
+from turnstile.config import ddl, mapping_values
 
 KINDS = ("rename", "remove", "cast", "constant", "default", "from_path")
 

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from enum import Enum
 from functools import cached_property
 
-from turnstile.errors import PathError
-from turnstile.table_regex import partition_problem, table_prefix_match
+from turnstile.core.errors import PathError
+from turnstile.names.table_regex import partition_problem, table_prefix_match
 
 BACKLOG = "_backlog"
 CONFIG = "_config"

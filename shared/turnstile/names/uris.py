@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from turnstile.errors import PathError
+from turnstile.core.errors import PathError
 
 
 def parse_gs_uri(uri: str) -> tuple[str, str]:
@@ -64,7 +64,7 @@ def parse_bucket_uri(uri: str) -> BucketUri:
 
 def in_scheme(text: str, scheme: str, bucket: str) -> str:
     """`text` with the `gs://BUCKET` locations of `bucket` spelt in its own scheme: messages built
-    from a path (`turnstile.paths`) spell every bucket gs://."""
+    from a path (`turnstile.names.paths`) spell every bucket gs://."""
     if scheme == "gs" or not bucket:
         return text
     return re.sub(rf"gs://{re.escape(bucket)}(?![a-z0-9._-])", f"{scheme}://{bucket}", text)

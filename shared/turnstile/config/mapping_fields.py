@@ -4,7 +4,7 @@ The job (before it touches a row) and `turnstile validate` (against a schema or 
 batch) both play the mapping over the fields the batch has, so a wrong entry is named the same way
 in both: its index, its field, and what to do. Names compare case-insensitively, as Spark's do.
 Also here: the value a `from_path` entry takes from a batch's path (Spark DDL is read into fields
-by `turnstile.ddl`).
+by `turnstile.config.ddl`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from turnstile.ddl import Fields
-from turnstile.mapping import Cast, Entry, FromPath, describe, source, target
+from turnstile.config.ddl import Fields
+from turnstile.config.mapping import Cast, Entry, FromPath, describe, source, target
 
 
 def lookup(fields: Fields, dotted: str) -> tuple[str, ...] | None:

@@ -1,0 +1,1 @@
+"""What a deployment uploads: the functions' source and the job's files."""

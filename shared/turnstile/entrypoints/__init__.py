@@ -1,0 +1,1 @@
+"""What the Cloud Functions and Lambda handlers call, and where their clients are built."""
