@@ -137,7 +137,9 @@ def test_a_success_at_the_bucket_root_or_one_level_down_says_what_a_batch_path_l
     result = run("validate", f"gs://{bucket}", "-o", "json")
     assert result.exit_code == 1
     problems = {p["object"]: p["message"] for p in json.loads(result.stdout)["problems"]}
-    layout = "<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/]_SUCCESS"
+    layout = (
+        "<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/[folders/]]_SUCCESS"
+    )
     assert problems[f"gs://{bucket}/_SUCCESS"] == (
         f"a _SUCCESS at the bucket root belongs to no table; a batch path must look like {layout}, or set "
         "DESTINATION_REGEX (or destinationRegex in _config/load.json) for another layout; move it into "

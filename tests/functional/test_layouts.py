@@ -110,3 +110,37 @@ def test_the_history_gate_at_the_table_prefix_releases_that_table(
     assert host.tables.applied_rels(prefix) == ["b1", "b2"]
     assert pointers(host, prefix) == []
     assert rejected(host) == []
+
+
+# gcs_ocn_bq_ingest's default regex is not anchored at its end: a `_SUCCESS` in a folder below the
+# batch id is a batch of the table too, whose rel is its whole folder below the table prefix.
+DEEP = ("foo/bar/baz", "2024/05/01/13/b1/extra", "historical/2024/b1/x/y", "$2024050113/b1/x")
+
+
+def test_a_success_in_folders_below_the_batch_id_is_applied_as_a_batch_of_the_table(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store)
+    generation = host.put_batch("ds/tbl/foo/bar/baz")
+    host.drain()
+    assert host.tables.commits["ds/tbl"] == [("foo/bar/baz", generation)]
+    assert rejected(host) == []
+
+
+def test_ordered_batches_in_folders_below_their_batch_ids_queue_and_apply_in_pointer_order(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start(monkeypatch, gcs_store, {"START_BACKFILL_FILENAME": "_HISTORYDONE"})
+    generations = {rel: host.put_batch(f"ds/tbl/{rel}") for rel in DEEP}
+    # Spark's own `_SUCCESS` in its scratch folder, and one under a `_config/`: never batches.
+    host.upload("ds/tbl/foo/bar/_temporary/0/_SUCCESS")
+    host.upload("ds/tbl/foo/_config/bar/_SUCCESS")
+    host.drain()
+    assert sorted(pointers(host, "ds/tbl")) == sorted(f"ds/tbl/_backlog/{rel}/_SUCCESS" for rel in DEEP)
+    assert host.tables.commits.get("ds/tbl", []) == []
+    host.upload("ds/tbl/_HISTORYDONE")
+    host.drain()
+    order = sorted(DEEP, key=lambda rel: f"ds/tbl/_backlog/{rel}/_SUCCESS")
+    assert host.tables.commits["ds/tbl"] == [(rel, generations[rel]) for rel in order]
+    assert pointers(host, "ds/tbl") == []
+    assert rejected(host) == []

@@ -23,13 +23,15 @@ BACKFILL = "_BACKFILL"
 CLAIM_PREFIX = "_claimed_"
 INTERNAL = "_turnstile"  # manifests, result records and job-done signals of a table
 
-# ds/table/[historical|incremental/][$partition/|YYYY/[MM/[DD/[HH/]]]][batch/], applied to a batch folder.
+# ds/table/[historical|incremental/][$partition/|YYYY/[MM/[DD/[HH/]]]][batch/[folders/]], applied to
+# a batch folder. As gcs_ocn_bq_ingest's regex, which is not anchored at its end, any folders may
+# follow the batch id: `ds/tbl/foo/bar/baz/` is a batch of ds.tbl, batch id `foo`, rel `foo/bar/baz`.
 DEFAULT_DESTINATION_REGEX = (
     r"^(?P<dataset>[^/]+)/(?P<table>[^/]+)/"
     r"(?:(?P<kind>historical|incremental)/)?"
     r"(?:\$(?P<partition>[^/]+)/"
     r"|(?P<yyyy>[0-9]{4})/(?:(?P<mm>[0-9]{2})/(?:(?P<dd>[0-9]{2})/(?:(?P<hh>[0-9]{2})/)?)?)?)?"
-    r"(?:(?P<batch>[^/]+)/)?$"
+    r"(?:(?P<batch>[^/]+)/(?:[^/]+/)*)?$"
 )
 
 # Dataset and table names become SQL identifiers and warehouse folders: keep them boring.
@@ -364,7 +366,9 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
 
 def _layout(base: str, destination_regex: str | None) -> str:
     """What a batch path must look like, for errors about one that does not."""
-    default = f"<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/]{base}"
+    default = (
+        f"<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/[folders/]]{base}"
+    )
     if destination_regex is None:
         return (
             f"{default}, or set DESTINATION_REGEX (or destinationRegex in _config/load.json) "
