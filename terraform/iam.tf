@@ -61,7 +61,8 @@ resource "google_service_account" "build" {
 #                 which neither the functions nor the operators overwrite or delete
 #   is_job_output what a batch writes: result records (_turnstile/results/), its done signal
 #                 (_turnstile/jobs/*.done) and rejected rows (_failed/); never a manifest, a lock,
-#                 a backlog pointer, a claim, a config or upstream data
+#                 a backlog pointer, a claim or upstream data (with not_a_config: nor such a
+#                 folder nested in a _config/ folder)
 locals {
   inbound_objects   = "projects/_/buckets/${google_storage_bucket.inbound.name}/objects/"
   is_inbound_object = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"${local.inbound_objects}\")"
@@ -211,7 +212,7 @@ resource "google_storage_bucket_iam_member" "batch_inbound_results" {
   condition {
     title       = "turnstile job outputs only"
     description = "Result records (_turnstile/results/), done signals (_turnstile/jobs/*.done), rejected rows (_failed/)."
-    expression  = "${local.is_inbound_object} && ${local.is_job_output}"
+    expression  = "${local.is_inbound_object} && ${local.not_a_config} && ${local.is_job_output}"
   }
 }
 
@@ -236,7 +237,7 @@ resource "google_storage_bucket_iam_member" "batch_state_results" {
   condition {
     title       = "turnstile job outputs only"
     description = "Result records (_turnstile/results/); never a lock, a backlog pointer, a claim or a manifest."
-    expression  = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.state[0].name}/objects/\") && ${local.is_job_output}"
+    expression  = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.state[0].name}/objects/\") && ${local.not_a_config} && ${local.is_job_output}"
   }
 }
 

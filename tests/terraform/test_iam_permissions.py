@@ -55,6 +55,7 @@ VARIABLE_PERMISSIONS = {"catalog_extra_permissions": frozenset({"biglake.*", "bi
 CLAIM = "ds/tbl/2024/05/01/13/_claimed_part-0.csv_created_at_1714567890123456"
 MANIFEST = "ds/tbl/_turnstile/jobs/turnstile-ds-tbl-0123456789abcdef.manifest.json"
 RESULT = "ds/tbl/_turnstile/results/2024/05/01/13/17.json"
+CONFIG_LOOKALIKES = ["ds/tbl/_config/_turnstile/results/x.json", "ds/_config/_failed/x.csv"]
 # What the state bucket holds (turnstile.placement): a batch writes only its result records there.
 STATE_OBJECTS = ["ds/tbl/_bqlock", "ds/tbl/_backlog/2024/05/01/13/_SUCCESS", CLAIM, MANIFEST]
 
@@ -288,11 +289,12 @@ def test_the_batch_account_writes_only_its_records_in_the_state_bucket(tf: Confi
             assert not may(tf, batch, write, "state", name), f"the batches may not {write} {name}"
 
 
-def test_the_batch_account_writes_no_manifest_or_claim_in_the_inbound_bucket(tf: Config) -> None:
+def test_the_batch_account_writes_no_manifest_claim_or_config_in_the_inbound_bucket(tf: Config) -> None:
     """Beside test_terraform.py's upstream data, state objects and configs: a manifest says which
-    batches a job covers and a claim who handles an event; both are the functions' to write."""
+    batches a job covers and a claim who handles an event; both are the functions' to write. Nor
+    a job output's folder nested in a `_config/` folder."""
     batch = "${google_service_account.batch.member}"
-    for name in (MANIFEST, CLAIM):
+    for name in (MANIFEST, CLAIM, *CONFIG_LOOKALIKES):
         assert may(tf, batch, "storage.objects.get", "inbound", name)
         for write in OBJECT_WRITES:
             assert not may(tf, batch, write, "inbound", name), f"the batches may not {write} {name}"
