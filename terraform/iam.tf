@@ -1,11 +1,16 @@
 # Service accounts and every grant, least privilege. Only additive *_iam_member resources (never
 # authoritative bindings or policies); no basic roles; storage access is granted per bucket, never
-# project-wide. tests/terraform checks every role here against an allow-list.
+# project-wide, by no role (a predefined role's permissions included). tests/terraform checks every
+# role here against an allow-list, and resolves each grant to its permissions
+# (tests/terraform/fixtures/predefined_roles.json for predefined roles) to check what each
+# principal may do, directly or by acting as another service account.
 #
-#   <name>-fn       runs both functions: objects of the inbound bucket, create/get Dataproc
-#                   batches, act as <name>-batch (and as no other service account)
-#   <name>-batch    runs the Dataproc batches: dataproc.worker (with its project-wide object
-#                   access: docs/DEPLOY.md), the three buckets, the catalog
+#   <name>-fn       runs both functions: objects of the inbound bucket but _config/, the state
+#                   bucket, create/get/cancel Dataproc batches, act as <name>-batch (and as no
+#                   other service account)
+#   <name>-batch    runs the Dataproc batches: Dataproc Worker's permissions but storage (a custom
+#                   role), per bucket: read the inbound and state buckets and write only job outputs
+#                   there, the warehouse, the artifacts (read), its staging bucket; the catalog
 #   <name>-trigger  Eventarc's identity: receives the bucket's events, invokes <name>-events
 #   <name>-sched    Cloud Scheduler's OIDC identity: invokes <name>-sweeper
 #   <name>-build    Cloud Build's identity when it builds the functions' images
@@ -45,32 +50,58 @@ resource "google_service_account" "build" {
   description  = "Cloud Build identity for building the turnstile functions' images."
 }
 
+# -- the inbound bucket's IAM conditions ---------------------------------------------------------------
+
+# Grants on the inbound bucket are narrowed with IAM conditions (uniform bucket-level access makes
+# them apply). The table prefix varies, so a condition looks for a folder anywhere in the object's
+# name (`extract` returns "" when the template's prefix does not occur; the bucket part of the name
+# cannot contain "/", and "/objects/_config/x" matches "/_config/" too, so bucket-level folders are
+# covered).
+#   not_a_config  anything but a _config/ file: transforms and load configs are reviewed changes,
+#                 which neither the functions nor the operators overwrite or delete
+#   is_job_output what a batch writes: result records (_turnstile/results/), its done signal
+#                 (_turnstile/jobs/*.done) and rejected rows (_failed/); never a manifest, a lock,
+#                 a backlog pointer, a claim or upstream data (with not_a_config: nor such a
+#                 folder nested in a _config/ folder)
+locals {
+  inbound_objects   = "projects/_/buckets/${google_storage_bucket.inbound.name}/objects/"
+  is_inbound_object = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"${local.inbound_objects}\")"
+  not_a_config      = "resource.name.extract(\"/_config/{rest}\") == \"\""
+  is_job_output     = "(resource.name.extract(\"/_turnstile/results/{rest}\") != \"\" || (resource.name.extract(\"/_turnstile/jobs/{rest}\") != \"\" && resource.name.endsWith(\".done\")) || resource.name.extract(\"/_failed/{rest}\") != \"\")"
+}
+
 # -- the functions ------------------------------------------------------------------------------------
 
-# Read, create, overwrite and delete objects in the inbound bucket (state objects, claims, pointers,
-# manifests): objectUser, on this bucket only.
+# Read every object of the inbound bucket (batches, _config/, state objects)...
 resource "google_storage_bucket_iam_member" "functions_inbound" {
   bucket = google_storage_bucket.inbound.name
-  role   = "roles/storage.objectUser"
+  role   = "roles/storage.objectViewer"
   member = google_service_account.functions.member
 }
 
-# The state bucket holds turnstile's objects only: the functions and the batches read and write it
-# whole (a batch reads its manifest there and writes its result records).
+# ...and create, overwrite and delete what the protocol writes (locks, _BACKFILL, claims beside the
+# batches, pointers, manifests, records) across every table's folders, so only _config/ is left out:
+# the functions read configs and never write one.
+resource "google_storage_bucket_iam_member" "functions_inbound_writes" {
+  bucket = google_storage_bucket.inbound.name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.functions.member
+
+  condition {
+    title       = "everything but _config/"
+    description = "State objects, claims, pointers, manifests and records; never a _config/ file."
+    expression  = "${local.is_inbound_object} && ${local.not_a_config}"
+  }
+}
+
+# The state bucket holds turnstile's objects only (no _config/, no upstream data): the functions
+# read and write it whole.
 resource "google_storage_bucket_iam_member" "functions_state" {
   count = var.separate_state_bucket ? 1 : 0
 
   bucket = google_storage_bucket.state[0].name
   role   = "roles/storage.objectUser"
   member = google_service_account.functions.member
-}
-
-resource "google_storage_bucket_iam_member" "batch_state" {
-  count = var.separate_state_bucket ? 1 : 0
-
-  bucket = google_storage_bucket.state[0].name
-  role   = "roles/storage.objectUser"
-  member = google_service_account.batch.member
 }
 
 # Create, get and cancel Dataproc batches, nothing else: roles/dataproc.editor would also let the
@@ -106,31 +137,67 @@ resource "google_service_account_iam_member" "functions_act_as_batch" {
 
 # -- the Dataproc batches -----------------------------------------------------------------------------
 
-# Required of a Serverless batch's service account: the agent's calls, logs and metrics, and the
-# Dataproc staging and temp buckets. Known exposure (docs/DEPLOY.md, Service accounts and grants):
-# the role also holds project-wide storage.objects.* permissions, so the batch account can write and
-# delete any object of the project's buckets, whatever the conditional grants below say. Closing it
-# needs a custom role of the role's non-storage permissions and a staging bucket of the batches' own.
+# Google requires a Serverless batch's service account to hold Dataproc Worker (the agent's calls,
+# node pools, logs, metrics), but that role also carries storage.objects.create, delete and the
+# rest project-wide: every object of every bucket in the project, whatever the conditional grants
+# below say (IAM is additive), and to anyone who submits a batch as this account (the functions,
+# the operators). So a custom role holds Dataproc Worker's permissions but storage.*, and storage is
+# granted per bucket below, the staging bucket included (DATAPROC_STAGING_BUCKET: otherwise Dataproc
+# uses project-level staging and temp buckets of its own naming). The list is
+# `gcloud iam roles describe roles/dataproc.worker` without storage.*; tests/terraform compares it
+# with fixtures/predefined_roles.json, to refresh when Google changes the role (docs/DEPLOY.md).
+resource "google_project_iam_custom_role" "batch_worker" {
+  project     = var.project_id
+  role_id     = "${replace(var.name, "-", "_")}_batch_worker"
+  title       = "turnstile batch worker (${var.name})"
+  description = "Dataproc Worker without its project-wide Cloud Storage permissions: storage is granted per bucket."
+  permissions = [
+    "cloudprofiler.profiles.create",
+    "cloudprofiler.profiles.update",
+    "datalineage.locations.processOpenLineageMessage",
+    "dataproc.agents.create",
+    "dataproc.agents.delete",
+    "dataproc.agents.get",
+    "dataproc.agents.list",
+    "dataproc.agents.update",
+    "dataproc.batches.computeTuningConfig",
+    "dataproc.batches.sparkApplicationWrite",
+    "dataproc.sessions.sparkApplicationWrite",
+    "dataproc.tasks.lease",
+    "dataproc.tasks.listInvalidatedLeases",
+    "dataproc.tasks.reportStatus",
+    "dataprocrm.nodePools.create",
+    "dataprocrm.nodePools.delete",
+    "dataprocrm.nodePools.deleteNodes",
+    "dataprocrm.nodePools.get",
+    "dataprocrm.nodePools.list",
+    "dataprocrm.nodePools.resize",
+    "dataprocrm.nodes.get",
+    "dataprocrm.nodes.heartbeat",
+    "dataprocrm.nodes.list",
+    "dataprocrm.nodes.mintOAuthToken",
+    "dataprocrm.operations.get",
+    "logging.logEntries.create",
+    "logging.logEntries.route",
+    "monitoring.metricDescriptors.create",
+    "monitoring.metricDescriptors.get",
+    "monitoring.metricDescriptors.list",
+    "monitoring.monitoredResourceDescriptors.get",
+    "monitoring.monitoredResourceDescriptors.list",
+    "monitoring.timeSeries.create",
+  ]
+}
+
 resource "google_project_iam_member" "batch_worker" {
   project = var.project_id
-  role    = "roles/dataproc.worker"
+  role    = google_project_iam_custom_role.batch_worker.id
   member  = google_service_account.batch.member
 }
 
-# The inbound bucket, narrowed with IAM conditions (uniform bucket-level access makes them apply):
-# the batches read everything (data files, manifests, _config/) and may create or overwrite only
-# what a job writes: result records and done signals under <table>/_turnstile/ and rejected rows
-# under <table>/_failed/. Overwriting an object needs storage.objects.delete, hence objectUser, but
-# only there: by these grants, upstream data, _bqlock, _config/ and the backlog are out of reach
-# (roles/dataproc.worker above undoes that; see its comment). The table prefix
-# varies, so the condition looks for the folder anywhere in the object's name (`extract` returns
-# "" when the template's prefix does not occur; the bucket part of the name cannot contain "/", and
-# "/objects/_config/x" matches "/_config/" too, so bucket-level folders are covered).
-locals {
-  inbound_objects   = "projects/_/buckets/${google_storage_bucket.inbound.name}/objects/"
-  is_inbound_object = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"${local.inbound_objects}\")"
-}
-
+# The inbound bucket: the batches read everything (data files, manifests, _config/) and may create
+# or overwrite only what a job writes (local.is_job_output). Overwriting an object needs
+# storage.objects.delete, hence objectUser, but only there: upstream data, _bqlock, _BACKFILL,
+# _config/, the backlog, claims and manifests are out of the batches' reach.
 resource "google_storage_bucket_iam_member" "batch_inbound" {
   bucket = google_storage_bucket.inbound.name
   role   = "roles/storage.objectViewer"
@@ -144,8 +211,33 @@ resource "google_storage_bucket_iam_member" "batch_inbound_results" {
 
   condition {
     title       = "turnstile job outputs only"
-    description = "Result records and done signals (<table>/_turnstile/) and rejected rows (<table>/_failed/)."
-    expression  = "${local.is_inbound_object} && (resource.name.extract(\"/_turnstile/{rest}\") != \"\" || resource.name.extract(\"/_failed/{rest}\") != \"\")"
+    description = "Result records (_turnstile/results/), done signals (_turnstile/jobs/*.done), rejected rows (_failed/)."
+    expression  = "${local.is_inbound_object} && ${local.not_a_config} && ${local.is_job_output}"
+  }
+}
+
+# The state bucket, likewise: the batches read their manifests there and write their result
+# records; the locks, the backlog pointers, the claims and the manifests stay the functions' and
+# the operators' to write.
+resource "google_storage_bucket_iam_member" "batch_state" {
+  count = var.separate_state_bucket ? 1 : 0
+
+  bucket = google_storage_bucket.state[0].name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.batch.member
+}
+
+resource "google_storage_bucket_iam_member" "batch_state_results" {
+  count = var.separate_state_bucket ? 1 : 0
+
+  bucket = google_storage_bucket.state[0].name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.batch.member
+
+  condition {
+    title       = "turnstile job outputs only"
+    description = "Result records (_turnstile/results/); never a lock, a backlog pointer, a claim or a manifest."
+    expression  = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.state[0].name}/objects/\") && ${local.not_a_config} && ${local.is_job_output}"
   }
 }
 
@@ -160,6 +252,32 @@ resource "google_storage_bucket_iam_member" "batch_warehouse" {
 resource "google_storage_bucket_iam_member" "batch_artifacts" {
   bucket = google_storage_bucket.artifacts.name
   role   = "roles/storage.objectViewer"
+  member = google_service_account.batch.member
+}
+
+# The batches' staging bucket: theirs alone (staged files, driver output, Spark history).
+resource "google_storage_bucket_iam_member" "batch_dataproc_staging" {
+  bucket = google_storage_bucket.dataproc_staging.name
+  role   = "roles/storage.objectUser"
+  member = google_service_account.batch.member
+}
+
+# storage.buckets.get came with Dataproc Worker project-wide: the Cloud Storage connector reads a
+# bucket's metadata (a path at a bucket's root, directory checks) and Dataproc checks the staging
+# bucket's. Granted on each bucket the batches use, with objects.list (which each already has).
+resource "google_storage_bucket_iam_member" "batch_bucket_metadata" {
+  for_each = toset(concat(
+    [
+      google_storage_bucket.inbound.name,
+      google_storage_bucket.warehouse.name,
+      google_storage_bucket.artifacts.name,
+      google_storage_bucket.dataproc_staging.name,
+    ],
+    google_storage_bucket.state[*].name,
+  ))
+
+  bucket = each.value
+  role   = "roles/storage.legacyBucketReader"
   member = google_service_account.batch.member
 }
 
@@ -266,10 +384,11 @@ resource "google_storage_bucket_iam_member" "build_reads_source" {
 
 # -- people and keys ----------------------------------------------------------------------------------
 
-# Operators (var.operator_members) read everything (turnstile status, history) and write what the CLI writes: _bqlock
-# (unlock), _BACKFILL (backfill), uploads (put). They may not delete or overwrite _config/ files
-# (those are reviewed changes), only create new ones; objectUser elsewhere also lets them delete
-# upstream data, which `put` needs to replace a batch. Three grants, each narrowed by a condition.
+# Operators (var.operator_members) read everything (turnstile status, history) and write what the
+# CLI writes: _bqlock (unlock), _BACKFILL (backfill), uploads (put). They may not delete or overwrite
+# _config/ files (those are reviewed changes), only create new ones; objectUser elsewhere also lets
+# them delete upstream data, which `put` needs to replace a batch. Three grants, the writes narrowed
+# by conditions.
 resource "google_storage_bucket_iam_member" "operators_inbound" {
   for_each = toset(var.operator_members)
 
@@ -288,7 +407,7 @@ resource "google_storage_bucket_iam_member" "operators_inbound_writes" {
   condition {
     title       = "everything but _config/"
     description = "Locks, _BACKFILL, uploads and their replacement; never an existing _config/ file."
-    expression  = "${local.is_inbound_object} && resource.name.extract(\"/_config/{rest}\") == \"\""
+    expression  = "${local.is_inbound_object} && ${local.not_a_config}"
   }
 }
 
@@ -318,7 +437,9 @@ resource "google_storage_bucket_iam_member" "operators_state" {
 # `turnstile retry`, `backfill` and `cancel` start and cancel Dataproc batches from the operator's
 # machine, as the functions do (with the environment of the operator_job_env_prefix output): the
 # functions' own custom role (create, get, cancel batches; nothing else) and actAs on the batch
-# service account alone, so the batches run as the functions' do.
+# service account alone, so the batches run as the functions' do. A batch of an operator's choosing
+# has the batch account's rights, so those are the operators' too: job outputs and the warehouse,
+# never _config/ or a lock (tests/terraform checks what acting as the batch account reaches).
 resource "google_project_iam_member" "operators_batch_submitter" {
   for_each = toset(var.operator_members)
 

@@ -30,6 +30,8 @@ locals {
   artifacts_bucket = coalesce(var.artifacts_bucket_name, "${var.project_id}-${var.name}-artifacts")
   state_bucket     = var.separate_state_bucket ? coalesce(var.state_bucket_name, "${var.project_id}-${var.name}-state") : ""
   warehouse_bucket = coalesce(var.warehouse_bucket_name, "${var.project_id}-${var.name}-warehouse")
+  # The batches' own Dataproc staging bucket (iam.tf says why they need one).
+  dataproc_staging_bucket = coalesce(var.dataproc_staging_bucket_name, "${var.project_id}-${var.name}-dataproc")
 
   labels = merge(var.labels, { app = "turnstile", deployment = var.name })
 
@@ -90,6 +92,7 @@ locals {
     DATAPROC_RUNTIME_VERSION = var.dataproc_runtime_version
     DATAPROC_SERVICE_ACCOUNT = google_service_account.batch.email
     DATAPROC_SUBNETWORK      = var.dataproc_subnetwork == null ? "" : var.dataproc_subnetwork
+    DATAPROC_STAGING_BUCKET  = google_storage_bucket.dataproc_staging.name
     DATAPROC_PROPERTIES      = jsonencode(local.dataproc_properties)
     DATAPROC_LABELS          = jsonencode(local.dataproc_labels)
     JOB_MAIN_URI             = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_main.name}"

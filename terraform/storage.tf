@@ -1,5 +1,6 @@
-# Buckets: inbound (upstream's batches and turnstile's state objects), artifacts (what the functions
-# and the batches run), warehouse (the Iceberg tables). All: uniform bucket-level access, public
+# Buckets: inbound (upstream's batches and turnstile's state objects), state (with
+# separate_state_bucket), artifacts (what the functions and the batches run), warehouse (the Iceberg
+# tables), dataproc_staging (the batches' staging bucket). All: uniform bucket-level access, public
 # access prevention enforced, optional CMEK, IAM granted per bucket in iam.tf (never project-wide).
 
 resource "google_storage_bucket" "inbound" {
@@ -87,12 +88,12 @@ resource "google_storage_bucket" "inbound" {
     }
   }
 
-  # A CMEK key must be in the location of the bucket it encrypts; kms_key_name serves all three
-  # buckets, and the warehouse is in dataproc_region.
+  # A CMEK key must be in the location of the bucket it encrypts; kms_key_name serves every bucket,
+  # and the warehouse and Dataproc staging buckets are in dataproc_region.
   lifecycle {
     precondition {
       condition     = var.kms_key_name == null || (split("/", coalesce(var.kms_key_name, "-/-/-/-"))[3] == var.region && local.dataproc_region == var.region)
-      error_message = "kms_key_name must be a key in region (its location part), and with a key dataproc_region must be region or unset: one key encrypts the inbound, artifacts and warehouse buckets, and the warehouse bucket is in dataproc_region."
+      error_message = "kms_key_name must be a key in region (its location part), and with a key dataproc_region must be region or unset: one key encrypts every bucket, and the warehouse and Dataproc staging buckets are in dataproc_region."
     }
   }
 
@@ -231,6 +232,47 @@ resource "google_storage_bucket" "warehouse" {
       days_since_noncurrent_time = var.noncurrent_version_retention_days
       with_state                 = "ARCHIVED"
       send_age_if_zero           = false
+    }
+    action {
+      type = "Delete"
+    }
+  }
+
+  depends_on = [google_project_service.apis, google_kms_crypto_key_iam_member.gcs_agent]
+}
+
+# The batches' Dataproc staging bucket (DATAPROC_STAGING_BUCKET, ExecutionConfig.staging_bucket):
+# staged dependencies, config files, driver output and Spark history. Without it Dataproc creates
+# project-level staging and temp buckets under names of its own, which the batch account could only
+# reach with project-wide storage permissions (iam.tf). Ephemeral: deleted after
+# dataproc_staging_retention_days, no versions, no soft delete (Dataproc's own staging buckets keep
+# none either).
+resource "google_storage_bucket" "dataproc_staging" {
+  #checkov:skip=CKV_GCP_62:Usage logs are not used: Google recommends Cloud Audit Logs (Data Access logs of storage.googleapis.com, enabled per project) to audit object access.
+  #checkov:skip=CKV_GCP_78:No versioning on purpose: the bucket holds each batch's ephemeral files (staged dependencies, driver output, Spark history), deleted by age; nothing in it is a record to recover.
+  name                        = local.dataproc_staging_bucket
+  project                     = var.project_id
+  location                    = local.dataproc_region
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = var.force_destroy_buckets
+  labels                      = local.labels
+
+  soft_delete_policy {
+    retention_duration_seconds = 0
+  }
+
+  dynamic "encryption" {
+    for_each = var.kms_key_name == null ? [] : [var.kms_key_name]
+    content {
+      default_kms_key_name = encryption.value
+    }
+  }
+
+  lifecycle_rule {
+    condition {
+      age = var.dataproc_staging_retention_days
     }
     action {
       type = "Delete"

@@ -83,8 +83,25 @@ variable "warehouse_bucket_name" {
   default     = null
 }
 
+variable "dataproc_staging_bucket_name" {
+  description = "Name of the Dataproc staging bucket of the batches (their dependencies, driver output, Spark history; DATAPROC_STAGING_BUCKET); default: <project_id>-<name>-dataproc."
+  type        = string
+  default     = null
+}
+
+variable "dataproc_staging_retention_days" {
+  description = "Days after which the Dataproc staging bucket's objects (a batch's staged files, driver output and Spark history) are deleted."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.dataproc_staging_retention_days >= 1
+    error_message = "dataproc_staging_retention_days must be at least 1: a running batch reads what it staged there."
+  }
+}
+
 variable "kms_key_name" {
-  description = "Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) for the default encryption of all three buckets; null: Google-managed keys. The key must be in the buckets' location, so with a key, dataproc_region (the warehouse bucket's location) must be region or unset."
+  description = "Cloud KMS key (projects/P/locations/L/keyRings/R/cryptoKeys/K) for the default encryption of every bucket; null: Google-managed keys. The key must be in the buckets' location, so with a key, dataproc_region (the location of the warehouse and Dataproc staging buckets) must be region or unset."
   type        = string
   default     = null
 

@@ -32,6 +32,7 @@ DEPLOYED = {
     "DATAPROC_REGION": "europe-west1",
     "DATAPROC_RUNTIME_VERSION": "2.2",
     "DATAPROC_SERVICE_ACCOUNT": "turnstile-batch@my-project.iam.gserviceaccount.com",
+    "DATAPROC_STAGING_BUCKET": "my-project-turnstile-dataproc",
     "DATAPROC_PROPERTIES": json.dumps({"spark.dataproc.driverEnv.ICEBERG_CATALOG": "turnstile"}),
     "DATAPROC_LABELS": json.dumps({"app": "turnstile", "deployment": "turnstile"}),
     "JOB_MAIN_URI": "gs://my-project-turnstile-artifacts/job/0123456789abcdef/main.py",

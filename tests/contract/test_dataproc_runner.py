@@ -167,6 +167,25 @@ def test_dataproc_properties_override_the_catalog_defaults(stub: DataprocStub) -
     assert create.body["runtimeConfig"]["properties"]["spark.sql.catalog.lake.gcp_location"] == "us"
 
 
+def test_the_batches_stage_in_the_staging_bucket_given(stub: DataprocStub) -> None:
+    """DATAPROC_STAGING_BUCKET: the batches' own bucket for dependencies, driver output and Spark
+    history, rather than the project-level buckets Dataproc would create (docs/DEPLOY.md)."""
+    env = {**ENV, "DATAPROC_STAGING_BUCKET": "proj-1-turnstile-dataproc"}
+    runner_for(stub, env).submit(JOB, MANIFEST)
+    [create] = stub.sent("POST", CREATE)
+    assert create.body["environmentConfig"]["executionConfig"] == {
+        "serviceAccount": "turnstile-jobs@proj-1.iam.gserviceaccount.com",
+        "subnetworkUri": "projects/proj-1/regions/europe-west1/subnetworks/jobs",
+        "stagingBucket": "proj-1-turnstile-dataproc",
+    }
+    alone = {k: v for k, v in env.items() if k not in ("DATAPROC_SERVICE_ACCOUNT", "DATAPROC_SUBNETWORK")}
+    runner_for(stub, alone).submit("turnstile-sales-orders-fedcba9876543210", MANIFEST)
+    second = stub.sent("POST", CREATE)[1]
+    assert second.body["environmentConfig"] == {
+        "executionConfig": {"stagingBucket": "proj-1-turnstile-dataproc"}
+    }
+
+
 def test_optional_execution_fields_are_left_out(stub: DataprocStub) -> None:
     env = {k: v for k, v in ENV.items() if k not in ("DATAPROC_SERVICE_ACCOUNT", "DATAPROC_SUBNETWORK")}
     runner_for(stub, env).submit(JOB, MANIFEST)

@@ -31,11 +31,11 @@ EVENT_TYPE = "google.cloud.storage.object.v1.finalized"
 MAX_EVENT_TIMEOUT = 540  # seconds: the ceiling for event-driven functions
 
 # Every grant the deployment may make, by resource type. Project-level grants are the ones that
-# exist only at project level (or must, like the Eventarc-managed topic's publisher) and the two
-# custom roles; storage is granted per bucket.
+# exist only at project level (or must, like the Eventarc-managed topic's publisher) and the three
+# custom roles; storage is granted per bucket (test_iam_permissions.py checks the permissions).
 ALLOWED_ROLES: dict[str, set[str]] = {
     "google_project_iam_member": {
-        "roles/dataproc.worker",  # the batch service account (Serverless requires it)
+        "${google_project_iam_custom_role.batch_worker.id}",  # Dataproc Worker but storage.*
         # (the custom batch_submitter role: the functions, and operator_members for retry/cancel)
         "roles/eventarc.eventReceiver",  # the trigger's service account
         "roles/pubsub.publisher",  # the Cloud Storage service agent (Eventarc's topic)
@@ -47,6 +47,7 @@ ALLOWED_ROLES: dict[str, set[str]] = {
         "roles/storage.objectUser",
         "roles/storage.objectViewer",
         "roles/storage.objectCreator",  # operators: new _config/ files only (conditional)
+        "roles/storage.legacyBucketReader",  # the batches: storage.buckets.get of their buckets
     },
     "google_service_account_iam_member": {"roles/iam.serviceAccountUser"},
     "google_cloud_run_service_iam_member": {"roles/run.invoker"},
@@ -378,7 +379,8 @@ def test_no_basic_roles_and_no_project_wide_storage(tf: Config) -> None:
 
 def test_custom_roles_hold_only_the_permissions_used(tf: Config) -> None:
     roles = dict(tf.of_type("google_project_iam_custom_role"))
-    assert set(roles) == {"batch_submitter", "catalog_writer"}
+    # (batch_worker: test_iam_permissions.py holds it to Dataproc Worker's permissions but storage)
+    assert set(roles) == {"batch_submitter", "catalog_writer", "batch_worker"}
     # `cancel` cancels the batch's operation: dataproc.operations.cancel plus dataproc.batches.cancel.
     assert roles["batch_submitter"]["permissions"] == [
         "dataproc.batches.cancel",
@@ -444,11 +446,13 @@ def test_operators_get_the_functions_job_settings(tf: Config) -> None:
 
 def test_bucket_grants_are_per_bucket(tf: Config) -> None:
     expected = {
-        "functions_inbound": ("inbound", "roles/storage.objectUser", "functions"),
+        "functions_inbound": ("inbound", "roles/storage.objectViewer", "functions"),
+        "functions_inbound_writes": ("inbound", "roles/storage.objectUser", "functions"),
         "batch_inbound": ("inbound", "roles/storage.objectViewer", "batch"),
         "batch_inbound_results": ("inbound", "roles/storage.objectUser", "batch"),
         "batch_warehouse": ("warehouse", "roles/storage.objectUser", "batch"),
         "batch_artifacts": ("artifacts", "roles/storage.objectViewer", "batch"),
+        "batch_dataproc_staging": ("dataproc_staging", "roles/storage.objectUser", "batch"),
         "build_reads_source": ("artifacts", "roles/storage.objectViewer", "build"),
     }
     for name, (bucket, role, account) in expected.items():
@@ -461,7 +465,7 @@ def test_bucket_grants_are_per_bucket(tf: Config) -> None:
 def test_batch_account_has_worker_and_catalog(tf: Config) -> None:
     worker = tf.resource("google_project_iam_member", "batch_worker")
     assert (worker["role"], worker["member"]) == (
-        "roles/dataproc.worker",
+        "${google_project_iam_custom_role.batch_worker.id}",
         "${google_service_account.batch.member}",
     )
     catalog = tf.resource("google_project_iam_member", "batch_catalog")
@@ -502,8 +506,8 @@ def _cel_extract(name: str, template: str) -> str:
 
 
 def allows(tf: Config, grant: dict[str, Any], object_name: str) -> bool:
-    """Whether `grant`'s condition holds for an object of the inbound bucket. The few CEL forms the
-    conditions use (`==`, `!=`, `&&`, `||`, `!`, startsWith, extract) are translated to Python;
+    """Whether `grant`'s condition holds for an object of its bucket. The few CEL forms the
+    conditions use (`==`, `!=`, `&&`, `||`, `!`, startsWith, endsWith, extract) are translated to Python;
     any other form fails the translation, so a condition this cannot read fails the test."""
     conditions = grant.get("condition")
     if not conditions:
@@ -512,7 +516,8 @@ def allows(tf: Config, grant: dict[str, Any], object_name: str) -> bool:
     for _ in range(5):  # locals that use other locals
         for key, value in tf.locals.items():
             expression = expression.replace(f"${{local.{key}}}", str(value))
-    expression = expression.replace("${google_storage_bucket.inbound.name}", BUCKET)
+    for bucket in ("inbound", "state[0]"):  # the grant is on one of them: the same sample name
+        expression = expression.replace(f"${{google_storage_bucket.{bucket}.name}}", BUCKET)
     assert "${" not in expression, f"unresolved reference in {expression}"
     python = (
         expression.replace("&&", " and ")
@@ -521,6 +526,7 @@ def allows(tf: Config, grant: dict[str, Any], object_name: str) -> bool:
         .replace("!", " not ")
         .replace("<>", "!=")
         .replace("resource.name.startsWith(", "name.startswith(")
+        .replace("resource.name.endsWith(", "name.endswith(")
         .replace("resource.name.extract(", "extract(name, ")
         .replace("resource.type", "kind")
     )
@@ -1377,16 +1383,12 @@ def test_make_help_names_every_artifact_package_builds() -> None:
         assert artifact in line, artifact
 
 
-def test_the_dataproc_worker_exposure_is_documented_while_the_grant_stands(tf: Config) -> None:
-    """roles/dataproc.worker holds project-wide storage.objects.* (Google's role reference), which the
-    role-name allow-list cannot see: while the batch account has it, the docs and iam.tf must say
-    that the inbound bucket's conditional grant does not hold, and no doc may claim the contrary."""
-    worker = [b for _, _, b in _grants(tf) if b["role"] == "roles/dataproc.worker"]
-    if not worker:
-        return
-    deploy = (ROOT / "docs" / "DEPLOY.md").read_text()
-    assert "**Known exposure: `roles/dataproc.worker` on the batch account.**" in deploy
-    assert "the known exposure" in _deploy_section("### Service accounts and grants")
-    assert "upstream data, `_bqlock`, `_config/` and the backlog are out of reach |" not in deploy
-    iam = (TF_DIR / "iam.tf").read_text()
-    assert "Known exposure" in iam and "project-wide storage.objects.*" in iam
+def test_the_grants_table_names_every_custom_role_and_bucket_grant(tf: Config) -> None:
+    """docs/DEPLOY.md, Service accounts and grants, says what each account holds: every custom role
+    (by the name Terraform gives it) and every role granted on a bucket appear in its table."""
+    section = _deploy_section("### Service accounts and grants")
+    for name in dict(tf.of_type("google_project_iam_custom_role")):
+        assert f"`turnstile_{name}`" in section, f"DEPLOY.md lacks the custom role {name}"
+    for _, body in tf.of_type("google_storage_bucket_iam_member"):
+        assert f"`{body['role']}`" in section, f"DEPLOY.md lacks {body['role']}"
+    assert "roles/dataproc.worker` | project" not in section, "the batch account holds no Dataproc Worker"

@@ -289,3 +289,22 @@ def test_state_bucket_must_be_a_bucket_name(value: str, says: str) -> None:
     assert says in str(caught.value)
     assert Settings.from_env({"STATE_BUCKET": "my-state"}).state_bucket == "my-state"
     assert Settings.from_env({"STATE_BUCKET": ""}).state_bucket is None
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("gs://proj-dataproc", ": proj-dataproc, not a URI"),
+        ("gs://proj-dataproc/staging/", ": proj-dataproc, not a URI"),
+        ("Staging Bucket", "must be a bucket's name"),
+    ],
+)
+def test_the_dataproc_staging_bucket_must_be_a_bucket_name(value: str, says: str) -> None:
+    """ExecutionConfig.staging_bucket takes a bucket's name; Dataproc refuses a gs:// URI only when
+    a batch is created, so the settings refuse it first, naming the bucket to write."""
+    with pytest.raises(SettingsError, match="'DATAPROC_STAGING_BUCKET'") as caught:
+        Settings.from_env({"DATAPROC_STAGING_BUCKET": value})
+    assert says in str(caught.value)
+    settings = Settings.from_env({"DATAPROC_STAGING_BUCKET": "proj-dataproc"})
+    assert settings.dataproc_staging_bucket == "proj-dataproc"
+    assert Settings.from_env({"DATAPROC_STAGING_BUCKET": ""}).dataproc_staging_bucket is None

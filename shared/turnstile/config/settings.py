@@ -125,6 +125,10 @@ class Settings(BaseModel):
     dataproc_subnetwork: str | None = Field(None, alias="DATAPROC_SUBNETWORK")
     """Subnetwork URI for the batches (needs Private Google Access)."""
 
+    dataproc_staging_bucket: str | None = Field(None, alias="DATAPROC_STAGING_BUCKET")
+    """Bucket (a name, not a URI) where the batches stage their dependencies, driver output and
+    Spark history; unset: the project-level staging and temp buckets Dataproc creates itself."""
+
     dataproc_properties: JsonObject = Field(default_factory=dict, alias="DATAPROC_PROPERTIES")
     """JSON object of extra Spark properties for every batch."""
 
@@ -208,7 +212,7 @@ class Settings(BaseModel):
             )
         return value
 
-    @field_validator("state_bucket")
+    @field_validator("state_bucket", "dataproc_staging_bucket")
     @classmethod
     def _a_bucket_name(cls, value: str | None) -> str | None:
         if value is not None and not re.fullmatch(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]", value):

@@ -123,6 +123,8 @@ class DataprocBatchSpec:
     runtime_version: str = "2.2"
     service_account: str | None = None
     subnetwork: str | None = None
+    staging_bucket: str | None = None
+    """The batches' own bucket for dependencies, driver output and Spark history (a name)."""
     properties: Mapping[str, str] = field(default_factory=dict)
     """Extra Spark properties (DATAPROC_PROPERTIES); they override `catalog_properties`."""
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -143,6 +145,7 @@ class DataprocBatchSpec:
             runtime_version=settings.dataproc_runtime_version,
             service_account=settings.dataproc_service_account,
             subnetwork=settings.dataproc_subnetwork,
+            staging_bucket=settings.dataproc_staging_bucket,
             properties=dict(settings.dataproc_properties),
             labels=dict(settings.dataproc_labels),
             python_file_uris=tuple(settings.job_python_file_uris),
@@ -158,6 +161,8 @@ class DataprocBatchSpec:
             execution.service_account = self.service_account
         if self.subnetwork:
             execution.subnetwork_uri = self.subnetwork
+        if self.staging_bucket:
+            execution.staging_bucket = self.staging_bucket
         return dataproc_v1.Batch(
             pyspark_batch=dataproc_v1.PySparkBatch(
                 main_python_file_uri=self.main_python_file_uri,
@@ -172,7 +177,7 @@ class DataprocBatchSpec:
             ),
             # Left empty when nothing is set, so the service's defaults apply.
             environment_config=dataproc_v1.EnvironmentConfig(execution_config=execution)
-            if self.service_account or self.subnetwork
+            if self.service_account or self.subnetwork or self.staging_bucket
             else None,
             labels={**self.labels, JOB_LABEL: "true"},
         )
