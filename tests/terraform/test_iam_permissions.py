@@ -27,7 +27,7 @@ from tests.terraform.test_terraform import (
     allows,
     tf,
 )
-from turnstile.settings import Settings
+from turnstile.config.settings import Settings
 
 __all__ = ["tf"]  # the module's parsed terraform/ (a pytest fixture)
 
@@ -56,7 +56,7 @@ CLAIM = "ds/tbl/2024/05/01/13/_claimed_part-0.csv_created_at_1714567890123456"
 MANIFEST = "ds/tbl/_turnstile/jobs/turnstile-ds-tbl-0123456789abcdef.manifest.json"
 RESULT = "ds/tbl/_turnstile/results/2024/05/01/13/17.json"
 CONFIG_LOOKALIKES = ["ds/tbl/_config/_turnstile/results/x.json", "ds/_config/_failed/x.csv"]
-# What the state bucket holds (turnstile.placement): a batch writes only its result records there.
+# What the state bucket holds (turnstile.names.placement): a batch writes only its result records there.
 STATE_OBJECTS = ["ds/tbl/_bqlock", "ds/tbl/_backlog/2024/05/01/13/_SUCCESS", CLAIM, MANIFEST]
 
 
