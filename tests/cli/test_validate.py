@@ -187,6 +187,41 @@ def test_bq_transform_sql_is_accepted_and_both_names_in_one_folder_are_a_problem
     assert "holds both transform.sql and bq_transform.sql" in problem["message"]
 
 
+def test_a_transform_sql_that_cannot_run_on_any_batch_is_a_problem_of_that_file(
+    run: Run, world: World
+) -> None:
+    transforms = {
+        "sales/drop": b"-- clean up first\nDROP TABLE ${table}",
+        "sales/two": b"DELETE FROM ${table} WHERE v = ';'; SELECT * FROM batch",
+        "sales/open": b"SELECT * FROM batch WHERE v = 'it\\'s",
+        "sales/merge": b"WITH b AS (SELECT * FROM batch) MERGE INTO ${table} t USING b ON t.id = b.id "
+        b"WHEN MATCHED THEN DELETE",
+        "sales/select": b"SELECT *, '${rel}' AS folder FROM batch -- DROP TABLE",
+    }
+    for table, text in transforms.items():
+        world.store.write(f"{table}/_config/transform.sql", text)
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 1, result.output
+    problems = {
+        p["object"].rsplit(world.store.bucket + "/", 1)[1]: p["message"]
+        for p in json.loads(result.stdout)["problems"]
+    }
+    assert problems == {
+        "sales/drop/_config/transform.sql": (
+            "transform.sql is a DROP statement; a transform.sql is one SELECT over the view `batch`, whose "
+            "rows are written in the table's mode, or one MERGE/UPDATE/DELETE/INSERT that writes the table "
+            "itself: rewrite it as one of these"
+        ),
+        "sales/two/_config/transform.sql": (
+            "transform.sql must hold one statement (a SELECT over `batch`, or one "
+            "MERGE/UPDATE/DELETE/INSERT); it holds several"
+        ),
+        "sales/open/_config/transform.sql": (
+            "transform.sql has a literal opened with ' on line 1 and never closed; close it"
+        ),
+    }
+
+
 # -- mapping -----------------------------------------------------------------------------------------
 def mapping_problems(run: Run, world: World) -> dict[str, list[str]]:
     result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
@@ -572,6 +607,10 @@ def test_a_derived_table_without_a_select_transform_is_a_problem_of_its_load_jso
     world.store.write("mart/none/_config/load.json", derived)
     world.store.write("mart/merge/_config/load.json", derived)
     world.store.write("mart/merge/_config/transform.sql", b"-- upsert\nMERGE INTO t USING s ON t.id = s.id")
+    world.store.write("mart/with/_config/load.json", derived)
+    world.store.write(
+        "mart/with/_config/transform.sql", b"WITH a AS (SELECT 1) INSERT INTO t SELECT * FROM a"
+    )
     world.store.write("mart/good/_config/load.json", derived)
     world.store.write("mart/good/_config/transform.sql", b"SELECT * FROM ${catalog}.src.a")
     result = run("validate", f"gs://{bucket}", "--output", "json")
@@ -582,7 +621,9 @@ def test_a_derived_table_without_a_select_transform_is_a_problem_of_its_load_jso
     [none] = problems["mart/none/_config/load.json"]
     assert "derived table 'mart/none' has no transform.sql" in none
     [merge] = problems["mart/merge/_config/load.json"]
-    assert "is a MERGE/UPDATE/DELETE/INSERT" in merge
+    assert "its transform.sql is a MERGE statement, not a SELECT" in merge
+    [with_insert] = problems["mart/with/_config/load.json"]
+    assert "its transform.sql is an INSERT statement, not a SELECT" in with_insert
     assert "mart/good/_config/load.json" not in problems
 
 

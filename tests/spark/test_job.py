@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.errors import ParseException
 
 from tests.spark.jobkit import BUCKET, Kit, csv
 from turnstile.config.cascade import ConfigReader
@@ -26,7 +27,7 @@ from turnstile.names.paths import parse_success
 from turnstile.ops.session import NoRunner
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.manifests import manifest_batch
-from turnstile.spark import commits
+from turnstile.spark import commits, lexical, statements
 from turnstile.spark.applier import IcebergApplier
 from turnstile.state.records import BatchOutcome, BatchResult, JobDone, ManifestBatch
 
@@ -235,6 +236,19 @@ def test_first_batch_creates_the_table_with_partitions_and_properties_and_result
     assert assert_tagged(kit, b2, "job-1")["operation"] == "append"
     assert result(kit, b2).snapshot_id != r1.snapshot_id
     assert done_signal(kit, "job-1") == done
+
+
+def test_table_properties_are_set_as_load_json_writes_them_whatever_they_hold(
+    spark: Any, tmp_path: Path
+) -> None:
+    note = "it's \"quoted\", a back\\slash\\; -- not a comment */ '); DROP TABLE x; --"
+    properties = {"turnstile.note": note, "odd 'key' \\": "v"}
+    kit = Kit(spark, tmp_path, table_properties=properties)
+    done = kit.run(kit.batch("1", csv("id", "1")))
+    assert done.succeeded, done.error
+    found = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {kit.table}").collect()}
+    assert found["turnstile.note"] == note
+    assert found["odd 'key' \\"] == "v"
 
 
 def test_overwrite_replaces_all_rows_with_one_snapshot_per_batch(spark: Any, tmp_path: Path) -> None:
@@ -599,6 +613,145 @@ def test_a_transform_spark_rejects_is_reported_with_its_file(
     )
     assert done.error == f"batch '1': {error}"
     assert not spark.catalog.tableExists(kit.table) or not tagged(kit)  # nothing committed
+
+
+# Text that Spark's lexer and `turnstile.spark.lexical` must cut alike: placeholders are filled by
+# where the lexer says they stand.
+LEXED = [
+    "SELECT 'a\\'b' x -- c\nFROM t /* x /* y */ z */ /*+ HINT */ r'a\\' \"q\\\"\" `b``c` R\"x\"",
+    "/* a /*+ b */ c */ d",
+    "x1r'a' 3r'b' _r'c' (r'd') é r'e' $r'f'",
+    "-- a\\\nb\nc -- d\r\ne -- f\rg",
+    "SELECT '--', \"/*\", `--`, '*/' -- ' \" `\n, 1",
+    "a---b a/**/b a/*/b*/c /*+*/ '\\\\' 'x' r'' \"\\\\\" \"\"",
+    "SELECT $${rel}, '${rel}', `${x}`, \"it's\", 'say \"hi\"'",
+]
+
+
+def spark_cut(spark: Any, text: str) -> list[tuple[str, str]]:
+    """`text` cut by Spark's own lexer into lexical's kinds: literals, quoted names, comments, code."""
+    parser = spark._jvm.org.apache.spark.sql.catalyst.parser
+    stream = parser.UpperCaseCharStream(spark._jvm.org.antlr.v4.runtime.CharStreams.fromString(text))
+    lexer = parser.SqlBaseLexer(stream)
+    vocabulary = lexer.getVocabulary()
+    kinds = {
+        "STRING_LITERAL": "string",
+        "DOUBLEQUOTED_STRING": "string",
+        "BACKQUOTED_IDENTIFIER": "name",
+        "SIMPLE_COMMENT": "comment",
+        "BRACKETED_COMMENT": "comment",
+    }
+    found: list[tuple[str, str]] = []
+    for token in lexer.getAllTokens():
+        piece = str(token.getText())
+        kind = kinds.get(str(vocabulary.getSymbolicName(token.getType())), "code")
+        if kind == "string" and piece[:1] in "rR":
+            kind = "raw"
+        if kind == "code" and found and found[-1][0] == "code":
+            found[-1] = ("code", found[-1][1] + piece)
+        else:
+            found.append((kind, piece))
+    return found
+
+
+@pytest.mark.parametrize("text", LEXED)
+def test_sql_is_cut_as_spark_s_own_lexer_cuts_it(spark: Any, text: str) -> None:
+    assert [(part.kind.value, part.text) for part in lexical.segments(text)] == spark_cut(spark, text)
+
+
+@pytest.mark.parametrize(
+    ("statement", "described"),
+    [
+        ("SELECT * FROM batch WHERE v = 'INSERT'", "a SELECT statement"),
+        ("-- INSERT first\nWITH a AS (SELECT 1) SELECT * FROM a", "a SELECT statement"),
+        ("(SELECT 1) UNION (SELECT 2)", "a SELECT statement"),
+        ("VALUES (1), (2)", "a SELECT statement"),
+        ("TABLE batch", "a SELECT statement"),
+        ("FROM batch SELECT *", "a SELECT statement"),
+        ("SELECT /*+ REPARTITION(2) */ * FROM batch", "a SELECT statement"),
+        ("INSERT OVERWRITE t SELECT * FROM batch", "an INSERT statement"),
+        ("WITH a AS (SELECT 1) MERGE INTO t USING a ON true WHEN MATCHED THEN DELETE", "a MERGE statement"),
+        ("UPDATE t SET a = 1", "an UPDATE statement"),
+        ("DELETE FROM t WHERE a = 1", "a DELETE statement"),
+        ("CREATE TEMPORARY VIEW v AS SELECT 1", "a CREATE VIEW statement"),
+        ("CACHE TABLE batch", "a CACHE TABLE statement"),
+        ("EXPLAIN SELECT 1", "an EXPLAIN statement"),
+        ("ALTER TABLE t WRITE ORDERED BY id", "a SET WRITE DISTRIBUTION AND ORDERING statement"),
+        ("USE local", "a SET CATALOG AND NAMESPACE statement"),
+    ],
+)
+def test_spark_s_parser_says_what_a_statement_is_without_running_it(
+    spark: Any, statement: str, described: str
+) -> None:
+    found = statements.parse(spark, statement)
+    assert found.described() == described
+    assert found.dml == (described.split()[1] in ("INSERT", "MERGE", "UPDATE", "DELETE"))
+    assert spark.catalog.currentCatalog() == "spark_catalog"  # USE did not run
+
+
+def test_two_statements_do_not_parse(spark: Any) -> None:
+    with pytest.raises(ParseException, match="PARSE_SYNTAX_ERROR"):
+        statements.parse(spark, "SELECT 1; SELECT 2")
+
+
+NOT_A_TRANSFORM = "a transform.sql is one SELECT over the view `batch`, whose rows are written in the"
+
+
+@pytest.mark.parametrize(
+    ("statement", "kind"),
+    [
+        ("CREATE TABLE ${catalog}.ds.made_${table_name} (id INT) USING iceberg", "a CREATE TABLE statement"),
+        ("DROP TABLE ${catalog}.ds.keep_${table_name}", "a DROP TABLE statement"),
+        (
+            "CALL ${catalog}.system.rollback_to_snapshot("
+            "table => 'ds.keep_${table_name}', snapshot_id => FIRST)",
+            "a CALL statement",
+        ),
+        ("FROM batch INSERT INTO ${table} SELECT * INSERT INTO ${table} SELECT *", "a multi-table INSERT"),
+        ("SET spark.sql.ansi.enabled = true", "a SET statement"),
+    ],
+    ids=["create-table", "drop-table", "call", "multi-insert", "set"],
+)
+def test_a_transform_neither_a_select_nor_one_dml_is_refused_naming_its_file_and_kind(
+    spark: Any, tmp_path: Path, statement: str, kind: str
+) -> None:
+    kit = Kit(spark, tmp_path, table_schema="id INT, v STRING")
+    keep = f"local.ds.keep_{kit.name}"  # what the statement would change: it must stay as it is
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS local.ds")
+    spark.sql(f"CREATE TABLE {keep} (id INT) USING iceberg")
+    spark.sql(f"INSERT INTO {keep} VALUES (1)")
+    first = spark.sql(f"SELECT snapshot_id FROM {keep}.snapshots").first()[0]
+    spark.sql(f"INSERT INTO {keep} VALUES (2)")
+    kit.transform = statement.replace("FIRST", str(first))
+    kit.transform_source = f"gs://{BUCKET}/{kit.prefix}/_config/transform.sql"
+    batch = kit.batch("1", csv("id,v", "1,a"))
+    done = kit.run(batch)
+    assert outcomes(done) == [("1", FAILED)]
+    assert result(kit, batch).error == (
+        f"{kit.transform_source} is {kind}; {NOT_A_TRANSFORM} table's mode, or one "
+        "MERGE/UPDATE/DELETE/INSERT that writes the table itself: rewrite it as one of these, then apply "
+        "the batch again (turnstile status shows the command)"
+    )
+    assert sorted(r[0] for r in spark.sql(f"SELECT id FROM {keep}").collect()) == [1, 2]
+    assert not spark.catalog.tableExists(f"local.ds.made_{kit.name}")
+    assert spark.conf.get("spark.sql.ansi.enabled") == "false"
+    assert not spark.catalog.tableExists(kit.table) or not tagged(kit)  # nothing committed
+
+
+def test_a_dml_transform_opening_with_a_cte_is_the_batch_s_one_tagged_commit(
+    spark: Any, tmp_path: Path
+) -> None:
+    kit = Kit(spark, tmp_path, table_schema="id INT, v STRING")
+    kit.transform = (
+        "WITH kept AS (SELECT id, upper(v) AS v FROM batch WHERE id > 1)\n"
+        "INSERT INTO ${table} SELECT id, v FROM kept"
+    )
+    batch = kit.batch("1", csv("id,v", "1,a", "2,b"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert kit.rows() == [(2, "B")]
+    assert list(tagged(kit)) == [key(batch)]  # the INSERT's own commit, tagged, and no other
+    assert_tagged(kit, batch, "job-1")
 
 
 def test_a_transform_with_an_unknown_placeholder_names_its_file(spark: Any, tmp_path: Path) -> None:

@@ -5,6 +5,9 @@ Spark hands every path to Hadoop's glob. Read unescaped, `part-?.csv` beside `pa
 `part-1.csv` twice and `part[0].csv` read `part0.csv` instead of itself, and the batch was still
 committed. The same escaped paths go to Spark locally (staged copies keep their names) and on
 Dataproc (`gs://` URIs read directly).
+
+A folder's name is also a value in transform.sql (`${rel}`): it is written there as a SQL string
+literal, so a name holding a quote, a backslash or a `;` changes no statement.
 """
 
 from __future__ import annotations
@@ -88,6 +91,47 @@ def test_a_name_hadoop_takes_for_a_uri_fails_the_batch_naming_the_object(
     assert done.error.endswith("then upload the batch's _SUCCESS again")
     assert not (tmp_path / "staged" / BUCKET / kit.prefix / rel).exists()  # refused before staging
     assert not commits.table_exists(spark, kit.table)
+
+
+@pytest.mark.parametrize(
+    "rel", ["x' <> '' OR 1=1 --", "x'; DROP TABLE local.ds.t0; --"], ids=["quote-or", "semicolon"]
+)
+def test_a_hostile_batch_folder_leaves_the_transform_s_where_as_written(
+    spark: Any, tmp_path: Path, rel: str
+) -> None:
+    kit = Kit(spark, tmp_path)
+    kit.transform = "SELECT id, v FROM batch\nWHERE v = 'keep' AND '${rel}' <> 'quarantine'"
+    batch = kit.batch(rel, ("part-0.csv", b"id,v\n1,keep\n2,drop\n"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert kit.rows() == [(1, "keep")]  # not `v = 'keep' AND 'x' <> '' OR 1=1`: every row
+    [summary] = kit.snapshots()
+    assert summary[commits.BATCH_KEY] == f"{rel}#{batch.success_generation}"
+
+
+FOLDER_TRANSFORM = """
+SELECT id,
+  ${rel} AS folder,
+  '${rel}' AS quoted,
+  "folder ${rel}!" AS inside,
+  `${rel}` AS named
+FROM (SELECT id, id AS `${rel}` FROM batch)
+"""
+
+
+@pytest.mark.parametrize(
+    "rel",
+    ["x' OR 1=1 --", "a\\b\\t\\u0041\\", 'q"\\"; --', "back`tick */"],
+    ids=["quote-or", "backslashes", "double-quote", "backtick"],
+)
+def test_a_batch_folder_is_the_same_value_wherever_its_placeholder_stands(
+    spark: Any, tmp_path: Path, rel: str
+) -> None:
+    kit = Kit(spark, tmp_path)
+    kit.transform = FOLDER_TRANSFORM
+    done = kit.run(kit.batch(rel, ("part-0.csv", b"id\n1\n")))
+    assert done.succeeded, done.error
+    assert kit.rows() == [(1, rel, rel, f"folder {rel}!", 1)]
 
 
 # --- reading.py on local paths: what Hadoop's glob does with the escaped names -----------------------

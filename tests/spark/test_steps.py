@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.spark.jobkit import BUCKET, Kit
-from turnstile.spark import commits
+from turnstile.spark import commits, transforms
 from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 
 pytestmark = pytest.mark.spark
@@ -130,7 +130,7 @@ def test_the_window_is_utc_whatever_the_session_time_zone(spark: Any, tmp_path: 
     step = kit.step("2026/01/01/00", H0)
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
-        statement = kit.applier()._transform(step, kit.table, kit.transform or "")
+        statement = transforms.filled(step, "local", kit.transform or "")
         assert "TIMESTAMP '2026-01-01 00:00:00+00:00'" in statement
         assert "TIMESTAMP '2026-01-01 01:00:00+00:00'" in statement
         ids = [row["id"] for row in spark.sql(statement).collect()]
@@ -175,7 +175,7 @@ def test_a_dml_transform_or_none_at_all_is_refused_with_what_to_do(spark: Any, t
     kit.run(step)
     error = result(kit, step).error or ""
     assert error.startswith(
-        f"{kit.transform_source} of derived table {kit.prefix} is a MERGE/UPDATE/DELETE/INSERT"
+        f"{kit.transform_source} of derived table {kit.prefix} is an INSERT statement, not a SELECT"
     )
     assert "rewrite it as that SELECT" in error
 
@@ -188,6 +188,60 @@ def test_a_dml_transform_or_none_at_all_is_refused_with_what_to_do(spark: Any, t
         f"gs://{BUCKET}/{kit.prefix}/_config/transform.sql"
     )
     assert not spark.catalog.tableExists(kit.table)
+
+
+@pytest.mark.parametrize(
+    ("statement", "kind"),
+    [
+        (
+            "CREATE TABLE ${table} USING iceberg AS SELECT * FROM ${catalog}.src.orders_NAME",
+            "a CREATE TABLE AS SELECT statement",
+        ),
+        ("DROP TABLE ${catalog}.src.orders_NAME", "a DROP TABLE statement"),
+        (
+            "CALL ${catalog}.system.rollback_to_snapshot(table => 'src.orders_NAME', snapshot_id => FIRST)",
+            "a CALL statement",
+        ),
+        (
+            "WITH o AS (SELECT ts, id FROM ${catalog}.src.orders_NAME WHERE ts >= ${window_start})\n"
+            "INSERT INTO ${table} SELECT * FROM o",
+            "an INSERT statement",
+        ),
+    ],
+    ids=["create-table", "drop-table", "call", "with-insert"],
+)
+def test_a_step_s_transform_that_is_not_a_select_is_refused_naming_its_file_and_kind(
+    spark: Any, tmp_path: Path, statement: str, kind: str
+) -> None:
+    kit = fact(spark, tmp_path, table_schema="ts TIMESTAMP, id INT")
+    orders = f"local.src.orders_{kit.name}"
+    first = spark.sql(f"SELECT snapshot_id FROM {orders}.snapshots ORDER BY committed_at").first()[0]
+    spark.sql(f"INSERT INTO {orders} VALUES (TIMESTAMP '2026-01-01 00:30:00', 9, 90.0)")
+    kit.transform = statement.replace("NAME", kit.name).replace("FIRST", str(first))
+    step = kit.step("2026/01/01/00", H0)
+    done = kit.run(step)
+    assert list(done.outcomes.values()) == [FAILED]
+    assert result(kit, step).error == (
+        f"{kit.transform_source} of derived table {kit.prefix} is {kind}, not a SELECT; a derived "
+        "table's transform.sql is a SELECT of the step's rows, written in the table's mode (append, "
+        "merge with merge_keys, overwrite_partitions): rewrite it as that SELECT"
+    )
+    assert spark.sql(f"SELECT count(*) FROM {orders}").first()[0] == 6  # neither dropped nor rolled back
+    assert not spark.catalog.tableExists(kit.table)
+
+
+def test_a_second_statement_in_a_step_s_transform_is_refused_naming_its_file(
+    spark: Any, tmp_path: Path
+) -> None:
+    kit = fact(spark, tmp_path)
+    kit.transform = f"SELECT ts, id FROM local.src.orders_{kit.name}; DROP TABLE local.src.orders_{kit.name}"
+    step = kit.step("2026/01/01/00", H0)
+    kit.run(step)
+    assert result(kit, step).error == (
+        f"{kit.transform_source} must hold one statement (a SELECT over `batch`, or one "
+        "MERGE/UPDATE/DELETE/INSERT); it holds several"
+    )
+    assert spark.catalog.tableExists(f"local.src.orders_{kit.name}")
 
 
 def test_an_unknown_placeholder_in_a_step_lists_the_window_ones_too(spark: Any, tmp_path: Path) -> None:

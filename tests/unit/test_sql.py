@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 
 from turnstile.core.errors import BatchFailed
-from turnstile.spark import sql
+from turnstile.spark import placeholders, sql
 
 TABLE = "local.ds.t"
 PLACES = {
-    "table": TABLE,
-    "catalog": "local",
-    "dataset": "ds",
-    "table_name": "t",
-    "rel": "2024/05/01",
-    "generation": "7",
+    "table": placeholders.name("local", "ds", "t"),
+    "catalog": placeholders.name("local"),
+    "dataset": placeholders.name("ds"),
+    "table_name": placeholders.name("t"),
+    "rel": placeholders.string("2024/05/01"),
+    "generation": placeholders.number(7),
 }
 
 
@@ -52,6 +52,11 @@ def test_create_table_with_partitions_and_properties_in_order() -> None:
         " PARTITIONED BY (days(ts), bucket(4, id))"
         " TBLPROPERTIES ('format-version'='2', 'write.format.default'='parquet')"
     )
+
+
+def test_table_properties_are_string_literals_whatever_they_hold() -> None:
+    statement = sql.create_table(TABLE, "id INT", properties={"it's": "a 'quoted' \\ value; -- no"})
+    assert statement.endswith(" TBLPROPERTIES ('it\\'s'='a \\'quoted\\' \\\\ value; -- no')")
 
 
 def test_new_tables_trim_their_metadata_unless_load_json_says_otherwise() -> None:
@@ -92,32 +97,29 @@ def test_merge_into_with_a_delete_column_deletes_first_and_never_inserts_a_delet
 
 
 @pytest.mark.parametrize(
-    "statement",
+    ("statement", "keyword"),
     [
-        "MERGE INTO t USING batch",
-        "insert into t select * from batch",
-        "  UPDATE t SET a = 1",
-        "DELETE FROM t WHERE a = 1",
-        "-- remove the retracted rows\nDELETE FROM t WHERE a = 1",
-        "/* a block\n comment */ INSERT INTO t SELECT 1",
+        ("MERGE INTO t USING batch", "MERGE"),
+        ("insert into t select * from batch", "INSERT"),
+        ("  UPDATE t SET a = 1", "UPDATE"),
+        ("-- remove the retracted rows\nDELETE FROM t WHERE a = 1", "DELETE"),
+        ("/* a block\n comment */ INSERT INTO t SELECT 1", "INSERT"),
+        ("SELECT 'DELETE' AS word FROM batch", "SELECT"),
+        ("-- INSERT later\nSELECT * FROM batch", "SELECT"),
+        ("WITH x AS (SELECT 1) SELECT * FROM x", "SELECT"),
+        ("WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x", "INSERT"),
+        ("WITH x (a, b) AS (SELECT 1, 2), y AS (SELECT (3)) MERGE INTO t USING x", "MERGE"),
+        ("(SELECT 1) UNION (SELECT 2)", "("),
+        ("drop table t", "DROP"),
+        ("CALL local.system.expire_snapshots(table => 'ds.t')", "CALL"),
+        ("INSERTED", "INSERTED"),
+        ("-- nothing", None),
     ],
 )
-def test_dml_is_recognised_after_leading_comments(statement: str) -> None:
-    assert sql.is_dml(statement)
-
-
-@pytest.mark.parametrize(
-    "statement",
-    [
-        "SELECT * FROM batch",
-        "WITH x AS (SELECT 1) SELECT * FROM x",
-        "SELECT 'DELETE' AS word FROM batch",
-        "-- INSERT later\nSELECT * FROM batch",
-        "INSERTED",
-    ],
-)
-def test_queries_are_not_dml(statement: str) -> None:
-    assert not sql.is_dml(statement)
+def test_the_leading_keyword_is_read_after_comments_and_common_table_expressions(
+    statement: str, keyword: str | None
+) -> None:
+    assert sql.leading_keyword(statement) == keyword
 
 
 def test_transform_fills_every_placeholder_and_drops_the_trailing_semicolon() -> None:
@@ -147,7 +149,9 @@ def test_transform_names_the_known_placeholders(text: str) -> None:
 
 
 def test_without_literals_empties_strings_and_drops_comments() -> None:
-    assert sql.without_literals("SELECT 'it''s; here' -- x;\n/* y; */ FROM t") == "SELECT ''  \n  FROM t"
+    # 'it''s; here' is two literals side by side, as Spark reads it (a quote is escaped \').
+    assert sql.without_literals("SELECT 'it''s; here' -- x;\n/* y; */ FROM t") == "SELECT ''''  \n  FROM t"
+    assert sql.without_literals("SELECT 'a\\';' AS `b;c`, r'\\' ;") == "SELECT '' AS ``, '' ;"
 
 
 def test_expire_snapshots_names_the_table_in_its_catalog_and_the_cutoff_in_utc() -> None:

@@ -39,7 +39,6 @@ from turnstile.config.cascade import (
 from turnstile.config.load_config import LoadConfig
 from turnstile.config.settings import Settings
 from turnstile.core.errors import ConfigError, PathError
-from turnstile.names import legacy
 from turnstile.names.batchfiles import (
     data_files,
     data_sub_folders,
@@ -53,6 +52,7 @@ from turnstile.names.paths import CONFIG, Batch, ObjectKind, classify, parse_suc
 from turnstile.ops import validate_mapping
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.protocol import publisher
+from turnstile.spark import sql
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 
@@ -176,14 +176,29 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
     if base in (TRANSFORM_SQL, BQ_TRANSFORM_SQL):
         if not found.data.strip():
             return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
-        original = legacy.transform_names(found.text())
-        return None if original is None else (False, f"{base} cannot run: {original}")
+        return _transform_problem(base, found.text())
     try:
         load = check_load_json(object_uri(store, name), found.data)
     except ConfigError as exc:
         return False, _without_uri(str(exc), store, name)
     misspelt = reader_options.unknown(load.get("reader_options") or {})
     return (True, "; ".join(misspelt)) if misspelt else None
+
+
+def _transform_problem(base: str, text: str) -> tuple[bool, str] | None:
+    """What keeps a transform.sql from running on any batch, read without Spark: a literal left
+    open, the original tool's names, several statements, or a statement that opens as neither a
+    query nor a MERGE/UPDATE/DELETE/INSERT (the job asks Spark's parser, which has the last word)."""
+    if (problem := sql.transform_problem(text)) is not None:
+        return False, f"{base} {problem}"
+    keyword = sql.leading_keyword(text)
+    if keyword is not None and keyword not in sql.QUERY_KEYWORDS | sql.DML_KEYWORDS:
+        return False, (
+            f"{base} is {sql.a_statement(keyword)}; a transform.sql is one SELECT over the view `batch`, "
+            "whose rows are written in the table's mode, or one MERGE/UPDATE/DELETE/INSERT that "
+            "writes the table itself: rewrite it as one of these"
+        )
+    return None
 
 
 def _folder(prefix: str) -> str:

@@ -86,18 +86,20 @@ def _table_problems(
 
 
 def _derived_problems(table: str, transform_sql: str | None) -> list[str]:
-    """What makes every step of a derived table fail: no transform.sql, or one that is DML."""
+    """What makes every step of a derived table fail: no transform.sql, or one that opens as
+    something else than a query (the job asks Spark's parser; this reads the first keyword)."""
     if transform_sql is None:
         return [
             f"derived table {table!r} has no transform.sql: every step would fail; upload "
             f"{table}/{CONFIG}/transform.sql, a SELECT over the source tables for the rows between "
             "${window_start} and ${window_end}"
         ]
-    if sql.is_dml(transform_sql):
+    keyword = sql.leading_keyword(transform_sql)
+    if keyword is not None and keyword not in sql.QUERY_KEYWORDS:
         return [
-            f"derived table {table!r}: its transform.sql is a MERGE/UPDATE/DELETE/INSERT; a derived "
-            "table's transform.sql is a SELECT of the step's rows, written in the table's mode: rewrite "
-            "it as that SELECT"
+            f"derived table {table!r}: its transform.sql is {sql.a_statement(keyword)}, not a SELECT; a "
+            "derived table's transform.sql is a SELECT of the step's rows, written in the table's "
+            "mode: rewrite it as that SELECT"
         ]
     return []
 

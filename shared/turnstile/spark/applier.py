@@ -6,7 +6,6 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
@@ -14,7 +13,18 @@ from pyspark.sql.types import StructType
 from turnstile.config.load_config import LoadConfig
 from turnstile.core.errors import BatchFailed
 from turnstile.names import batchfiles
-from turnstile.spark import badrows, commits, emptybatch, mapping, messages, reading, schema, sql, steps
+from turnstile.spark import (
+    badrows,
+    commits,
+    emptybatch,
+    mapping,
+    messages,
+    reading,
+    schema,
+    sql,
+    steps,
+    transforms,
+)
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ObjectStore
@@ -112,7 +122,7 @@ class IcebergApplier:
         started = time.monotonic()
         table = self.table(batch)
         text = steps.transform_text(batch, f"gs://{self._bucket}/{batch.table_prefix}/_config/")
-        statement = self._transform(batch, table, text)
+        statement = transforms.filled(batch, self._catalog, text)
         try:
             read = steps.read(self._spark, batch, statement)
         except BatchFailed:
@@ -220,13 +230,14 @@ class IcebergApplier:
     ) -> None:
         """One commit of `rows` (through transform.sql when the batch has one), tagged with `properties`."""
         spark = self._spark
-        statement = self._transform(batch, table, batch.transform_sql) if batch.transform_sql else None
-        if statement is not None and sql.is_dml(statement):
+        text = batch.transform_sql
+        statement = transforms.filled(batch, self._catalog, text) if text else None
+        if statement is not None and transforms.parsed(spark, batch, statement).dml:
             self._ensure_table(table, load, None)
             with commits.commit_properties(spark, properties):
-                self._run_transform(batch, statement)
+                transforms.run(spark, batch, statement)
             return
-        frame = self._run_transform(batch, statement) if statement is not None else rows
+        frame = transforms.run(spark, batch, statement) if statement is not None else rows
         if load.mode == "merge" and load.delete_column and load.delete_column not in frame.columns:
             raise BatchFailed(f"delete_column {load.delete_column!r} is not a column of batch {batch.rel!r}")
         stored = frame.drop(load.delete_column) if load.mode == "merge" and load.delete_column else frame
@@ -242,35 +253,6 @@ class IcebergApplier:
                 frame.writeTo(table).overwritePartitions()
             else:
                 self._merge(table, frame, load)
-
-    def _transform(self, batch: ManifestBatch, table: str, text: str) -> str:
-        placeholders = {
-            "table": table,
-            "catalog": self._catalog,
-            "dataset": batch.dataset,
-            "table_name": batch.table,
-            "rel": batch.rel,
-            "generation": str(batch.success_generation),
-        } | steps.window_placeholders(batch)
-        try:
-            return sql.transform(text, placeholders)
-        except BatchFailed as exc:
-            if batch.transform_source is None:
-                raise
-            # "transform.sql must hold one statement..." names the very object at fault.
-            raise BatchFailed(str(exc).replace("transform.sql", batch.transform_source, 1)) from exc
-
-    def _run_transform(self, batch: ManifestBatch, statement: str) -> DataFrame:
-        """Run transform.sql; a statement Spark cannot parse or resolve is reported with its file."""
-        try:
-            return self._spark.sql(statement)
-        except AnalysisException as exc:  # ParseException is one too: the statement's fault, not the data's
-            source = batch.transform_source or "transform.sql"
-            raise BatchFailed(
-                f"{source} fails on batch {batch.rel!r}: {messages.reason(exc)}; fix the statement in that "
-                "file (it reads the view `batch`), then apply the batch again (turnstile status shows "
-                "the command)"
-            ) from exc
 
     def _exists(self, table: str) -> bool:
         if table not in self._tables and commits.table_exists(self._spark, table):

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pyspark.sql import SparkSession
 
 from turnstile.core.errors import BatchFailed
-from turnstile.spark import messages, sql
+from turnstile.spark import messages, placeholders, statements
 from turnstile.spark.reading import ReadBatch
 from turnstile.state.records import ManifestBatch
 
@@ -27,18 +27,13 @@ def is_step(batch: ManifestBatch) -> bool:
     return batch.window_start is not None and batch.window_end is not None
 
 
-def timestamp_literal(moment: datetime) -> str:
-    """A Spark SQL TIMESTAMP literal of the instant, with its zone (UTC) spelled out."""
-    return f"TIMESTAMP '{moment.astimezone(UTC).isoformat(sep=' ')}'"
-
-
-def window_placeholders(batch: ManifestBatch) -> dict[str, str]:
-    """`${window_start}` and `${window_end}` of a step; none for a batch of files."""
+def window_placeholders(batch: ManifestBatch) -> dict[str, placeholders.Value]:
+    """`${window_start}` and `${window_end}` of a step (TIMESTAMP literals); none for a batch of files."""
     if batch.window_start is None or batch.window_end is None:
         return {}
     return {
-        "window_start": timestamp_literal(batch.window_start),
-        "window_end": timestamp_literal(batch.window_end),
+        "window_start": placeholders.timestamp(batch.window_start),
+        "window_end": placeholders.timestamp(batch.window_end),
     }
 
 
@@ -62,13 +57,14 @@ def transform_text(batch: ManifestBatch, config_uri: str) -> str:
 
 def read(spark: SparkSession, batch: ManifestBatch, statement: str) -> ReadBatch:
     """The step's rows: `statement` (transform.sql with its placeholders filled) run and cached,
-    counted once. BatchFailed when it is DML; Spark's own errors are raised as they are (the
-    applier reports them through `transform_failed`)."""
-    if sql.is_dml(statement):
+    counted once. BatchFailed when Spark's parser reads it as anything but a query; Spark's own
+    errors are raised as they are (the applier reports them through `transform_failed`)."""
+    kind = statements.parse(spark, statement)
+    if not kind.query:
         raise BatchFailed(
-            f"{_source(batch)} of derived table {batch.table_prefix} is a MERGE/UPDATE/DELETE/INSERT; a "
-            "derived table's transform.sql is a SELECT of the step's rows, written in the table's mode "
-            "(append, merge with merge_keys, overwrite_partitions): rewrite it as that SELECT"
+            f"{_source(batch)} of derived table {batch.table_prefix} is {kind.described()}, not a "
+            "SELECT; a derived table's transform.sql is a SELECT of the step's rows, written in the "
+            "table's mode (append, merge with merge_keys, overwrite_partitions): rewrite it as that SELECT"
         )
     rows = spark.sql(statement).cache()
     return ReadBatch(rows, None, rows.count(), 0, rows)
