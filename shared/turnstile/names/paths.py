@@ -1,9 +1,7 @@
-"""Object names parsed into immutable values, and the names of every state object.
-
-Pure: no storage calls. An object name is classified by its last segment and by the reserved
-folders (`_backlog/`, `_config/`, any segment starting with `_`) before any regex runs, so state
-objects are recognised whatever the destination regex says.
-"""
+"""Object names parsed into immutable values, and the names of every state object. Pure: no
+storage calls. An object name is classified by its last segment and by the reserved folders
+(`_backlog/`, `_config/`, any segment starting with `_`) before any regex runs, so state objects
+are recognised whatever the destination regex says."""
 
 from __future__ import annotations
 
@@ -26,6 +24,7 @@ INTERNAL = "_turnstile"  # manifests, result records and job-done signals of a t
 # ds/table/[historical|incremental/][$partition/|YYYY/[MM/[DD/[HH/]]]][batch/[folders/]], applied to
 # a batch folder. As gcs_ocn_bq_ingest's regex, which is not anchored at its end, any folders may
 # follow the batch id: `ds/tbl/foo/bar/baz/` is a batch of ds.tbl, batch id `foo`, rel `foo/bar/baz`.
+# Dates in ASCII digits only: `\d` would also take e.g. Arabic-Indic digits.
 DEFAULT_DESTINATION_REGEX = (
     r"^(?P<dataset>[^/]+)/(?P<table>[^/]+)/"
     r"(?:(?P<kind>historical|incremental)/)?"
@@ -33,12 +32,12 @@ DEFAULT_DESTINATION_REGEX = (
     r"|(?P<yyyy>[0-9]{4})/(?:(?P<mm>[0-9]{2})/(?:(?P<dd>[0-9]{2})/(?:(?P<hh>[0-9]{2})/)?)?)?)?"
     r"(?:(?P<batch>[^/]+)/(?:[^/]+/)*)?$"
 )
+DEFAULT_LAYOUT = "<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/[folders/]]"
 
 # Dataset and table names become SQL identifiers and warehouse folders: keep them boring.
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # A Google Cloud project id, as a `project.dataset` folder names it (domain-scoped `a.com:p` too).
 _PROJECT = re.compile(r"(?:[a-z0-9.-]+:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
-# ASCII digits only: `\d` would also take e.g. Arabic-Indic digits for a date.
 
 
 class ObjectKind(Enum):
@@ -366,12 +365,9 @@ def parse_success(bucket: str, name: str, destination_regex: str | None = None) 
 
 def _layout(base: str, destination_regex: str | None) -> str:
     """What a batch path must look like, for errors about one that does not."""
-    default = (
-        f"<dataset>/<table>/[historical|incremental/][$partition/|YYYY/MM/DD/HH/][batch/[folders/]]{base}"
-    )
     if destination_regex is None:
         return (
-            f"{default}, or set DESTINATION_REGEX (or destinationRegex in _config/load.json) "
+            f"{DEFAULT_LAYOUT}{base}, or set DESTINATION_REGEX (or destinationRegex in _config/load.json) "
             "for another layout"
         )
     return (
@@ -381,8 +377,7 @@ def _layout(base: str, destination_regex: str | None) -> str:
 
 
 def _dataset(value: str | None, bucket: str, name: str) -> str:
-    """The dataset identifier of a dataset folder: `dataset`, or `project.dataset` (the original
-    loader's project-qualified layout), whose Iceberg namespace is the dataset part."""
+    """`dataset`, or `project.dataset` (the original's layout): the Iceberg namespace is the dataset."""
     if value is not None and "." in value:
         project, _, dataset = value.rpartition(".")
         if not _PROJECT.fullmatch(project):
