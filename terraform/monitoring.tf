@@ -36,6 +36,15 @@
 #   broken (trigger deleted, functions failing before they log).
 # - sweep_table_failed (ERROR, table) and sweep_refused (ERROR): one table, or a whole bucket, could
 #   not be swept; they join the sweeper's failed calls in "backlog not draining".
+# - snapshot_expiry_failed (ERROR, table, bucket, iceberg_table, job_id, error): logged by the Spark
+#   job (turnstile.spark.run), not by the functions, when Iceberg's expire_snapshots fails on a
+#   table it committed to. Its batches are committed and recorded; the next job that commits to the
+#   table tries again, but while expiry keeps failing the table's snapshots and files pile up. The
+#   job writes the line on the driver's stderr, which Dataproc Serverless keeps as the batch's output
+#   (resource cloud_dataproc_batch). That output reaches Cloud Logging as `jsonPayload.message`
+#   unless the JSON line is parsed into fields, so the metric matches either form, scoped to this
+#   deployment by the bucket the message names, and reads the table from the message's fixed
+#   beginning, "snapshot expiry of gs://BUCKET/TABLE failed: " (turnstile.spark.hygiene.failure_message).
 #
 # Backlog metrics and the dashboard: at every sweep the sweeper logs one table_backlog line (INFO) per
 # table with pending, oldest_pending_age_seconds and last_commit_lag_seconds (turnstile.protocol.sweeper,
@@ -274,6 +283,30 @@ resource "google_logging_metric" "sweep_refused" {
     value_type   = "INT64"
     unit         = "1"
     display_name = "turnstile refused sweeps (${var.name})"
+  }
+}
+
+resource "google_logging_metric" "snapshot_expiry_failed" {
+  project     = var.project_id
+  name        = "${var.name}/snapshot_expiry_failed"
+  description = "turnstile: a job could not expire the old snapshots of a table it committed to (its batches are applied)."
+  filter      = "resource.type=\"cloud_dataproc_batch\" AND (jsonPayload.event=\"snapshot_expiry_failed\" OR jsonPayload.message:\"snapshot_expiry_failed\") AND jsonPayload.message:\"snapshot expiry of gs://${google_storage_bucket.inbound.name}/\""
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile failed snapshot expiries (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "REGEXP_EXTRACT(jsonPayload.message, \"snapshot expiry of gs://[^/]+/([^ ]+) failed: \")"
   }
 }
 
@@ -727,6 +760,57 @@ resource "google_monitoring_alert_policy" "events_lost" {
   }
 }
 
+resource "google_monitoring_alert_policy" "snapshot_expiry_failed" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: snapshot expiry failed"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "a job could not expire a table's old snapshots"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.snapshot_expiry_failed.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "3600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      A job that committed to table `$${metric.label.table}` of `gs://${google_storage_bucket.inbound.name}` could not expire its old
+      snapshots. Its batches are applied and recorded; the next job that commits to the table tries again,
+      but while expiry keeps failing the table's snapshots and data files are never removed.
+
+      1. Logs Explorer: `resource.type="cloud_dataproc_batch" "snapshot_expiry_failed" "$${metric.label.table}"`; the line
+         names the Iceberg table, the job and Spark's reason.
+      2. Fix the cause. A table with `gc.enabled=false` (`table_properties` in its `_config/load.json`) refuses expiry:
+         set `"snapshot_retention_days": null` there to switch turnstile's expiry off for it, or enable GC on the table if
+         no other table shares its files. A grant the batch account lacks on the warehouse or the catalog: terraform/iam.tf.
+      3. Nothing to re-run: the next job expires what is due. `turnstile status` is unaffected.
+    EOT
+  }
+}
+
 resource "google_logging_metric" "backlog_pending" {
   project         = var.project_id
   name            = "${var.name}/backlog_pending"
@@ -914,6 +998,7 @@ resource "google_monitoring_dashboard" "tables" {
     table_blocked        = google_logging_metric.table_blocked.name
     job_retry_scheduled  = google_logging_metric.job_retry_scheduled.name
     job_timed_out        = google_logging_metric.job_timed_out.name
+    expiry_failed        = google_logging_metric.snapshot_expiry_failed.name
     backlog_age_alert_at = var.backlog_age_alert_seconds
   })
 }

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from tests.cli.conftest import Run, World
-from turnstile.state.records import BatchOutcome
+from turnstile.config.settings import Settings
+from turnstile.jobs.inline import InlineRunner, MemoryTables
+from turnstile.names.paths import ObjectRef
+from turnstile.ops import session
+from turnstile.protocol import handler, unordered
+from turnstile.protocol.handler import Handled
+from turnstile.state.records import BatchOutcome, OpenJob
 
 D = "incremental/2024/05/01"
 
@@ -84,3 +91,83 @@ def test_no_records_yet(run: Run, world: World) -> None:
     result = run("history", world.uri)
     assert result.exit_code == 0
     assert "no result records" in result.stdout
+
+
+def test_an_unordered_batch_refused_before_any_job_is_listed_from_its_failure_record(
+    run: Run, world: World
+) -> None:
+    """A Spark-partitioned CSV batch (its data only in `dt=.../` sub-folders) with `nested` unset: the
+    event function refuses it with a clear message and records the failure, but no job ran, so there
+    is no result record. `history` lists it as FAILED with that message, as `status` does."""
+    world.result(f"{D}/12", 5)
+    folder = world.table.batch_folder(f"{D}/13")
+    for day in ("2024-05-01", "2024-05-02"):
+        world.store.write(f"{folder}dt={day}/part-00000-c000.csv", b"id\n1\n")
+    generation = world.store.write(f"{folder}_SUCCESS", b"")
+    ref = ObjectRef.of(world.store.bucket, f"{folder}_SUCCESS", generation)
+    runner = InlineRunner(world.store, MemoryTables())
+    inv = session.invocation(world.store, Settings.from_env({}), runner)
+    assert handler.handle(inv, ref) == Handled.FAILED
+    assert runner.submitted == []  # refused before any job
+    status = json.loads(run("status", world.uri, "-o", "json").stdout)
+    [failure] = next(t for t in status["tables"] if t["table"] == "sales.orders")["failed_batches"]
+    assert "sub-folders" in failure["error"]
+
+    report = json.loads(run("history", world.uri, "-o", "json").stdout)
+    assert report["total"] == 2
+    [applied, failed] = report["entries"]
+    assert (applied["rel"], applied["outcome"]) == (f"{D}/12", "COMMITTED")
+    assert (failed["rel"], failed["generation"], failed["outcome"]) == (f"{D}/13", generation, "FAILED")
+    assert failed["error"] == failure["error"]
+    assert failed["job_id"] == failure["job_id"]
+    assert failed["finished_at"] == failure["failed_at"]
+    assert failed["object"] == f"{world.uri}/_turnstile/failures/{D}/13/{generation}.json"
+    assert (failed["rows_written"], failed["snapshot_id"]) == (0, None)
+
+    lines = run("history", world.uri).stdout.splitlines()
+    row = next(line for line in lines if line.startswith(f"{D}/13 "))
+    assert row.split()[1:3] == [str(generation), "FAILED"]
+    assert "has no data files of its own" in row
+
+
+def test_a_failed_job_with_its_failure_record_is_listed_once(run: Run, world: World) -> None:
+    """The job wrote a FAILED result record and the function a failure record for the same attempt:
+    one entry, the job's, with its counts."""
+    generation = world.upload(f"{D}/13")
+    world.result(f"{D}/13", generation, outcome=BatchOutcome.FAILED, rows=0)
+    marker = OpenJob(
+        job_id="j-13",
+        success=f"{world.table.batch_folder(f'{D}/13')}_SUCCESS",
+        success_generation=generation,
+        rel=f"{D}/13",
+        submitted_at=datetime.now(UTC),
+    )
+    unordered.failed(world.inv, world.table, marker, "boom", transient=False)
+    assert world.store.stat(world.table.failure(f"{D}/13", generation)) is not None
+    report = json.loads(run("history", world.uri, "-o", "json").stdout)
+    assert report["total"] == 1
+    [entry] = report["entries"]
+    assert (entry["outcome"], entry["error"]) == ("FAILED", "boom")
+    assert entry["object"] == f"{world.uri}/_turnstile/results/{D}/13/{generation}.json"
+
+
+def test_a_batch_dropped_by_unlock_skip_head_reads_dropped_as_in_status(run: Run, world: World) -> None:
+    """`unlock --skip-head` records the dropped batch as FAILED with an error saying so (so nothing
+    queues it again); `status` shows DROPPED, and so does `history`, in text and JSON."""
+    world.store.write("sales/orders/_config/ORDERME", b"")
+    world.result(f"{D}/14", 7)
+    generation = world.queue(f"{D}/13")
+    world.fail(f"{D}/13", error=f"batch '{D}/13' arrived after '{D}/14'", position=f"{D}/14")
+    assert run("unlock", world.uri, "--skip-head", "--yes").exit_code == 0
+    status = json.loads(run("status", world.uri, "-o", "json").stdout)
+    shown = next(t for t in status["tables"] if t["table"] == "sales.orders")["last_result"]
+    assert (shown["rel"], shown["outcome"]) == (f"{D}/13", "DROPPED")
+
+    report = json.loads(run("history", world.uri, "-o", "json").stdout)
+    outcomes = [(e["rel"], e["generation"], e["outcome"]) for e in report["entries"]]
+    assert outcomes == [(f"{D}/13", generation, "DROPPED"), (f"{D}/14", 7, "COMMITTED")]
+    assert report["entries"][0]["error"].startswith("dropped by an operator (unlock --skip-head)")
+    lines = run("history", world.uri).stdout.splitlines()
+    row = next(line for line in lines if line.startswith(f"{D}/13 "))
+    assert row.split()[1:3] == [str(generation), "DROPPED"]
+    assert "dropped by an operator" in row

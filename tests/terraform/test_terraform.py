@@ -23,6 +23,7 @@ from tests.log_events import WARNING_EVENTS_ALERTED, errors_to_alert, logged_eve
 from turnstile.config.settings import Settings
 from turnstile.deploy import packaging
 from turnstile.protocol.sweeper import BacklogMetrics
+from turnstile.spark import hygiene
 from turnstile.spark.dependencies import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1058,6 +1059,30 @@ def test_jobs_applied_counts_the_subscribers_line(tf: Config) -> None:
     assert 'logs.get("subscriber")' in source
 
 
+def test_the_expiry_metric_counts_the_jobs_line_parsed_or_not_and_reads_its_table(tf: Config) -> None:
+    """snapshot_expiry_failed is logged by the Spark job, whose stderr Dataproc keeps as the batch's
+    output: as a JSON line in `jsonPayload.message`, or parsed into fields. The metric matches both
+    and reads the table from the message's beginning, which turnstile.spark.hygiene writes."""
+    body = tf.resource("google_logging_metric", "snapshot_expiry_failed")
+    assert body["filter"].startswith('resource.type="cloud_dataproc_batch" AND ')
+    either = 'jsonPayload.event="snapshot_expiry_failed" OR jsonPayload.message:"snapshot_expiry_failed"'
+    assert either in body["filter"]
+    scope = re.search(r'AND jsonPayload\.message:"([^"]+)"$', body["filter"])
+    assert scope, body["filter"]
+    table = body["label_extractors"]["table"]
+    extractor = re.fullmatch(r'REGEXP_EXTRACT\(jsonPayload\.message, "(.+)"\)', table)
+    assert extractor, body["label_extractors"]
+    bucket = "inbound-b"
+    message = hygiene.failure_message(f"gs://{bucket}/sales/orders", "Cannot expire snapshots: GC disabled")
+    line = json.dumps({"message": f"{message}; its batches are applied", "event": "snapshot_expiry_failed"})
+    for payload in (message, line):  # parsed: the message; not parsed: the whole line
+        assert scope.group(1).replace("${google_storage_bucket.inbound.name}", bucket) in payload
+        found = re.search(extractor.group(1), payload)
+        assert found and found.group(1) == "sales/orders", payload
+    other = hygiene.failure_message("gs://other-bucket/sales/orders", "x")
+    assert scope.group(1).replace("${google_storage_bucket.inbound.name}", bucket) not in other
+
+
 DASHBOARD_TEMPLATE = TF_DIR / "dashboard.json.tftpl"
 # What operators open the dashboard for: backlog, oldest pending age, commits and failures per table.
 DASHBOARD_NEEDS = {
@@ -1167,6 +1192,7 @@ def test_the_scan_finds_the_events_the_library_logs_at_error() -> None:
         "job_timed_out",
         "rejected",
         "sweep_refused",
+        "snapshot_expiry_failed",  # the Spark job's, not the functions'
     }
     assert expected <= set(logged), f"the scan missed {sorted(expected - set(logged))}"
     assert "event_undeliverable" in logged and "event_undeliverable" not in errors_to_alert()

@@ -360,8 +360,9 @@ def history_command(
     last: Annotated[int, typer.Option("--last", min=0, help="show the last N records; 0: all")] = 100,
     output: OutputOption = Output.text,
 ) -> None:
-    """The table's result records in the order its batches apply: rel, generation, outcome, rows,
-    bad rows, seconds, snapshot id, finished at."""
+    """The table's result records, and the failure records of unordered batches that have none, in
+    the order its batches apply: rel, generation, outcome, rows, bad rows, seconds, snapshot id,
+    finished at."""
     target = _target.current()
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)

@@ -13,9 +13,10 @@ BUILD_DIR (default `build/`) receives:
                          requirements, which hold only the functions' dependencies, no pyspark)
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
     job/turnstile.zip    for python_file_uris: the turnstile modules the job's main file reaches
-    job/deps.zip         the job's dependencies (pydantic, google-cloud-storage at the versions of
-                         requirements.txt) installed for the Dataproc runtime's Python, for
-                         archive_uris (see turnstile.spark.dependencies); needs PyPI, or --no-deps
+    job/deps.zip         the job's dependencies (pydantic, google-cloud-storage, python-json-logger
+                         at the versions of requirements.txt) installed for the Dataproc runtime's
+                         Python, for archive_uris (see turnstile.spark.dependencies); needs PyPI,
+                         or --no-deps
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
                          relocated Jackson classes it needs (see turnstile.jobs.local_spark)
 
@@ -190,7 +191,7 @@ def build_job(out: Path, main_file: Path = JOB_MAIN) -> tuple[Path, Path]:
 
 # -- the job's dependencies ----------------------------------------------------------------------
 
-JOB_DEPENDENCIES = ("pydantic", "google-cloud-storage")
+JOB_DEPENDENCIES = ("pydantic", "google-cloud-storage", "python-json-logger")
 """What the job imports beyond PySpark and the standard library (their own dependencies follow);
 tests/unit/test_packaging.py checks this against the job's imports."""
 

@@ -2,8 +2,14 @@
 
 The job writes one record per batch attempt at `<table>/_turnstile/results/<rel>/<generation>.json`,
 and one per operator's reprocess of it at `<generation>.reprocess-<request id>.json`.
-One listing gives every name; records are sorted as the backlog sorts pointers (by the name
-`<rel>/_SUCCESS`, then by `_SUCCESS` generation), and only the last `last` of them are read.
+An unordered batch refused before any job ran (its files cannot be read as its config says, its
+config does not validate), or whose job failed before writing its record, has only the failure record
+the functions wrote at `<table>/_turnstile/failures/<rel>/<generation>.json`: it is listed as FAILED
+from that record, as `status` lists it. A batch an operator dropped (`unlock --skip-head`, `skip`)
+has a FAILED record whose error says so: DROPPED, as in `status`.
+
+One listing of each folder gives every name; records are sorted as the backlog sorts pointers (by the
+name `<rel>/_SUCCESS`, then by `_SUCCESS` generation), and only the last `last` of them are read.
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from typing import Any
 
 from turnstile.core.errors import ConfigError
 from turnstile.names.paths import Table
-from turnstile.protocol import results
-from turnstile.state.records import BatchOutcome, BatchResult
+from turnstile.protocol import backlog, results
+from turnstile.state.records import BatchFailure, BatchOutcome, BatchResult
 from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 
 
@@ -23,7 +29,7 @@ from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
 class Entry:
     rel: str
     generation: int  # of the batch's `_SUCCESS`
-    outcome: str  # COMMITTED | SKIPPED | REPROCESSED | FAILED | UNREADABLE
+    outcome: str  # COMMITTED | SKIPPED | REPROCESSED | FAILED | DROPPED | UNREADABLE
     rows_read: int
     rows_written: int
     bad_rows: int
@@ -50,6 +56,12 @@ def history(store: ObjectStore, table: Table, *, success_filename: str, last: in
     for info in store.list_objects(f"{table.internal}results/"):
         if (record := results.read_name(table, info.name)) is not None:
             named.append((info.name, record.rel, record.generation, record.request))
+    # A failure with a result record of its own is that record's (the job's, with its counts).
+    recorded = {(rel, generation) for _, rel, generation, request in named if not request}
+    for info in store.list_objects(table.failures):
+        failure = results.read_failure_name(table, info.name)
+        if failure is not None and (failure.rel, failure.generation) not in recorded:
+            named.append((info.name, failure.rel, failure.generation, ""))
     # A reprocess follows the commit it repeats (request ids sort by the time they were made).
     named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2], item[3]))
     chosen = named[-last:] if last else named
@@ -58,19 +70,32 @@ def history(store: ObjectStore, table: Table, *, success_filename: str, last: in
         found = store.read(name)
         if found is None:
             continue  # deleted since listed
-        entries.append(_entry(object_uri(store, name), rel, generation, found.data))
+        where = object_uri(store, name)
+        if name.startswith(table.failures):
+            entries.append(_failure_entry(where, rel, generation, found.data))
+        else:
+            entries.append(_entry(where, rel, generation, found.data))
     return History(f"{table.dataset}.{table.table}", len(named), tuple(entries))
+
+
+def _outcome(record: BatchResult) -> str:
+    """The record's outcome; DROPPED for the FAILED record of a batch an operator dropped."""
+    return results.DROPPED_OUTCOME if backlog.dropped(record) else record.outcome.value
+
+
+def _unreadable(where: str, rel: str, generation: int, error: str) -> Entry:
+    return Entry(rel, generation, "UNREADABLE", 0, 0, 0, 0.0, None, None, None, error, where)
 
 
 def _entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
     try:
         record = BatchResult.decode(data, where)
     except ConfigError as exc:
-        return Entry(rel, generation, "UNREADABLE", 0, 0, 0, 0.0, None, None, None, str(exc), where)
+        return _unreadable(where, rel, generation, str(exc))
     return Entry(
         rel=record.rel,
         generation=record.success_generation,
-        outcome=record.outcome.value,
+        outcome=_outcome(record),
         rows_read=record.rows_read,
         rows_written=record.rows_written,
         bad_rows=record.bad_rows,
@@ -79,6 +104,28 @@ def _entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
         finished_at=record.finished_at,
         job_id=record.job_id,
         error=record.error,
+        object=where,
+    )
+
+
+def _failure_entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
+    """An unordered batch's failure record: FAILED, nothing written, at the time it failed."""
+    try:
+        failure = BatchFailure.decode(data, where)
+    except ConfigError as exc:
+        return _unreadable(where, rel, generation, str(exc))
+    return Entry(
+        rel=failure.rel,
+        generation=failure.success_generation,
+        outcome=BatchOutcome.FAILED.value,
+        rows_read=0,
+        rows_written=0,
+        bad_rows=0,
+        seconds=0.0,
+        snapshot_id=None,
+        finished_at=failure.failed_at,
+        job_id=failure.job_id,
+        error=failure.error,
         object=where,
     )
 
@@ -116,12 +163,11 @@ def last_result(store: ObjectStore, table: Table) -> tuple[ResultView | None, st
         record = BatchResult.decode(found.data, where)
     except ConfigError as exc:
         return None, str(exc)
-    dropped = record.outcome is BatchOutcome.FAILED and (record.error or "").startswith(results.DROPPED)
     return (
         ResultView(
             rel=record.rel,
             success_generation=record.success_generation,
-            outcome=results.DROPPED_OUTCOME if dropped else record.outcome.value,
+            outcome=_outcome(record),
             rows_written=record.rows_written,
             bad_rows=record.bad_rows,
             finished_at=record.finished_at,

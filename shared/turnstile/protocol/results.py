@@ -10,7 +10,7 @@ from turnstile.names.paths import Table
 REPROCESS = ".reprocess-"
 # How the FAILED record of a batch an operator dropped (`unlock --skip-head`, `skip`) begins its error.
 DROPPED = "dropped by an operator"
-DROPPED_OUTCOME = "DROPPED"  # what `status` shows for it: no failure to fix
+DROPPED_OUTCOME = "DROPPED"  # what `status` and `history` show for it: no failure to fix
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,17 @@ class RecordName:
 
 def read_name(table: Table, name: str) -> RecordName | None:
     """What a result record's object name says; None for any other object under `results/`."""
-    root = f"{table.internal}results/"
+    return _read(f"{table.internal}results/", name)
+
+
+def read_failure_name(table: Table, name: str) -> RecordName | None:
+    """What the name of an unordered batch's failure record (`failures/<rel>/<generation>.json`)
+    says; None for any other object under `failures/`."""
+    found = _read(table.failures, name)
+    return found if found is not None and not found.request else None
+
+
+def _read(root: str, name: str) -> RecordName | None:
     if not name.startswith(root) or not name.endswith(".json"):
         return None
     rel, _, base = name[len(root) :].rpartition("/")
