@@ -1,0 +1,158 @@
+"""A deployment switched to a state bucket: the state objects its data bucket held before the switch
+still count, read through the split store, until the state bucket says they have all moved. Every
+change lands in the state bucket with one precondition that decides it, as with one bucket. Run
+over two real buckets of fake-gcs-server and over two in-memory buckets sharing one generation
+counter (the simulation's)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+
+import pytest
+from google.cloud import storage
+
+from turnstile.errors import PreconditionFailed
+from turnstile.local import emulator as emu
+from turnstile.paths import Table, claim_name
+from turnstile.placement import MOVED_MARKER, TOMBSTONE
+from turnstile.store.emulated import WriteLock
+from turnstile.store.gcs import GcsStore
+from turnstile.store.memory import MemoryStore
+from turnstile.store.port import ObjectStore, object_uri
+from turnstile.store.split import MovedBuckets, SplitStore
+
+T = Table("b", "ds/tbl", "ds", "tbl")
+POINTERS = [T.pointer(f"2024/05/01/{h:02d}") for h in range(10, 16)]
+
+
+@pytest.fixture(params=["gcs", "memory"])
+def buckets(
+    request: pytest.FixtureRequest, gcs_emulator: emu.Emulator, gcs_client: storage.Client, bucket_name: str
+) -> Iterator[tuple[ObjectStore, ObjectStore]]:
+    """(data, state): two empty buckets."""
+    if request.param == "memory":
+        generations = itertools.count(1_700_000_000_000_001)
+        yield MemoryStore("data", generations=generations), MemoryStore("state", generations=generations)
+        return
+    writes = WriteLock.for_emulator(gcs_emulator.url)
+    gcs_emulator.create_bucket(f"{bucket_name}-state")
+    yield (
+        GcsStore(gcs_client, bucket_name, emulator_writes=writes),
+        GcsStore(gcs_client, f"{bucket_name}-state", emulator_writes=writes),
+    )
+
+
+def names(listed: list[object]) -> list[str]:
+    return [info.name for info in listed]  # type: ignore[attr-defined]
+
+
+def test_old_copies_are_read_until_the_state_bucket_has_the_name(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    lock = data.write(T.lock, b"failed lock")
+    data.write(T.result("01", 5), b"dropped")
+    data.write(POINTERS[0], b"pointer")
+    data.write(claim_name(T.backfill, 3), b"claim")  # a claim only spares work: never carried over
+    split = SplitStore(data, state)
+    found = split.read(T.lock)
+    assert found is not None and (found.data, found.generation) == (b"failed lock", lock)
+    assert split.stat(T.result("01", 5)) is not None
+    assert names(split.list_objects(T.backlog)) == [POINTERS[0]]
+    assert names(split.list_objects(T.internal)) == [T.result("01", 5)]
+    assert split.read(claim_name(T.backfill, 3)) is None
+    assert object_uri(split, T.lock) == f"gs://{data.bucket}/{T.lock}"  # where a person finds it
+    # A change lands in the state bucket and hides the old copy from then on.
+    newer = split.replace(T.lock, b"free lock", if_generation=lock)
+    assert state.read(T.lock) is not None and data.read(T.lock) is not None
+    found = split.read(T.lock)
+    assert found is not None and (found.data, found.generation) == (b"free lock", newer)
+    assert object_uri(split, T.lock) == f"gs://{state.bucket}/{T.lock}"
+    with pytest.raises(PreconditionFailed):
+        split.replace(T.lock, b"stale", if_generation=lock)  # read before the change: refused
+
+
+def test_of_two_writers_that_read_the_old_copy_one_wins(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    lock = data.write(T.lock, b"free")
+    wins: list[bytes] = []
+    start = threading.Barrier(8)
+
+    def take(i: int) -> None:
+        split = SplitStore(data, state)  # each its own function instance
+        start.wait()
+        try:
+            split.replace(T.lock, b"running %d" % i, if_generation=lock)
+            wins.append(b"running %d" % i)
+        except PreconditionFailed:
+            pass
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(wins) == 1
+    found = SplitStore(data, state).read(T.lock)
+    assert found is not None and found.data == wins[0]
+
+
+def test_a_name_deleted_since_the_switch_stays_deleted(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    old = data.write(POINTERS[0], b"applied since")
+    kept = data.write(POINTERS[1], b"still queued")
+    split = SplitStore(data, state)
+    with pytest.raises(PreconditionFailed):
+        split.delete(POINTERS[0], if_generation=old + 1)
+    split.delete(POINTERS[0], if_generation=old)
+    assert state.read(POINTERS[0]) is not None  # a tombstone: the old copy must not count again
+    assert split.read(POINTERS[0]) is None and split.stat(POINTERS[0]) is None
+    assert names(split.list_objects(T.backlog)) == [POINTERS[1]]
+    with pytest.raises(PreconditionFailed):
+        split.delete(POINTERS[0], if_generation=old)  # twice: the second finds it gone
+    with pytest.raises(PreconditionFailed) as refused:
+        split.create(POINTERS[1], b"queued again")  # the old copy exists: not created
+    assert refused.value.found is not None and refused.value.found.generation == kept
+    again = split.create(POINTERS[0], b"uploaded again")  # created over its tombstone
+    found = split.read(POINTERS[0])
+    assert found is not None and (found.data, found.generation) == (b"uploaded again", again)
+    # A state-bucket object over an old copy, deleted: a tombstone again, not the old copy back.
+    split.delete(POINTERS[0], if_generation=again)
+    assert split.read(POINTERS[0]) is None
+    assert split.remove(POINTERS[1]) and not split.remove(POINTERS[1])
+    assert split.list_objects(T.backlog) == []
+
+
+def test_a_listing_with_a_limit_skips_what_is_deleted(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    generations = [data.write(name, b"old") for name in POINTERS[:4]]
+    split = SplitStore(data, state)
+    for name, generation in zip(POINTERS[:3], generations, strict=False):
+        split.delete(name, if_generation=generation)  # applied since the switch
+    split.create(POINTERS[4], b"new")
+    assert names(split.list_objects(T.backlog, limit=1)) == [POINTERS[3]]
+    assert names(split.list_objects(T.backlog, limit=2)) == POINTERS[3:5]
+    assert names(split.list_objects(T.backlog, start_offset=POINTERS[4])) == [POINTERS[4]]
+
+
+def test_a_tombstone_sized_record_is_still_a_record(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    lookalike = b"x" * len(TOMBSTONE)
+    split = SplitStore(data, state)
+    split.write(T.result("01", 5), lookalike)
+    assert split.stat(T.result("01", 5)) is not None
+    assert names(split.list_objects(T.internal)) == [T.result("01", 5)]
+
+
+def test_once_moved_the_data_bucket_is_not_read_for_state(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    data.write(T.lock, b"left behind")
+    state.write(MOVED_MARKER, data.bucket.encode())
+    memo = MovedBuckets()
+    split = SplitStore(data, state, moved=memo)
+    assert split.read(T.lock) is None and split.list_objects(T.internal) == []
+    assert split.create(T.lock, b"free")
+    assert memo.knows(data.bucket, state.bucket)
+    state.write(MOVED_MARKER, b"another-bucket")  # a marker for another data bucket is no marker
+    assert SplitStore(data, state).carries_over()
+    assert not SplitStore(data, state, moved=memo).carries_over()  # the process remembers
