@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.cloud import storage
@@ -17,6 +18,8 @@ from turnstile.errors import PreconditionFailed
 from turnstile.local import emulator as emu
 from turnstile.paths import Table, claim_name
 from turnstile.placement import MOVED_MARKER, TOMBSTONE
+from turnstile.store import carryover
+from turnstile.store.carryover import Step, Wait
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
@@ -48,7 +51,9 @@ def names(listed: list[object]) -> list[str]:
     return [info.name for info in listed]  # type: ignore[attr-defined]
 
 
-def test_old_copies_are_read_until_the_state_bucket_has_the_name(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+def test_old_copies_are_read_until_the_state_bucket_has_the_name(
+    buckets: tuple[ObjectStore, ObjectStore],
+) -> None:
     data, state = buckets
     lock = data.write(T.lock, b"failed lock")
     data.write(T.result("01", 5), b"dropped")
@@ -156,3 +161,84 @@ def test_once_moved_the_data_bucket_is_not_read_for_state(buckets: tuple[ObjectS
     state.write(MOVED_MARKER, b"another-bucket")  # a marker for another data bucket is no marker
     assert SplitStore(data, state).carries_over()
     assert not SplitStore(data, state, moved=memo).carries_over()  # the process remembers
+
+
+# Moving the old copies out of the data bucket (`store.carryover`): the sweeper's pass, migrate-state.
+
+
+def later(days: float) -> datetime:
+    return datetime.now(UTC) + timedelta(days=days)
+
+
+def test_old_copies_move_a_day_after_they_last_changed_and_then_the_data_bucket_is_not_read(
+    buckets: tuple[ObjectStore, ObjectStore],
+) -> None:
+    data, state = buckets
+    data.write(T.result("01", 5), b"committed")
+    data.write(T.manifest("job-1"), b"manifest")
+    data.write(T.done_signal("job-1"), b"done")  # a job's end: the data bucket's, not moved
+    data.write(T.lock, b"free lock")
+    dropped = data.write(T.pointer("02"), b"dropped since")
+    data.write(f"{T.prefix}/_claimed__BACKFILL_created_at_7", b"old claim")
+    split = SplitStore(data, state)
+    split.delete(T.pointer("02"), if_generation=dropped)  # a tombstone over the old copy
+    assert carryover.move(split, [T.prefix], later(0)).done == []  # nothing is a day old yet
+    first = carryover.move(split, [T.prefix], later(2))
+    assert sorted(first.done) == sorted(
+        [
+            (Step.COPY, T.result("01", 5)),
+            (Step.COPY, T.manifest("job-1")),
+            (Step.COPY, T.lock),
+            (Step.REMOVE, T.pointer("02")),  # hidden by its tombstone
+            (Step.REMOVE, f"{T.prefix}/_claimed__BACKFILL_created_at_7"),
+        ]
+    )
+    assert not first.moved and state.read(MOVED_MARKER) is None
+    for name, content in ((T.result("01", 5), b"committed"), (T.lock, b"free lock")):
+        found = split.read(name)
+        assert found is not None and found.data == content
+    second = carryover.move(split, [T.prefix], later(4))  # the copies a day old: the old ones go
+    assert sorted(step for step, _ in second.done) == [Step.FORGET, Step.REMOVE, Step.REMOVE, Step.REMOVE]
+    assert data.list_objects(f"{T.prefix}/") == [data.stat(T.done_signal("job-1"))]
+    third = carryover.move(split, [T.prefix], later(6))
+    assert third.moved and third.done == [] and state.read(MOVED_MARKER) is not None
+    assert not SplitStore(data, state).carries_over()
+    found = SplitStore(data, state).read(T.result("01", 5))
+    assert found is not None and found.data == b"committed"
+
+
+def test_what_a_lock_or_a_running_job_holds_by_generation_is_never_copied(
+    buckets: tuple[ObjectStore, ObjectStore],
+) -> None:
+    data, state = buckets
+    pointer = data.write(T.pointer("01"), b"queued")
+    data.write(f"{T.internal}reprocess/20240501T000000000000Z-abc.json", b"request")
+    data.write(T.open_job("job-9"), b"running")
+    split = SplitStore(data, state)
+    done = carryover.move(split, [T.prefix], later(30))
+    assert done.done == [] and not done.moved
+    assert {why for _, why in done.waiting} == {Wait.IN_USE}
+    split.delete(T.pointer("01"), if_generation=pointer)  # applied: the protocol deletes it
+    assert (Step.REMOVE, T.pointer("01")) not in carryover.move(split, [T.prefix], later(0)).done
+    assert (Step.REMOVE, T.pointer("01")) in carryover.move(split, [T.prefix], later(30)).done
+
+
+def test_a_dry_run_changes_nothing_and_a_budget_leaves_the_rest(
+    buckets: tuple[ObjectStore, ObjectStore],
+) -> None:
+    data, state = buckets
+    for h in range(5):
+        data.write(T.result(f"{h:02d}", 5), b"committed")
+    split = SplitStore(data, state)
+    dry = carryover.move(split, [T.prefix], later(2), dry_run=True)
+    assert len(dry.done) == 5 and state.list_objects("") == []
+    some = carryover.move(split, [T.prefix], later(2), budget=2)
+    assert (len(some.done), some.left) == (2, 3) and len(state.list_objects("")) == 2
+
+
+def test_an_empty_data_bucket_moves_at_once(buckets: tuple[ObjectStore, ObjectStore]) -> None:
+    data, state = buckets
+    data.write("ds/tbl/2024/05/01/10/_SUCCESS", b"")  # upstream's: not state
+    split = SplitStore(data, state)
+    assert carryover.move(split, [T.prefix], datetime.now(UTC)).moved
+    assert not SplitStore(data, state).carries_over()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 
 import pytest
 from google.cloud import storage
 
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
+from turnstile.jobs.inline import InlineRunner
 from turnstile.local import emulator as emu
 from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops import retry as retry_ops
@@ -92,8 +94,8 @@ def test_switching_an_existing_table_to_a_state_bucket_applies_nothing_twice(
     gcs_client: storage.Client,
     gcs_store: GcsStore,
 ) -> None:
-    """The position and history stay in the data bucket: the first run after the switch finds no
-    lock, takes the table's batches from the start again, and the job skips those committed."""
+    """The lock and the history carry over: the first run after the switch goes on from the
+    position the data bucket's lock holds, and applies only the new batch."""
     before = start_host(monkeypatch, gcs_store, ORDERED)
     generations = put_all(before, ["01", "02"])
     before.drain()
@@ -108,24 +110,33 @@ def test_switching_an_existing_table_to_a_state_bucket_applies_nothing_twice(
     after.drain()
     assert after.tables.commits[TABLE] == commits_in(generations, ["01", "02", "03"])
     assert after.backlog(TABLE) == [] and after.lock(TABLE).position == "03"
+    assert isinstance(after.runner, InlineRunner) and len(after.runner.submitted) == 1  # 03's job only
 
 
 # Switching an existing deployment: what the data bucket's state objects say still holds afterwards.
 
 
-def switched(
+Switch = Callable[[Host, dict[str, str]], Host]
+
+
+@pytest.fixture
+def switch(
     monkeypatch: pytest.MonkeyPatch,
     gcs_emulator: emu.Emulator,
     gcs_client: storage.Client,
     gcs_store: GcsStore,
-    before: Host,
-    env: dict[str, str],
-) -> Host:
-    """The same bucket and tables after STATE_BUCKET is set: a new function host, wired to both."""
-    name = f"{gcs_store.bucket}-state"
-    gcs_emulator.create_bucket(name)
-    state = GcsStore(gcs_client, name, emulator_writes=WriteLock.for_emulator(gcs_emulator.url))
-    return start_host(monkeypatch, gcs_store, env | {"STATE_BUCKET": name}, state=state, tables=before.tables)
+) -> Switch:
+    """Set STATE_BUCKET on a deployment that ran without one: a new function host over the same
+    bucket and tables, wired to both buckets."""
+
+    def to_state_bucket(before: Host, env: dict[str, str]) -> Host:
+        name = f"{gcs_store.bucket}-state"
+        gcs_emulator.create_bucket(name)
+        state = GcsStore(gcs_client, name, emulator_writes=WriteLock.for_emulator(gcs_emulator.url))
+        env = env | {"STATE_BUCKET": name}
+        return start_host(monkeypatch, gcs_store, env, state=state, tables=before.tables)
+
+    return to_state_bucket
 
 
 def upload_unannounced(host: Host, rel: str) -> int:
@@ -136,10 +147,7 @@ def upload_unannounced(host: Host, rel: str) -> int:
 
 
 def test_a_batch_skipped_before_the_switch_is_not_applied_after_it(
-    monkeypatch: pytest.MonkeyPatch,
-    gcs_emulator: emu.Emulator,
-    gcs_client: storage.Client,
-    gcs_store: GcsStore,
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, switch: Switch
 ) -> None:
     before = start_host(monkeypatch, gcs_store, ORDERED)
     generations = put_all(before, ["01"])
@@ -147,7 +155,7 @@ def test_a_batch_skipped_before_the_switch_is_not_applied_after_it(
     generations["02"] = upload_unannounced(before, "02")
     dropped = skip_ops.skip(invocation(before), f"{TABLE}/02/_SUCCESS", reason="bad upstream export")
     assert dropped.generation == generations["02"]
-    after = switched(monkeypatch, gcs_emulator, gcs_client, gcs_store, before, ORDERED)
+    after = switch(before, ORDERED)
     generations |= put_all(after, ["03"])
     after.drain()
     sweeper.sweep(invocation(after))  # the reconciliation lists the table's batches again
@@ -157,10 +165,7 @@ def test_a_batch_skipped_before_the_switch_is_not_applied_after_it(
 
 
 def test_a_batch_dropped_with_unlock_skip_head_before_the_switch_is_not_applied_after_it(
-    monkeypatch: pytest.MonkeyPatch,
-    gcs_emulator: emu.Emulator,
-    gcs_client: storage.Client,
-    gcs_store: GcsStore,
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, switch: Switch
 ) -> None:
     before = start_host(monkeypatch, gcs_store, ORDERED)
     before.upload(f"{TABLE}/_config/load.json", json.dumps({"max_batches_per_job": 1}).encode())
@@ -172,7 +177,7 @@ def test_a_batch_dropped_with_unlock_skip_head_before_the_switch_is_not_applied_
     before.drain()
     before.tables.failing.clear()  # applying it again would now succeed: nothing may try
     assert before.tables.commits[TABLE] == commits_in(generations, ["01", "03"])
-    after = switched(monkeypatch, gcs_emulator, gcs_client, gcs_store, before, ORDERED)
+    after = switch(before, ORDERED)
     generations |= put_all(after, ["04"])
     after.drain()
     sweeper.sweep(invocation(after))
@@ -182,10 +187,7 @@ def test_a_batch_dropped_with_unlock_skip_head_before_the_switch_is_not_applied_
 
 
 def test_a_table_blocked_at_the_switch_stays_blocked_until_unlocked(
-    monkeypatch: pytest.MonkeyPatch,
-    gcs_emulator: emu.Emulator,
-    gcs_client: storage.Client,
-    gcs_store: GcsStore,
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, switch: Switch
 ) -> None:
     before = start_host(monkeypatch, gcs_store, ORDERED)
     before.upload(f"{TABLE}/_config/load.json", json.dumps({"max_batches_per_job": 1}).encode())
@@ -194,7 +196,7 @@ def test_a_table_blocked_at_the_switch_stays_blocked_until_unlocked(
     before.drain()
     assert before.lock(TABLE).state is LockState.FAILED
     before.tables.failing.clear()
-    after = switched(monkeypatch, gcs_emulator, gcs_client, gcs_store, before, ORDERED)
+    after = switch(before, ORDERED)
     generations |= put_all(after, ["04"])
     after.drain()
     sweeper.sweep(invocation(after))
@@ -209,10 +211,7 @@ def test_a_table_blocked_at_the_switch_stays_blocked_until_unlocked(
 
 
 def test_a_failed_unordered_batch_stays_failed_across_the_switch_until_retried(
-    monkeypatch: pytest.MonkeyPatch,
-    gcs_emulator: emu.Emulator,
-    gcs_client: storage.Client,
-    gcs_store: GcsStore,
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, switch: Switch
 ) -> None:
     before = start_host(monkeypatch, gcs_store, {})
     before.tables.failing.add("02")
@@ -220,7 +219,7 @@ def test_a_failed_unordered_batch_stays_failed_across_the_switch_until_retried(
     before.drain()
     assert before.applied(TABLE) == ["01"]
     before.tables.failing.clear()  # fixed, but the operator has not retried it yet
-    after = switched(monkeypatch, gcs_emulator, gcs_client, gcs_store, before, {})
+    after = switch(before, {})
     generations |= put_all(after, ["03"])
     after.drain()
     sweeper.sweep(invocation(after))  # reconciliation and the watchdog: neither resubmits it
@@ -237,10 +236,7 @@ def test_a_failed_unordered_batch_stays_failed_across_the_switch_until_retried(
 
 
 def test_a_reprocess_request_pending_at_the_switch_is_applied_once_after_it(
-    monkeypatch: pytest.MonkeyPatch,
-    gcs_emulator: emu.Emulator,
-    gcs_client: storage.Client,
-    gcs_store: GcsStore,
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore, switch: Switch
 ) -> None:
     before = start_host(monkeypatch, gcs_store, ORDERED)
     generations = put_all(before, ["01"])
@@ -251,7 +247,7 @@ def test_a_reprocess_request_pending_at_the_switch_is_applied_once_after_it(
     reprocess_ops.request(invocation(before), f"{TABLE}/01/_SUCCESS", reason="a fixed transform")
     before.drain()
     assert before.tables.commits[TABLE] == commits_in(generations, ["01"])  # paused: all waits
-    after = switched(monkeypatch, gcs_emulator, gcs_client, gcs_store, before, ORDERED)
+    after = switch(before, ORDERED)
     after.drain()
     sweeper.sweep(invocation(after))
     after.drain()

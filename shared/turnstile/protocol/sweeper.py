@@ -31,7 +31,9 @@ from turnstile.protocol.reconcile import reconcile
 from turnstile.protocol.state import Subscriber, TableState
 from turnstile.protocol.watchdog import watch
 from turnstile.records import LockState, wake_body
+from turnstile.store import carryover
 from turnstile.store.port import object_uri
+from turnstile.store.split import SplitStore
 
 log = logs.get("sweeper")
 
@@ -89,7 +91,8 @@ def verdict(state: SweepFacts, lease: float) -> Verdict:
 def sweep(inv: Invocation) -> list[dict[str, Any]]:
     """Sweep every table; one table's failure to be read is reported and never stops the others."""
     report = []
-    for table in tables(inv):
+    found = tables(inv)
+    for table in found:
         try:
             report.append(_sweep_table(inv, table))
         except TurnstileError as exc:
@@ -105,7 +108,44 @@ def sweep(inv: Invocation) -> list[dict[str, Any]]:
                     "error": str(exc),
                 }
             )
+    move_carried_over(inv, found)
     return report
+
+
+MOVE_BUDGET = 200  # old state objects moved per sweep: the rest waits for the next
+
+
+def move_carried_over(
+    inv: Invocation, found: list[Table], settled: timedelta = carryover.SETTLED
+) -> carryover.Pass | None:
+    """A deployment switched to a state bucket: move what the data bucket still holds of
+    turnstile's state from before the switch, a little at each sweep (`store.carryover`). Nothing
+    depends on it but the cost of reading both buckets; a failure waits for the next sweep."""
+    store = inv.store
+    if not isinstance(store, SplitStore) or not store.carries_over():
+        return None
+    try:
+        prefixes = [t.prefix for t in found]
+        done = carryover.move(store, prefixes, inv.clock.now(), budget=MOVE_BUDGET, settled=settled)
+    except TurnstileError as exc:
+        log.warning(
+            f"moving the state objects left in the data bucket failed: {exc}; the next sweep tries again",
+            extra={"event": "state_moving_failed", "bucket": store.data.bucket, "error": str(exc)},
+        )
+        return None
+    if done.moved:
+        log.info(
+            f"{store.scheme}://{store.data.bucket} holds none of turnstile's state any more: only the "
+            f"state bucket {store.scheme}://{store.state.bucket} is read for it from now on",
+            extra={"event": "state_moved", "bucket": store.data.bucket},
+        )
+    elif done.done:
+        log.info(
+            f"moved {len(done.done)} state objects left in the data bucket since the switch; "
+            f"{len(done.waiting) + done.left} wait",
+            extra={"event": "state_moving", "bucket": store.data.bucket},
+        )
+    return done
 
 
 MAX_TABLE_DEPTH = 4  # folders a custom DESTINATION_REGEX may put before a table's own folder

@@ -34,10 +34,10 @@ from turnstile.placement import (
     MOVED_MARKER,
     TOMBSTONE,
     carried_over,
-    marker_text,
     is_state,
     is_tombstone,
     listing_places,
+    marker_text,
 )
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
 
@@ -101,9 +101,9 @@ class SplitStore:
         """The bucket that holds `name`: what a person must open to find it (or a job to read it)."""
         if not is_state(name):
             return self.data.bucket
-        if name not in self._in_data and self._old(name) and self._state_info(name) is None:
-            if self.data.stat(name) is not None:
-                self._in_data.add(name)
+        unknown = name not in self._in_data and self._old(name)
+        if unknown and self._state_info(name) is None and self.data.stat(name) is not None:
+            self._in_data.add(name)
         return self.data.bucket if name in self._in_data else self.state.bucket
 
     def _found_in(self, name: str, in_data: bool) -> None:

@@ -33,6 +33,7 @@ from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import cloud_event
 from turnstile.local.stack import functions_source
 from turnstile.paths import classify
+from turnstile.placement import MOVED_MARKER
 from turnstile.settings import Settings
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
@@ -129,6 +130,8 @@ class FunctionHost:
     log: io.StringIO = field(default_factory=io.StringIO)
 
     def __post_init__(self) -> None:
+        if self.state is not None:  # a state bucket from the start: the first sweep says so
+            self.state.write(MOVED_MARKER, self.inner.bucket.encode())
         self.upstream = counting_store(self.inner, "upstream", self.ledger, self._queue)
         self.function_store = self._party("function")
         self.job_store = self._party("job")
