@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from google.cloud import storage
 
+from tests.conftest import AWS_REGION
 from turnstile.errors import PreconditionFailed
 from turnstile.local import emulator as emu
 from turnstile.paths import Table, claim_name
@@ -24,13 +25,15 @@ from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore
 from turnstile.store.memory import MemoryStore
 from turnstile.store.port import ObjectStore, object_uri
+from turnstile.store.s3 import S3Store
+from turnstile.store.s3 import make_client as make_s3_client
 from turnstile.store.split import MovedBuckets, SplitStore
 
 T = Table("b", "ds/tbl", "ds", "tbl")
 POINTERS = [T.pointer(f"2024/05/01/{h:02d}") for h in range(10, 16)]
 
 
-@pytest.fixture(params=["gcs", "memory"])
+@pytest.fixture(params=["gcs", "memory", "s3"])
 def buckets(
     request: pytest.FixtureRequest, gcs_emulator: emu.Emulator, gcs_client: storage.Client, bucket_name: str
 ) -> Iterator[tuple[ObjectStore, ObjectStore]]:
@@ -38,6 +41,13 @@ def buckets(
     if request.param == "memory":
         generations = itertools.count(1_700_000_000_000_001)
         yield MemoryStore("data", generations=generations), MemoryStore("state", generations=generations)
+        return
+    if request.param == "s3":
+        data: S3Store = request.getfixturevalue("s3_store")
+        client = make_s3_client(AWS_REGION, request.getfixturevalue("moto_server"))
+        name = f"{data.bucket}-state"
+        client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": AWS_REGION})
+        yield data, S3Store(client, name)
         return
     writes = WriteLock.for_emulator(gcs_emulator.url)
     gcs_emulator.create_bucket(f"{bucket_name}-state")
@@ -66,13 +76,13 @@ def test_old_copies_are_read_until_the_state_bucket_has_the_name(
     assert names(split.list_objects(T.backlog)) == [POINTERS[0]]
     assert names(split.list_objects(T.internal)) == [T.result("01", 5)]
     assert split.read(claim_name(T.backfill, 3)) is None
-    assert object_uri(split, T.lock) == f"gs://{data.bucket}/{T.lock}"  # where a person finds it
+    assert object_uri(split, T.lock) == f"{data.scheme}://{data.bucket}/{T.lock}"  # where a person finds it
     # A change lands in the state bucket and hides the old copy from then on.
     newer = split.replace(T.lock, b"free lock", if_generation=lock)
     assert state.read(T.lock) is not None and data.read(T.lock) is not None
     found = split.read(T.lock)
     assert found is not None and (found.data, found.generation) == (b"free lock", newer)
-    assert object_uri(split, T.lock) == f"gs://{state.bucket}/{T.lock}"
+    assert object_uri(split, T.lock) == f"{state.scheme}://{state.bucket}/{T.lock}"
     with pytest.raises(PreconditionFailed):
         split.replace(T.lock, b"stale", if_generation=lock)  # read before the change: refused
 

@@ -102,7 +102,7 @@ class SplitStore:
         if not is_state(name):
             return self.data.bucket
         unknown = name not in self._in_data and self._old(name)
-        if unknown and self._state_info(name) is None and self.data.stat(name) is not None:
+        if unknown and self.state.stat(name) is None and self.data.stat(name) is not None:
             self._in_data.add(name)
         return self.data.bucket if name in self._in_data else self.state.bucket
 
@@ -129,21 +129,32 @@ class SplitStore:
     def stat(self, name: str) -> ObjectInfo | None:
         if not is_state(name):
             return self.data.stat(name)
-        info = self._state_info(name)
+        info, tombstone = self._state_info(name)
         if info is not None:
             self._found_in(name, False)
-            return None if self._is_tombstone(info) else info
+            return None if tombstone else info
         if not self._old(name):
             return None
         old = self.data.stat(name)
         self._found_in(name, old is not None)
         return old
 
-    def _state_info(self, name: str) -> ObjectInfo | None:
-        return self.state.stat(name)
+    def _state_info(self, name: str) -> tuple[ObjectInfo | None, bool]:
+        """The state bucket's object of `name` and whether it is a tombstone: a stat, and a read
+        when its size says it may be one (both again if it changed in between)."""
+        info = self.state.stat(name)
+        for _ in range(3):
+            if info is None or info.size != len(TOMBSTONE):
+                return info, False
+            found = self.state.read(name)
+            if found is not None and found.generation == info.generation:
+                return info, is_tombstone(found.data)
+            info = self.state.stat(name)
+        return info, False
 
     def _is_tombstone(self, info: ObjectInfo) -> bool:
-        """A state-bucket object is a tombstone: its size says it may be, its bytes say so."""
+        """A state-bucket object is a tombstone: its size says it may be, its bytes say so (a
+        listing's entry changed since it was listed is not: the listing is older than the change)."""
         if info.size != len(TOMBSTONE):
             return False
         found = self.state.read(info.name)
@@ -204,11 +215,11 @@ class SplitStore:
         if not self._old(name):
             self.state.delete(name, if_generation=if_generation)
             return
-        info = self._state_info(name)
+        info = self.state.stat(name)
         if info is None:
             self._take_over(name, TOMBSTONE, if_generation)
             return
-        if info.generation != if_generation:
+        if info.generation != if_generation:  # a tombstone's generation is never one read
             raise self._conflict(name, if_generation)
         try:
             if self.data.stat(name) is not None:  # its old copy would count again: a tombstone

@@ -333,6 +333,8 @@ class World:
         inv = self.invocation()
         for prefix in dict.fromkeys([*self.plan.tables, *self.plan.ordered]):
             fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
+            if self.plan.switch_at is not None and self.state is None:
+                fix = False  # failures wait for the switch: what it must carry over
             if self.loop.faults_on and self.reprocesses.maybe_request(
                 inv, prefix, self.tables.commits, self.loop.rng.random()
             ):
@@ -602,7 +604,11 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
         memory = SplitStore(data, state)
     elif rng.random() < 0.5:  # switched to one mid-run, drops and failures included
         plan.switch_at = rng.uniform(0.15, 0.85) * plan.fault_end
-        plan.skips = plan.lineage is None
+        if plan.lineage is None:
+            plan.skips = True
+            last = list(plan.tables)[-1]  # an unordered table whose batch fails before the switch
+            plan.unordered.add(last)
+            plan.failing.add((last, plan.tables[last][0]))
     tables = SimTables(loop, failing=set(plan.failing))
 
     def job_store(manifest_uri: str) -> ObjectStore:
