@@ -325,8 +325,11 @@ class World:
         sweeper.sweep(inv)  # moves old state objects a day after they last changed: never here
         if self.state is not None and self.loop.rng.random() < 0.5:  # an hour after, in simulated time
             moving = sweeper.move_carried_over(inv, sweeper.tables(inv), settled=MOVE_SETTLED)
+            for step, _ in moving.done if moving is not None else ():
+                self.stats[f"old state objects: {step.value}"] += 1
             if moving is not None and moving.moved:
-                self.stats["data buckets moved"] += 1
+                switched = "after a mid-run switch" if self.plan.switch_at is not None else "from the start"
+                self.stats[f"data buckets moved ({switched})"] += 1
 
     def operate(self) -> None:
         """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
