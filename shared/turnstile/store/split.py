@@ -16,10 +16,12 @@ lands in the state bucket, so each has one point where it takes effect, a precon
 - delete of a state-bucket object whose old copy is still in the data bucket: a tombstone, written
   by compare-and-swap.
 
-This holds because nothing writes turnstile's state to the data bucket after the switch: only
-the old copies' removal (`protocol.legacy`) deletes there, and only ones the state bucket has hidden
-for a day. Generations of the same name in the two buckets never coincide: each bucket gives a
-later write a larger one (GCS and S3 stamp microseconds; the in-memory store can share a counter).
+This holds because after the switch only what was running then writes turnstile's state to the
+data bucket (a job's records, names nothing else writes; the old configuration's last invocations:
+docs/DEPLOY.md, State bucket), and only the old copies' removal (`store.carryover`) deletes there,
+ones the state bucket has hidden for a day. Generations of the same name in the two buckets never
+coincide: each bucket gives a later write a larger one (GCS and S3 stamp microseconds; in-memory
+stores can share a counter).
 """
 
 from __future__ import annotations
