@@ -119,8 +119,12 @@ def store(request: pytest.FixtureRequest) -> ObjectStore:
     buckets, STATE_BUCKET)."""
     if request.param == "memory":
         return MemoryStore("memory-bucket")
-    if request.param == "split":
-        return SplitStore(MemoryStore("data-bucket"), MemoryStore("state-bucket"))
+    if request.param == "split":  # one generation counter: two buckets never issue the same one
+        generations = itertools.count(1_700_000_000_000_001)
+        return SplitStore(
+            MemoryStore("data-bucket", generations=generations),
+            MemoryStore("state-bucket", generations=generations),
+        )
     return request.getfixturevalue(f"{request.param}_store")  # type: ignore[no-any-return]
 
 

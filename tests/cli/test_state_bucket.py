@@ -11,7 +11,7 @@ from google.cloud import storage
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.local import emulator as emu
 from turnstile.names.paths import Table
-from turnstile.names.placement import STATE_MARKER
+from turnstile.names.placement import MOVED_MARKER, STATE_MARKER
 from turnstile.state.records import Lock, LockState
 from turnstile.store.gcs import GcsStore
 from turnstile.store.split import SplitStore
@@ -68,3 +68,58 @@ def test_a_state_bucket_setting_that_disagrees_with_the_marker_is_refused(
     line = one_error_line(result)
     assert "STATE_BUCKET is somewhere-else" in line
     assert f"_STATE_BUCKET says the backlog and locks of {apart.store.bucket} are in" in line
+
+
+# migrate-state: what a switched deployment's data bucket still holds of turnstile's state.
+
+
+@pytest.fixture
+def switched(gcs_store: GcsStore, state: GcsStore, run: Run) -> World:
+    """A deployment switched to a state bucket: its FAILED lock and pointers still in the data bucket."""
+    del run
+    world = World(gcs_store, Table(gcs_store.bucket, "sales/orders", "sales", "orders"))
+    world.queue(HEAD)
+    world.fail(HEAD, position="incremental/2024/05/01/12")
+    gcs_store.write(STATE_MARKER, state.bucket.encode())  # Terraform, at the switch
+    return world
+
+
+def test_status_after_the_switch_still_shows_the_lock_left_in_the_data_bucket(
+    run: Run, switched: World
+) -> None:
+    result = run("status", switched.uri, "--output", "json")
+    assert result.exit_code == 1, result.output
+    [table] = json.loads(result.stdout)["tables"]
+    assert table["health"] == "BLOCKED" and table["lock"]["failed_rel"] == HEAD
+
+
+def test_migrate_state_says_what_waits_and_changes_nothing_on_a_dry_run(
+    run: Run, switched: World, state: GcsStore
+) -> None:
+    bucket = f"gs://{switched.store.bucket}"
+    result = run("migrate-state", bucket, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "would copy 0 old state objects" in result.stdout
+    assert "wait: changed less than a day ago" in result.stdout  # the lock, just failed
+    assert "wait: goes when it is applied, dropped or ended" in result.stdout  # the pointer
+    assert "dry run: nothing was changed" in result.stdout
+    assert state.list_objects("") == []
+    found = json.loads(run("migrate-state", bucket, "--output", "json").stdout)
+    assert found["moved"] is False and found["steps"] == []
+    assert {w["object"] for w in found["waiting"]} == {switched.table.lock, switched.table.pointer(HEAD)}
+
+
+def test_migrate_state_on_a_moved_or_a_one_bucket_deployment(
+    run: Run, gcs_store: GcsStore, state: GcsStore, bucket_name: str
+) -> None:
+    result = run("migrate-state", f"gs://{bucket_name}")
+    assert result.exit_code == 2 and "has no state bucket" in one_error_line(result)
+    gcs_store.write(STATE_MARKER, state.bucket.encode())
+    moved = run("migrate-state", f"gs://{bucket_name}")
+    assert moved.exit_code == 0, moved.output
+    assert "nothing of turnstile's state is left" in moved.stdout  # an empty data bucket: moved
+    assert state.read(MOVED_MARKER) is not None
+    again = run("migrate-state", f"gs://{bucket_name}")
+    assert "holds none of turnstile's state" in again.stdout
+    refused = run("migrate-state", f"gs://{bucket_name}/sales")
+    assert refused.exit_code == 2 and "pass the bucket alone" in one_error_line(refused)

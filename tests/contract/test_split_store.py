@@ -12,6 +12,7 @@ from turnstile.core.errors import PreconditionFailed
 from turnstile.entrypoints import wiring
 from turnstile.local import emulator as emu
 from turnstile.names.paths import Table
+from turnstile.names.placement import MOVED_MARKER
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import object_uri
@@ -89,6 +90,7 @@ def test_the_jobs_folder_lists_manifests_and_done_signals_together(split: SplitS
 def test_listings_read_one_bucket_where_the_prefix_says_which(
     split: SplitStore, gcs_store: GcsStore, state: GcsStore
 ) -> None:
+    state.write(MOVED_MARKER, gcs_store.bucket.encode())  # the data bucket's old state all moved
     split.write("ds/tbl/2024/05/01/10/_SUCCESS", b"")
     split.create(T.pointer("2024/05/01/10"), b"{}")
     # A pointer copied into the data bucket by hand is not in the backlog the functions read.

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from turnstile.names.paths import ObjectKind, Table, claim_name, classify
-from turnstile.names.placement import Places, is_state, listing_places
+from turnstile.names.placement import Places, carried_over, is_state, listing_places
+from turnstile.store.carryover import copyable
 
 T = Table("b", "ds/tbl", "ds", "tbl")
 DATA, STATE, BOTH = Places(True, False), Places(False, True), Places(True, True)
@@ -86,3 +87,25 @@ def test_a_listing_reads_the_buckets_its_prefix_can_be_in(prefix: str, places: P
 def test_the_rules_agree_with_the_classification_of_state_objects() -> None:
     kinds = {classify(n) for n in (T.pointer("r"), T.lock, T.manifest("j"), claim_name(T.backfill, 1))}
     assert kinds == {ObjectKind.POINTER, ObjectKind.LOCK, ObjectKind.INTERNAL, ObjectKind.CLAIM}
+
+
+@pytest.mark.parametrize(
+    ("name", "carried", "copied"),
+    [
+        (T.lock, True, True),
+        (T.result("2024/05/01/10", 7), True, True),
+        (T.manifest("job-1"), True, True),
+        (T.pause, True, True),
+        (T.failure("2024/05/01/10", 7), True, True),
+        (T.pointer("2024/05/01/10"), True, False),  # a lock holds its generation
+        (f"{T.internal}reprocess/20240501T000000000000Z-abc.json", True, False),
+        (T.open_job("job-1"), True, False),  # a running job's marker
+        (claim_name(T.backfill, 3), False, False),  # claims only spare a duplicate's work
+        (T.done_signal("job-1"), False, False),  # the data bucket's own
+        ("ds/tbl/2024/05/01/10/_SUCCESS", False, False),
+    ],
+)
+def test_what_a_switch_carries_over_and_what_the_sweeper_may_copy(
+    name: str, carried: bool, copied: bool
+) -> None:
+    assert (carried_over(name), copyable(name)) == (carried, copied)

@@ -16,7 +16,7 @@ from turnstile.config.settings import Settings
 from turnstile.core import logs
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import SettingsError
-from turnstile.entrypoints import wiring
+from turnstile.entrypoints import housekeeping, wiring
 from turnstile.jobs.port import JobRunner
 from turnstile.names.paths import ObjectKind, ObjectRef
 from turnstile.protocol import handler, sweeper
@@ -128,4 +128,5 @@ def sweep_buckets(
         runner = (runners or wiring.job_runner)(settings, store)
         inv = Invocation(store, runner, settings, clock, uuid.uuid4().hex, clock.now(), config_cache)
         report.extend(sweeper.sweep(inv))
+        housekeeping.move_carried_over(inv)
     return report

@@ -11,7 +11,11 @@ from turnstile.jobs.port import JobRunner
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
-from turnstile.store.split import SplitStore
+from turnstile.store.split import MovedBuckets, SplitStore
+
+STATE_MOVED = MovedBuckets()
+"""This process's memory of the data buckets whose state has all moved to their state bucket: a
+function instance reads the state bucket's marker once, not at every invocation."""
 
 
 def object_store(settings: Settings, bucket: str) -> ObjectStore:
@@ -24,7 +28,7 @@ def object_store(settings: Settings, bucket: str) -> ObjectStore:
     state = settings.state_bucket
     if state is None or state == bucket:
         return data
-    return SplitStore(data, GcsStore(client, state, emulator_writes=writes))
+    return SplitStore(data, GcsStore(client, state, emulator_writes=writes), moved=STATE_MOVED)
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:

@@ -10,8 +10,10 @@ from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store, make_client
-from turnstile.store.split import SplitStore
+from turnstile.store.split import MovedBuckets, SplitStore
 
+STATE_MOVED = MovedBuckets()
+"""This process's memory of the data buckets whose state has all moved to their state bucket."""
 LOCAL_ON_S3 = (
     "JOB_RUNNER is local (its default), which runs jobs on this machine, not for Amazon S3: set "
     "JOB_RUNNER=emr and the EMR_* settings (docs/DEPLOY-AWS.md)"
@@ -24,7 +26,9 @@ def s3_store(settings: Settings, bucket: str) -> ObjectStore:
     client = make_client(settings.aws_region, settings.aws_endpoint_url)
     data = S3Store(client, bucket)
     state = settings.state_bucket
-    return data if state is None or state == bucket else SplitStore(data, S3Store(client, state))
+    if state is None or state == bucket:
+        return data
+    return SplitStore(data, S3Store(client, state), moved=STATE_MOVED)
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:

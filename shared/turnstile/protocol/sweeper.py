@@ -89,7 +89,8 @@ def verdict(state: SweepFacts, lease: float) -> Verdict:
 def sweep(inv: Invocation) -> list[dict[str, Any]]:
     """Sweep every table; one table's failure to be read is reported and never stops the others."""
     report = []
-    for table in tables(inv):
+    found = tables(inv)
+    for table in found:
         try:
             report.append(_sweep_table(inv, table))
         except TurnstileError as exc:

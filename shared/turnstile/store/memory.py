@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import islice, takewhile
+from itertools import count, islice, takewhile
 
 from sortedcontainers import SortedDict
 
@@ -23,14 +23,23 @@ class _Entry:
 
 
 class MemoryStore:
-    """One bucket held in a dict. Generations grow across the whole bucket, as GCS's do."""
+    """One bucket held in a dict. Generations grow across the whole bucket, as GCS's do; stores
+    given one `generations` counter never issue the same one (GCS stamps microseconds: a later
+    write in any bucket has a larger generation), as a data bucket and its state bucket need."""
 
-    def __init__(self, bucket: str = "memory", clock: Clock | None = None, *, scheme: str = "gs") -> None:
+    def __init__(
+        self,
+        bucket: str = "memory",
+        clock: Clock | None = None,
+        *,
+        scheme: str = "gs",
+        generations: Iterator[int] | None = None,
+    ) -> None:
         self._bucket = bucket
         self._scheme = scheme
         self._clock = clock or SystemClock()
         self._objects: SortedDict[str, _Entry] = SortedDict()
-        self._generation = 1_700_000_000_000_000
+        self._generations = generations if generations is not None else count(1_700_000_000_000_001)
         self._lock = threading.Lock()
 
     @property
@@ -48,9 +57,9 @@ class MemoryStore:
         return StoredObject(name, entry.generation, entry.data)
 
     def _put(self, name: str, data: bytes) -> int:
-        self._generation += 1
-        self._objects[name] = _Entry(bytes(data), self._generation, self._clock.now())
-        return self._generation
+        generation = next(self._generations)
+        self._objects[name] = _Entry(bytes(data), generation, self._clock.now())
+        return generation
 
     def read(self, name: str) -> StoredObject | None:
         with self._lock:

@@ -35,6 +35,7 @@ from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.local.bridge import cloud_event
 from turnstile.local.stack import functions_source
 from turnstile.names.paths import classify
+from turnstile.names.placement import MOVED_MARKER
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
 from turnstile.store.split import SplitStore
@@ -130,6 +131,8 @@ class FunctionHost:
     log: io.StringIO = field(default_factory=io.StringIO)
 
     def __post_init__(self) -> None:
+        if self.state is not None:  # a state bucket from the start: the first sweep says so
+            self.state.write(MOVED_MARKER, self.inner.bucket.encode())
         self.upstream = counting_store(self.inner, "upstream", self.ledger, self._queue)
         self.function_store = self._party("function")
         self.job_store = self._party("job")

@@ -167,7 +167,7 @@ class SimRunner:
     def __init__(
         self,
         loop: Loop,
-        job_store: Callable[[], ObjectStore],
+        job_store: Callable[[str], ObjectStore],  # the store of a job, by its manifest's URI
         tables: SimTables,
         *,
         transient_probability: float,
@@ -205,7 +205,7 @@ class SimRunner:
         if job_id in self.cancelled:
             return  # cancelled before it started
         self.jobs[job_id] = JobStatus(job_id, JobState.RUNNING)
-        store = self._job_store()
+        store = self._job_store(manifest_uri)
         tables = Cancellable(self._tables, lambda: job_id in self.cancelled)
         done = execute(store, read_manifest(store, manifest_uri), tables, SimClock(self._loop))
         self.jobs[job_id] = JobStatus(

@@ -9,7 +9,12 @@ invariants every schedule must keep.
   their timeout. An operator fixes a failed batch and unlocks its table a while later, or
   recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL` (also,
   now and then, while a job holds it). Now and then the operator asks for a committed batch to be
-  reprocessed (`reprocessing`), or drops a queued batch with `turnstile skip`.
+  reprocessed (`reprocessing`), or drops a queued batch with `turnstile skip` or a failed one with
+  `unlock --skip-head`.
+- Odd seeds keep turnstile's own objects in a state bucket (STATE_BUCKET) from the start; half the
+  even ones switch to one mid-run, with whatever the data bucket holds then (locks, failures, drops,
+  pauses, reprocess requests, running jobs): invocations already running finish with the data bucket
+  alone, every later one uses both.
 - Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
   lock is FREE; each reprocess request is applied exactly once, after what was queued before it. A
@@ -21,11 +26,13 @@ from __future__ import annotations
 
 import functools
 import io
+import itertools
 import json
 import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from turnstile.config.config_cache import ConfigCache
@@ -33,8 +40,9 @@ from turnstile.config.settings import Settings
 from turnstile.core import logs
 from turnstile.core.clock import Clock
 from turnstile.core.errors import PreconditionFailed, Transient
-from turnstile.entrypoints import entry
+from turnstile.entrypoints import entry, housekeeping
 from turnstile.names.paths import Table
+from turnstile.names.uris import parse_bucket_uri
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Failed, Refused
@@ -55,6 +63,7 @@ from turnstile_dev.simulation.reprocessing import Reprocesses
 BUCKET = "sim-bucket"
 STATE_BUCKET = "sim-state"  # odd seeds keep turnstile's own objects there (STATE_BUCKET): no events
 GATE = "_HISTORYDONE"
+MOVE_SETTLED = timedelta(hours=1)  # longer than any invocation or job here spends between two calls
 
 
 @dataclass
@@ -76,8 +85,10 @@ class Plan:
     # Upstream writes some `_SUCCESS` twice in a row: the first event is stale when it arrives, and
     # the subscriber must apply the live generation once (ordered) or the handler ignore it.
     rewrites_success: bool = False
-    # The operator drops a queued batch now and then (`turnstile skip`), instead of deleting its pointer.
+    # The operator drops a queued batch now and then (`turnstile skip`), instead of deleting its
+    # pointer, and a failed one (`unlock --skip-head`).
     skips: bool = False
+    switch_at: float | None = None  # when the functions switch to a state bucket (even seeds)
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -122,7 +133,8 @@ class World:
     plan: Plan
     loop: Loop
     memory: ObjectStore  # what the store holds, read without faults or events (both buckets)
-    bucket: ObjectStore  # the protocol's and upstream's store: a write to the data bucket is an event
+    bucket: ObjectStore  # the data bucket, upstream's too: a write to it is an event
+    state: ObjectStore | None  # the state bucket (STATE_BUCKET), once the functions use one
     tables: SimTables
     runner: SimRunner
     env: dict[str, str]
@@ -144,7 +156,37 @@ class World:
         return SimClock(self.loop)
 
     def function_store(self) -> ObjectStore:
+        """The store of one invocation (or job): each bucket's calls pause and may crash apart."""
+        data = FaultyStore(self.bucket, self.loop)
+        return data if self.state is None else SplitStore(data, FaultyStore(self.state, self.loop))
+
+    def job_store(self, manifest_uri: str) -> ObjectStore:
+        """A job records where its manifest is (`spark.run`): one submitted before the switch keeps
+        to the data bucket."""
+        if parse_bucket_uri(manifest_uri).bucket == STATE_BUCKET:
+            return self.function_store()
         return FaultyStore(self.bucket, self.loop)
+
+    def switch(self, state: MemoryStore, data: MemoryStore) -> None:
+        """Redeploy with STATE_BUCKET: invocations from now on use the state bucket too."""
+        self.state = RecordingStore(state, self.observe)
+        self.memory = SplitStore(data, state)
+        self.stats["switched mid-run"] += 1
+        self.stats["drops before the switch"] += sum(len(s) for s in self.skipped.values())
+        for prefix in dict.fromkeys([*self.plan.tables, *self.plan.ordered]):
+            table = _table(prefix)
+            found = data.read(table.lock)
+            held = Lock.decode(found.data, prefix).state if found is not None else LockState.FREE
+            if held is not LockState.FREE:
+                self.stats[f"locks {held.value} at the switch"] += 1
+            for what, folder in (
+                ("unordered failures", table.failures),
+                ("unordered jobs running", table.open_jobs),
+                ("reprocess requests pending", f"{table.internal}reprocess/"),
+                ("pointers queued", table.backlog),
+            ):
+                self.stats[f"{what} at the switch"] += len(data.list_objects(folder))
+            self.stats["pauses at the switch"] += data.stat(table.pause) is not None
 
     # --- Eventarc -------------------------------------------------------------------------
     def finalized(self, name: str, generation: int) -> None:
@@ -280,13 +322,23 @@ class World:
         return ended
 
     def sweep(self) -> None:
-        sweeper.sweep(self.invocation())
+        inv = self.invocation()
+        sweeper.sweep(inv)  # moves old state objects a day after they last changed: never here
+        if self.state is not None and self.loop.rng.random() < 0.5:  # an hour after, in simulated time
+            moving = housekeeping.move_carried_over(inv, settled=MOVE_SETTLED)
+            for step, _ in moving.done if moving is not None else ():
+                self.stats[f"old state objects: {step.value}"] += 1
+            if moving is not None and moving.moved:
+                switched = "after a mid-run switch" if self.plan.switch_at is not None else "from the start"
+                self.stats[f"data buckets moved ({switched})"] += 1
 
     def operate(self) -> None:
         """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
         inv = self.invocation()
         for prefix in dict.fromkeys([*self.plan.tables, *self.plan.ordered]):
             fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
+            if self.plan.switch_at is not None and self.state is None:
+                fix = False  # failures wait for the switch: what it must carry over
             if self.loop.faults_on and self.reprocesses.maybe_request(
                 inv, prefix, self.tables.commits, self.loop.rng.random()
             ):
@@ -306,11 +358,12 @@ class World:
                 continue
             # Not after a running lock was deleted by hand: its job may still apply what it covers,
             # and `skip` cannot see that job any more (CLI.md says to skip once it has ended).
+            before_switch = self.plan.switch_at is not None and self.state is None
             if (
                 self.plan.skips
                 and self.loop.faults_on
                 and prefix not in self.orphaned_jobs
-                and self.loop.rng.random() < 0.1
+                and self.loop.rng.random() < (0.3 if before_switch else 0.1)
             ):
                 self._skip(inv, prefix)
             lock, generation = table_lock.read(inv, _table(prefix))
@@ -329,6 +382,8 @@ class World:
                 # Now and then before the fix, hoping the cause was passing: the table fails
                 # again, and the next recovery starts from a lock at generation 0 once more.
                 self._recover_by_hand(inv, _table(prefix), generation)
+            elif self.plan.skips and self.loop.faults_on and self.loop.rng.random() < 0.3:
+                self._drop_failed(inv, prefix, lock, generation)
             elif fix:
                 operator.unlock(inv, _table(prefix), skip_head=False)
 
@@ -364,6 +419,23 @@ class World:
         if done.taken_by_job is None:
             self.skipped.setdefault(prefix, {})[rel] = done.generation
             self.stats["batches skipped"] += 1
+
+    def _drop_failed(self, inv: Invocation, prefix: str, lock: Lock, generation: int) -> None:
+        """`turnstile unlock --skip-head`: the failed batch is dropped (its data was bad for good).
+        Not one a job committed before it died unrecorded: the history would call that one dropped."""
+        head = lock.covers[0] if lock.covers else None
+        if head is not None and any(
+            (c.table, c.rel, c.generation) == (prefix, head.rel, head.success_generation)
+            for c in self.tables.commits
+        ):
+            return
+        if head is not None and not head.reprocess:
+            self.tried_skip.setdefault(prefix, set()).add(head.rel)
+            self.tables.failing.discard((prefix, head.rel))  # applying it would now succeed
+        operator.unlock(inv, _table(prefix), skip_head=True, expected_generation=generation)
+        if head is not None and not head.reprocess:
+            self.skipped.setdefault(prefix, {})[head.rel] = head.success_generation
+            self.stats["failed batches dropped"] += 1
 
     def _recover_by_hand(self, inv: Invocation, table: Table, lock_generation: int) -> None:
         """The original loader's recovery: delete `_bqlock` (the FAILED one just read) and upload
@@ -517,7 +589,8 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
     plan = Plan.draw(rng)
     loop = Loop(rng)
     logs.configure("CRITICAL", io.StringIO())
-    data = MemoryStore(BUCKET, clock=SimClock(loop))
+    generations = itertools.count(1_700_000_000_000_001)  # one clock: no generation twice in two buckets
+    data = MemoryStore(BUCKET, clock=SimClock(loop), generations=generations)
     world_ref: list[World] = []
 
     def finalized(name: str, generation: int) -> None:  # the world exists by the time objects are written
@@ -528,14 +601,22 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
 
     bucket: ObjectStore = RecordingStore(data, finalized)
     memory: ObjectStore = data
+    state = MemoryStore(STATE_BUCKET, clock=SimClock(loop), generations=generations)
+    quiet: ObjectStore | None = None
     if seed % 2:  # the state bucket: the same protocol, whose own objects are no events
-        state = MemoryStore(STATE_BUCKET, clock=SimClock(loop))
-        bucket = SplitStore(bucket, RecordingStore(state, observed))
+        quiet = RecordingStore(state, observed)
         memory = SplitStore(data, state)
+    elif rng.random() < 0.5:  # switched to one mid-run, drops and failures included
+        plan.switch_at = rng.uniform(0.15, 0.85) * plan.fault_end
+        if plan.lineage is None:
+            plan.skips = True
+            last = list(plan.tables)[-1]  # an unordered table whose batch fails before the switch
+            plan.unordered.add(last)
+            plan.failing.add((last, plan.tables[last][0]))
     tables = SimTables(loop, failing=set(plan.failing))
 
-    def job_store() -> ObjectStore:
-        return FaultyStore(bucket, loop)
+    def job_store(manifest_uri: str) -> ObjectStore:
+        return world_ref[0].job_store(manifest_uri)
 
     runner = SimRunner(
         loop,
@@ -553,8 +634,10 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
         "LOG_LEVEL": "ERROR",
         "STALE_CLAIM_SECONDS": "86400",
     }
-    world = World(seed, plan, loop, memory, bucket, tables, runner, env)
+    world = World(seed, plan, loop, memory, bucket, quiet, tables, runner, env)
     world_ref.append(world)
+    if plan.switch_at is not None:
+        loop.at(plan.switch_at, functools.partial(world.switch, state, data))
     world.upstream()
     world.periodic(300, "sweeper", world.sweep)
     world.periodic(240, "operator", world.operate)
