@@ -323,7 +323,8 @@ class World:
 
     def sweep(self) -> None:
         inv = self.invocation()
-        sweeper.sweep(inv)  # moves old state objects a day after they last changed: never here
+        sweeper.sweep(inv)
+        housekeeping.move_carried_over(inv)  # old state objects a day after they last changed: never here
         if self.state is not None and self.loop.rng.random() < 0.5:  # an hour after, in simulated time
             moving = housekeeping.move_carried_over(inv, settled=MOVE_SETTLED)
             for step, _ in moving.done if moving is not None else ():
