@@ -289,3 +289,32 @@ def test_state_bucket_must_be_a_bucket_name(value: str, says: str) -> None:
     assert says in str(caught.value)
     assert Settings.from_env({"STATE_BUCKET": "my-state"}).state_bucket == "my-state"
     assert Settings.from_env({"STATE_BUCKET": ""}).state_bucket is None
+
+
+def test_the_warm_driver_bounds_have_defaults_and_parse() -> None:
+    s = Settings.from_env({})
+    assert (s.driver_max_idle_seconds, s.driver_max_lifetime_seconds, s.driver_max_count) == (300.0, 3600.0, 4)
+    s = Settings.from_env(
+        {"DRIVER_MAX_IDLE_SECONDS": "0", "DRIVER_MAX_LIFETIME_SECONDS": "600", "DRIVER_MAX_COUNT": "1"}
+    )
+    assert (s.driver_max_idle_seconds, s.driver_max_lifetime_seconds, s.driver_max_count) == (0.0, 600.0, 1)
+    assert Settings.from_env({"DRIVER_MAX_LIFETIME_SECONDS": "1209600"}).driver_max_lifetime_seconds == 1209600
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("DRIVER_MAX_IDLE_SECONDS", "-1", "greater than or equal to 0"),
+        ("DRIVER_MAX_IDLE_SECONDS", "90000", "less than or equal to 86400"),
+        ("DRIVER_MAX_IDLE_SECONDS", "soon", "valid number"),
+        ("DRIVER_MAX_LIFETIME_SECONDS", "599", "greater than or equal to 600"),
+        ("DRIVER_MAX_LIFETIME_SECONDS", "1209601", "less than or equal to 1209600"),
+        ("DRIVER_MAX_COUNT", "0", "greater than or equal to 1"),
+        ("DRIVER_MAX_COUNT", "101", "less than or equal to 100"),
+        ("DRIVER_MAX_COUNT", "1.5", "valid integer"),
+    ],
+)
+def test_a_bad_warm_driver_bound_names_the_variable_and_the_range(variable: str, value: str, says: str) -> None:
+    with pytest.raises(SettingsError, match=f"'{variable}': got '{re.escape(value)}'") as caught:
+        Settings.from_env({variable: value})
+    assert says in str(caught.value)
