@@ -192,7 +192,9 @@ class Settings(BaseModel):
     """Longest a warm driver stays idle, whatever its rent-or-buy rule says (docs/DRIVER.md); below
     the rule's break-even (60 s on Dataproc) each idle period it cuts short may cost one restart more."""
 
-    driver_max_lifetime_seconds: float = Field(3600.0, ge=600, le=1209600, alias="DRIVER_MAX_LIFETIME_SECONDS")
+    driver_max_lifetime_seconds: float = Field(
+        3600.0, ge=600, le=1209600, alias="DRIVER_MAX_LIFETIME_SECONDS"
+    )
     """Age after which a warm driver takes no new request, finishes what it runs and leaves, so its
     successor runs the current code and config; 10 minutes to 14 days, Dataproc's batch TTL range."""
 

@@ -293,12 +293,18 @@ def test_state_bucket_must_be_a_bucket_name(value: str, says: str) -> None:
 
 def test_the_warm_driver_bounds_have_defaults_and_parse() -> None:
     s = Settings.from_env({})
-    assert (s.driver_max_idle_seconds, s.driver_max_lifetime_seconds, s.driver_max_count) == (300.0, 3600.0, 4)
+    assert (s.driver_max_idle_seconds, s.driver_max_lifetime_seconds, s.driver_max_count) == (
+        300.0,
+        3600.0,
+        4,
+    )
     s = Settings.from_env(
         {"DRIVER_MAX_IDLE_SECONDS": "0", "DRIVER_MAX_LIFETIME_SECONDS": "600", "DRIVER_MAX_COUNT": "1"}
     )
     assert (s.driver_max_idle_seconds, s.driver_max_lifetime_seconds, s.driver_max_count) == (0.0, 600.0, 1)
-    assert Settings.from_env({"DRIVER_MAX_LIFETIME_SECONDS": "1209600"}).driver_max_lifetime_seconds == 1209600
+    assert (
+        Settings.from_env({"DRIVER_MAX_LIFETIME_SECONDS": "1209600"}).driver_max_lifetime_seconds == 1209600
+    )
 
 
 @pytest.mark.parametrize(
@@ -314,7 +320,9 @@ def test_the_warm_driver_bounds_have_defaults_and_parse() -> None:
         ("DRIVER_MAX_COUNT", "1.5", "valid integer"),
     ],
 )
-def test_a_bad_warm_driver_bound_names_the_variable_and_the_range(variable: str, value: str, says: str) -> None:
+def test_a_bad_warm_driver_bound_names_the_variable_and_the_range(
+    variable: str, value: str, says: str
+) -> None:
     with pytest.raises(SettingsError, match=f"'{variable}': got '{re.escape(value)}'") as caught:
         Settings.from_env({variable: value})
     assert says in str(caught.value)
