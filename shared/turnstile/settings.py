@@ -188,20 +188,6 @@ class Settings(BaseModel):
     """How the local runner runs a job: `warm`, in its long-lived driver; `cold`, in a spark-submit
     of its own (its own JVM and session, as every Dataproc Serverless batch is): for comparison."""
 
-    driver_max_idle_seconds: float = Field(300.0, ge=0, le=86400, alias="DRIVER_MAX_IDLE_SECONDS")
-    """Longest a warm driver stays idle, whatever its rent-or-buy rule says (docs/DRIVER.md); below
-    the rule's break-even (60 s on Dataproc) each idle period it cuts short may cost one restart more."""
-
-    driver_max_lifetime_seconds: float = Field(
-        3600.0, ge=600, le=1209600, alias="DRIVER_MAX_LIFETIME_SECONDS"
-    )
-    """Age after which a warm driver takes no new request, finishes what it runs and leaves, so its
-    successor runs the current code and config; 10 minutes to 14 days, Dataproc's batch TTL range."""
-
-    driver_max_count: int = Field(4, ge=1, le=100, alias="DRIVER_MAX_COUNT")
-    """Most warm drivers taking requests at once: another starts when requests wait longer than a
-    start-up and would still be queued when it is up."""
-
     @field_validator("job_prefix")
     @classmethod
     def _job_prefix_shape(cls, value: str) -> str:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from turnstile.settings import Settings
 from turnstile_dev.bench import policy_replay, report
 from turnstile_dev.bench.policy_replay import offline_optimum, policy_costs, replay
 
@@ -127,11 +126,9 @@ def test_the_figures_are_deterministic_and_the_ones_the_docs_print(
     assert policy_replay.markdown(found_cheap_idle) in driver_md
 
 
-def test_the_replay_takes_its_bounds_from_the_settings() -> None:
-    costs = policy_costs(
-        settings=Settings.from_env({"DRIVER_MAX_COUNT": "2", "DRIVER_MAX_IDLE_SECONDS": "30"})
-    )
-    assert (costs.max_drivers, costs.max_idle_seconds, costs.max_lifetime_seconds) == (2, 30.0, 3600.0)
+def test_the_replay_prices_dataproc_serverless_with_the_default_bounds() -> None:
+    costs = policy_costs()
+    assert (costs.max_drivers, costs.max_idle_seconds, costs.max_lifetime_seconds) == (4, 300.0, 3600.0)
     assert (costs.dcu, costs.startup_seconds, costs.min_billed_seconds) == (12, 60.0, 60.0)
 
 

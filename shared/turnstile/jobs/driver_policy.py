@@ -35,12 +35,13 @@ class PolicyCosts:
     """How long a new driver takes to take its first request (Dataproc documents 40-60 s)."""
     min_billed_seconds: float
     """A batch is billed at least this long (Dataproc: 60 s)."""
-    max_idle_seconds: float
-    """DRIVER_MAX_IDLE_SECONDS: no driver stays idle longer, whatever the rule says."""
-    max_lifetime_seconds: float
-    """DRIVER_MAX_LIFETIME_SECONDS: past this age a driver takes no new request and leaves when idle."""
-    max_drivers: int
-    """DRIVER_MAX_COUNT: drivers taking requests at once."""
+    max_idle_seconds: float = 300.0
+    """No driver stays idle longer, whatever the rule says."""
+    max_lifetime_seconds: float = 3600.0
+    """Past this age a driver takes no new request and leaves when idle (so its successor runs the
+    current code and config)."""
+    max_drivers: int = 4
+    """Drivers taking requests at once."""
     history_size: int = 32
     """Recent idle gaps the prediction looks at."""
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from turnstile.jobs import driver_policy as policy
-from turnstile.settings import Settings
 from turnstile_dev.bench.costmodel import DCU_PER_JOB, MINIMUM_BILLED_SECONDS, STARTUP_SECONDS, one_job
 
 SEED = 20260601
@@ -67,18 +66,14 @@ def traces(seed: int = SEED, hours: int = HOURS) -> list[Trace]:
     ]
 
 
-def policy_costs(idle_dcu: float = DCU_PER_JOB, settings: Settings | None = None) -> policy.PolicyCosts:
-    """Dataproc Serverless's prices (costmodel's constants) and the deployment's bounds (the
-    settings' defaults). The policy assumes the slow end of the start-up."""
-    bounds = settings or Settings.from_env({})
+def policy_costs(idle_dcu: float = DCU_PER_JOB) -> policy.PolicyCosts:
+    """Dataproc Serverless's prices (costmodel's constants) and the policy's default bounds. The
+    policy assumes the slow end of the start-up."""
     return policy.PolicyCosts(
         dcu=DCU_PER_JOB,
         idle_dcu=idle_dcu,
         startup_seconds=STARTUP_SECONDS[1],
         min_billed_seconds=MINIMUM_BILLED_SECONDS,
-        max_idle_seconds=bounds.driver_max_idle_seconds,
-        max_lifetime_seconds=bounds.driver_max_lifetime_seconds,
-        max_drivers=bounds.driver_max_count,
     )
 
 
