@@ -31,6 +31,7 @@ from turnstile_dev.bench import (
     job_cost,
     latency,
     machine,
+    policy_replay,
     report,
     scale,
     streaming,
@@ -416,6 +417,7 @@ class Bench:
                 k_single, by_kind[1], k_coalesced, by_kind[0]
             ),
             "dataproc_cost_model": costmodel.dataproc(batch_seconds, [1, 10, 100]),
+            "driver_policy_replay": policy_replay.rows(batch_seconds) if batch_seconds > 0 else [],
             "deep_backlog_ratio": deep["deep_backlog_ratio"],
             "violations": violations,
             "job_overhead_ratio": job_total / bare_total,

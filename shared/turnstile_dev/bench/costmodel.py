@@ -35,7 +35,8 @@ def ops_formula_by_kind(
     }
 
 
-def _job(batches: int, batch_seconds: float, startup: float) -> dict[str, float]:
+def one_job(batches: int, batch_seconds: float, startup: float) -> dict[str, float]:
+    """One Dataproc batch applying `batches` batches: its seconds and its billed DCU-seconds."""
     seconds = startup + batches * batch_seconds
     return {"seconds": seconds, "dcu_seconds": DCU_PER_JOB * max(MINIMUM_BILLED_SECONDS, seconds)}
 
@@ -47,7 +48,7 @@ def backlog(pending: int, per_job: int, batch_seconds: float) -> dict[str, Any]:
     sizes = [per_job] * (pending // per_job) + ([pending % per_job] if pending % per_job else [])
     row: dict[str, Any] = {"scenario": f"backlog of {pending} on one table", "batches_per_job": per_job}
     for label, startup in zip(("low", "high"), STARTUP_SECONDS, strict=True):
-        runs = [_job(n, batch_seconds, startup) for n in sizes]
+        runs = [one_job(n, batch_seconds, startup) for n in sizes]
         row[f"dcu_seconds_per_batch_{label}"] = round(sum(r["dcu_seconds"] for r in runs) / pending, 1)
         row[f"drain_minutes_{label}"] = round(sum(r["seconds"] for r in runs) / 60, 1)
     row["job_starts_per_batch"] = round(jobs / pending, 3)
@@ -59,7 +60,7 @@ def trickle(tables: int, batch_seconds: float) -> dict[str, Any]:
     batch is a job of its own."""
     row: dict[str, Any] = {"scenario": f"1 batch/hour on each of {tables} tables", "batches_per_job": 1}
     for label, startup in zip(("low", "high"), STARTUP_SECONDS, strict=True):
-        row[f"dcu_seconds_per_batch_{label}"] = round(_job(1, batch_seconds, startup)["dcu_seconds"], 1)
+        row[f"dcu_seconds_per_batch_{label}"] = round(one_job(1, batch_seconds, startup)["dcu_seconds"], 1)
         row[f"latency_seconds_{label}"] = round(startup + batch_seconds, 1)
     row["job_starts_per_batch"] = 1.0
     row["create_batch_per_minute"] = round(tables / 60, 2)

@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from turnstile_dev.bench import latency, missed
+from turnstile_dev.bench import latency, missed, policy_replay
 from turnstile_dev.bench.labels import LABELS, SHORT, TURNSTILE
 
 
@@ -199,6 +199,8 @@ def markdown(r: dict[str, Any]) -> str:
     add(_formula(r))
     add("## Dataproc Serverless cost model\n")
     add(_dataproc(r))
+    add("## Warm drivers on Dataproc: the stay-up policy replayed\n")
+    add(_driver_policy(r))
     add("## metadata.json after many commits\n")
     add(_metadata(r))
     add("## What missed its target, and why\n")
@@ -654,6 +656,19 @@ def _dataproc(r: dict[str, Any]) -> str:
         )
         + "\n\nA trickle pays the minimum billing for every batch: its cost is start-up, not work; "
         "coalescing only helps when batches wait.\n"
+    )
+
+
+def _driver_policy(r: dict[str, Any]) -> str:
+    found = r.get("driver_policy_replay")
+    if not found:
+        return "Not computed in this run.\n"
+    return (
+        "Computed, not measured on Dataproc (docs/DRIVER.md): drivers run by the library's policy "
+        "(`turnstile.jobs.driver_policy`) on seeded 24-hour traces, each request taking the in-job time "
+        f"per batch above ({r['dataproc_cost_model']['batch_seconds']:.3f} s), billed as the cost model "
+        "bills; the offline optimum is the least any one-driver-at-a-time policy that holds no request "
+        "back spends on the same trace.\n\n" + policy_replay.markdown(found)
     )
 
 
