@@ -8,7 +8,7 @@ import heapq
 from collections.abc import Callable
 
 from turnstile.names.placement import is_state, listing_places
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, writable
 
 
 class SplitStore:
@@ -25,6 +25,10 @@ class SplitStore:
     @property
     def scheme(self) -> str:
         return self.data.scheme
+
+    def can_write(self) -> bool | None:
+        """Whether turnstile's own objects can be written: they are what every action writes."""
+        return writable(self.state)
 
     def bucket_of(self, name: str) -> str:
         """The bucket that holds `name`: what a person must open to find it."""
