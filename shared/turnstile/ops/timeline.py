@@ -46,6 +46,17 @@ def spans(inv: Invocation, table: Table, entries: tuple[Entry, ...], lock: Lock 
         for covered in lock.covers:
             if failed and covered.rel != lock.failed_rel:
                 continue
+            recorded = next(
+                (
+                    i
+                    for i, s in enumerate(found)
+                    if (s.rel, s.generation, s.state) == (covered.rel, covered.success_generation, "FAILED")
+                ),
+                None,
+            )
+            if failed and recorded is not None:  # the job's own record of the failure that blocks
+                found[recorded] = replace(found[recorded], state="BLOCKED", error=lock.error)
+                continue
             found.append(
                 Span(
                     rel=covered.rel,

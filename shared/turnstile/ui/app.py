@@ -24,7 +24,7 @@ from starlette.staticfiles import StaticFiles
 from turnstile.core import logs
 from turnstile.ops import render
 from turnstile.ops.errors import Refused
-from turnstile.ui import actions, pages, security
+from turnstile.ui import actions, graph, pages, security
 from turnstile.ui.context import Console
 
 HERE = Path(__file__).parent
@@ -65,7 +65,9 @@ def environment() -> Environment:
     )
     env.filters["age"] = lambda seconds: render.age(seconds) or "-"
     env.filters["when"] = lambda at: at.strftime("%Y-%m-%d %H:%M:%S") if at else "-"
+    env.filters["minute"] = lambda at: at.strftime("%Y-%m-%d %H:%M") if at else "-"  # the graph's labels
     env.filters["query"] = lambda params: urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    env.globals["held_for"] = pages.held_for
     env.globals["health_class"] = lambda word: HEALTH_CLASS.get(str(word), "wait")
     env.globals["outcome_class"] = lambda word: OUTCOME_CLASS.get(str(word), "wait")
     return env
@@ -115,7 +117,14 @@ def create_app(console: Console) -> Starlette:
             found = await run_in_threadpool(pages.lineage_page, console)
         except Exception as exc:
             return failure(request, exc, "Lineage")
-        return page("lineage.html", request, view=found)
+        return page(
+            "lineage.html",
+            request,
+            view=found,
+            box_w=graph.BOX_W,
+            box_h=graph.BOX_H,
+            label_w=graph.LABEL_W,
+        )
 
     async def confirm(request: Request) -> Response:
         action = actions.ACTIONS.get(request.path_params["action"])

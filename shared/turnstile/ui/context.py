@@ -40,6 +40,7 @@ class Console:
     refuse_jobs: Callable[[], None] = _no_check  # raises when jobs must not run from here
     describe: Callable[[BaseException], str | None] = _plain  # an error as the CLI words it; None: a bug
     clock: Clock = field(default_factory=SystemClock)
+    workers: int = 8  # tables whose status is read at once: each is a dozen storage round trips
 
     def invocation(self, *, jobs: bool = False) -> Invocation:
         """A fresh invocation, as a command builds per run: reads are cached within it only."""

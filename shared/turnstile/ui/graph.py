@@ -11,7 +11,8 @@ from turnstile.ops.lineage_graph import Edge, Graph, Node
 
 BOX_W = 230
 BOX_H = 62
-COLUMN_GAP = 190  # room for the edge labels between columns
+COLUMN_GAP = 250  # room for the edge labels between columns
+LABEL_W = 200
 ROW_GAP = 28
 MARGIN = 20
 

@@ -37,6 +37,11 @@ def lag_of(s: TableStatus) -> float | None:
     return s.watermark_lag_seconds if s.watermark is not None else s.last_commit_lag_seconds
 
 
+def held_for(s: TableStatus) -> float | None:
+    """How long the lock has held the table (None for a FREE one: it holds nothing)."""
+    return s.lock.age_seconds if s.lock is not None and s.lock.state != "FREE" else None
+
+
 def _none_last(value: Any) -> tuple[bool, Any]:
     return (value is None, value)
 
@@ -47,7 +52,7 @@ SORTS: dict[str, Callable[[TableStatus], Any]] = {
     "backlog": lambda s: s.backlog_depth,
     "head": lambda s: _none_last(s.backlog_head),
     "lock": lambda s: s.lock.state if s.lock else "",
-    "lock_age": lambda s: _none_last(s.lock.age_seconds if s.lock else None),
+    "lock_age": lambda s: _none_last(held_for(s)),
     "last_applied": lambda s: _none_last(s.last_applied),
     "watermark": lambda s: _none_last(s.watermark),
     "lag": lambda s: _none_last(lag_of(s)),
@@ -110,7 +115,7 @@ class TablesPage:
 
 def tables(console: Console, query: TablesQuery) -> TablesPage:
     inv = console.invocation()
-    found = status_ops.statuses(inv, console.prefix, {})
+    found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers)
     counts: dict[str, int] = {}
     for s in found:
         counts[s.health.value] = counts.get(s.health.value, 0) + 1
@@ -233,7 +238,7 @@ class LineagePage:
 
 def lineage_page(console: Console) -> LineagePage:
     inv = console.invocation()
-    found = status_ops.statuses(inv, console.prefix, {})
+    found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers)
     drawn = lineage_graph.graph(inv, found)
     return LineagePage(graph_layout.layout(drawn), drawn, inv.clock.now())
 

@@ -34,7 +34,7 @@ HEADERS = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # not no-referrer: a same-origin POST would then say Origin: null
     "Cache-Control": "no-store",
 }
 LOOPBACK = ("127.0.0.1", "localhost")

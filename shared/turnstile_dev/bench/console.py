@@ -1,5 +1,5 @@
 """The operator console's page loads on a big bucket: `python -m turnstile_dev.bench.console
-[--tables 200 --batches 10000 --repeats 5]` (and a phase of `make bench`).
+[--tables 200 --batches 10000 --repeats 5 --out bench/console.md]` (and a phase of `make bench`).
 
 Fills an in-memory bucket (`console_bucket`) with the records of `tables` tables and `batches`
 batches, then renders each page through the console's own application (Starlette's TestClient:
@@ -22,6 +22,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -144,8 +145,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tables", type=int, default=200)
     parser.add_argument("--batches", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, help="also write the report there (bench/console.md)")
     args = parser.parse_args(argv)
-    print(markdown(run(args.tables, args.batches, args.repeats)))
+    text = markdown(run(args.tables, args.batches, args.repeats))
+    print(text)
+    if args.out:
+        args.out.write_text(f"# The operator console's page loads\n\n{text}")
 
 
 if __name__ == "__main__":

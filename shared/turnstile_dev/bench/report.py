@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from turnstile_dev.bench import latency, missed
+from turnstile_dev.bench import console, latency, missed
 from turnstile_dev.bench.labels import LABELS, SHORT, TURNSTILE
 
 
@@ -201,6 +201,9 @@ def markdown(r: dict[str, Any]) -> str:
     add(_dataproc(r))
     add("## metadata.json after many commits\n")
     add(_metadata(r))
+    if "console" in r:
+        add("## The operator console's page loads\n")
+        add(console.markdown(r["console"]))
     add("## What missed its target, and why\n")
     add(missed.section(r))
     add("## Phases of this run\n")
