@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -253,6 +254,8 @@ class Demo:
         assert self.stack.info is not None
         environment = child_environment({"TURNSTILE_HOME": self.stack.info.home})
         command = [sys.executable, "-m", "turnstile.cli", "ui", "--port", str(CONSOLE_PORT)]
+        # The Spark session of `show` left its own Ctrl-C handler behind, which fails once it stopped.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         served = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, text=True)
         try:
             assert served.stdout is not None
@@ -262,7 +265,8 @@ class Demo:
                     say("(the stack stays up until Ctrl-C; turnstile status and the other commands work too)")
                     break
             served.wait()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a terminal's Ctrl-C reaches both; a signal to the demo alone, not
+            served.send_signal(signal.SIGINT)
             served.wait(timeout=20)
 
     def stop(self) -> None:

@@ -13,7 +13,7 @@ from turnstile.config.cascade import ConfigReader
 from turnstile.core.errors import ConfigError
 from turnstile.names.paths import Table
 from turnstile.ops import history as history_ops
-from turnstile.ops import lineage_graph, render, timeline
+from turnstile.ops import lineage_graph, timeline
 from turnstile.ops import status as status_ops
 from turnstile.ops.history import History
 from turnstile.ops.status import Health, TableStatus
@@ -241,6 +241,3 @@ def lineage_page(console: Console) -> LineagePage:
     found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers)
     drawn = lineage_graph.graph(inv, found)
     return LineagePage(graph_layout.layout(drawn), drawn, inv.clock.now())
-
-
-age = render.age
