@@ -11,7 +11,7 @@ SEED_BASE ?= 0
 # Two workers (the CI machine's cores), each test file kept on one worker with its fixtures.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: help setup system-deps jars lint test demo simulate bench clean
+.PHONY: help setup system-deps jars lint test demo screenshots simulate bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -23,7 +23,7 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
-system-deps: ## Java 17 and jarjar (Debian packages) for local Spark with Iceberg
+system-deps: ## Java 17 and jarjar (local Spark with Iceberg), Chromium (the console's browser tests): Debian packages
 	@bash .ci/system-deps.sh
 
 setup: $(INSTALLED) system-deps ## Create .venv, install pinned requirements, build the local Spark/Iceberg jars
@@ -41,8 +41,11 @@ test: lint terraform-check ## Lint, type-check, check terraform/ offline and run
 simulate: $(INSTALLED) ## Seeded simulation of the protocol: make simulate SEEDS=N SEED_BASE=B
 	$(BIN)/python -m turnstile_dev.simulation --seeds $(SEEDS) --seed-base $(SEED_BASE)
 
-demo: setup ## Run the whole system on the embedded local stack and show the result
-	$(BIN)/python -m turnstile_dev.demo
+demo: setup ## Run the whole system on the embedded local stack and show the result; UI=1 then serves the console
+	$(BIN)/python -m turnstile_dev.demo $(if $(UI),--ui)
+
+screenshots: setup ## Regenerate docs/ui-*.png: the console's pages in Chromium over a local stack with real batches
+	SCREENSHOTS=docs $(BIN)/python -m pytest -p no:xdist tests/e2e/test_console_browser.py -q
 
 clean: ## Remove the virtualenv and local state
 	rm -rf $(VENV) .turnstile .pytest_cache .mypy_cache .ruff_cache

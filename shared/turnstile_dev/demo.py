@@ -9,12 +9,17 @@
 - `web.clicks`: unordered appends, applied as they arrive.
 - `mart.climate`: a derived table, one hourly step joining `sensors.temp` and `sensors.humidity`,
   which arrive out of step: it waits, `turnstile status` says for what, then it catches up.
+
+`make demo UI=1` (`--ui`) then keeps the stack up and serves the operator console over it
+(`turnstile ui`), printing its URL, until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -244,14 +249,47 @@ class Demo:
         finally:
             spark.stop()
 
+    def console(self) -> None:
+        """`turnstile ui` over the running stack, as an operator starts it, until Ctrl-C."""
+        assert self.stack.info is not None
+        environment = child_environment({"TURNSTILE_HOME": self.stack.info.home})
+        command = [sys.executable, "-m", "turnstile.cli", "ui", "--port", str(CONSOLE_PORT)]
+        # The Spark session of `show` left its own Ctrl-C handler behind, which fails once it stopped.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        served = subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, text=True)
+        try:
+            assert served.stdout is not None
+            for line in served.stdout:
+                if (found := CONSOLE_URL.search(line)) is not None:
+                    say(f"\nthe operator console: {found.group(1)}")
+                    say("(the stack stays up until Ctrl-C; turnstile status and the other commands work too)")
+                    break
+            served.wait()
+        except KeyboardInterrupt:  # a terminal's Ctrl-C reaches both; a signal to the demo alone, not
+            served.send_signal(signal.SIGINT)
+            served.wait(timeout=20)
+
     def stop(self) -> None:
         self.stack.stop()
 
 
-def main() -> None:
+CONSOLE_PORT = 8765
+CONSOLE_URL = re.compile(r"(http://127\.0\.0\.1:\d+/\?token=\S+)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ui = "--ui" in (sys.argv[1:] if argv is None else argv)
     demo = Demo(Path(".turnstile/demo"))
     try:
         demo.run()
+        if ui:
+            demo.console()
+        else:
+            say(
+                "\nto look at all of this in the operator console, run: make demo UI=1 (it keeps the stack "
+                f"up and prints the console's URL, http://127.0.0.1:{CONSOLE_PORT}/?token=...); on a stack "
+                "of your own: turnstile up, then turnstile ui --open"
+            )
     except KeyboardInterrupt:
         say("interrupted")
         sys.exit(130)

@@ -171,3 +171,22 @@ def test_a_batch_dropped_by_unlock_skip_head_reads_dropped_as_in_status(run: Run
     row = next(line for line in lines if line.startswith(f"{D}/13 "))
     assert row.split()[1:3] == [str(generation), "DROPPED"]
     assert "dropped by an operator" in row
+
+
+def test_a_page_further_back_holds_the_records_before_the_newest_ones(world: World) -> None:
+    """`offset` pages back from the newest records (the console's history pages)."""
+    from turnstile.ops.history import history
+
+    for hour in range(10, 15):
+        world.result(f"{D}/{hour}", hour)
+
+    def page(last: int | None, offset: int) -> list[str]:
+        found = history(world.store, world.table, success_filename="_SUCCESS", last=last, offset=offset)
+        assert found.total == 5
+        return [e.rel.rpartition("/")[2] for e in found.entries]
+
+    assert page(2, 0) == ["13", "14"]
+    assert page(2, 2) == ["11", "12"]
+    assert page(2, 4) == ["10"]
+    assert page(2, 5) == []
+    assert page(None, 3) == ["10", "11"]

@@ -110,6 +110,13 @@ def test_wheel_holds_the_library_and_not_the_tooling(wheel: Path) -> None:
     packages = {name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")}
     assert packages == {"turnstile"}
     assert {"turnstile/entrypoints/entry.py", "turnstile/spark/main.py", "turnstile/py.typed"} <= set(names)
+    # The console's templates and its stylesheet and script: `turnstile ui` serves them from the package.
+    console = {
+        "turnstile/ui/templates/table.html",
+        "turnstile/ui/static/console.css",
+        "turnstile/ui/static/console.js",
+    }
+    assert console <= set(names)
     assert not [n for n in names if "__pycache__" in n or re.search(r"/(bench|simulation)/|/demo\.py$", n)]
 
 

@@ -10,15 +10,16 @@ See docs/CLI.md.
 One module per group of commands: `tables` (status, unlock, resume, history), `controls` (pause,
 cancel, skip), `batches` (put,
 backfill, retry, validate, explain), `stack` (up, down, query), `check_settings` (check-settings),
-`migrate` (migrate-state); `_target` decides where they talk to and `_errors` turns what goes wrong
-into one line and an exit code. The logic is in `turnstile.ops`.
+`migrate` (migrate-state); `console` (ui: the web console of `turnstile.ui`); `_target` decides
+where they talk to and `_errors` turns what goes wrong into one line and an exit code. The logic is
+in `turnstile.ops`.
 """
 
 from __future__ import annotations
 
 import typer
 
-from turnstile.cli import batches, check_settings, controls, migrate, stack, tables
+from turnstile.cli import batches, check_settings, console, controls, migrate, stack, tables
 from turnstile.cli._target import resolve_settings
 
 __all__ = ["app", "main", "resolve_settings"]
@@ -42,6 +43,7 @@ app.command("put")(batches.put_command)
 app.command("check-settings")(check_settings.check_settings_command)
 app.command("migrate-state")(migrate.migrate_state_command)
 app.command("query")(stack.query_command)
+app.command("ui")(console.ui_command)
 app.command("up")(stack.up)
 app.command("down")(stack.down)
 

@@ -205,15 +205,9 @@ def retry_command(
         emit_json(done.__dict__)
         return EXIT_PROBLEMS if done.refused else None
     out = render.console()
-    if done.refused:
-        out.print(f"{done.batch}: attempt {done.attempt + 1} was not submitted: {done.refused}")
-        out.print("it is recorded as failed again; turnstile status shows it")
-        return EXIT_PROBLEMS
-    verb = "submitted" if done.submitted else "found already submitted"
-    out.print(f"{done.batch}: attempt {done.attempt + 1} {verb} as job {done.job_id}")
-    out.print(f"the attempt before failed with: {done.error}")
-    out.print("follow it with: turnstile status")
-    return None
+    for line in done.lines():
+        out.print(line)
+    return EXIT_PROBLEMS if done.refused else None
 
 
 @guarded
@@ -233,10 +227,8 @@ def reprocess_command(
         emit_json(done.__dict__)
         return
     out = render.console()
-    after = f" after {done.queued_after!r}, the last batch queued before it" if done.queued_after else ""
-    out.print(f"{done.batch} (generation {done.generation}) will be committed once more{after}")
-    out.print(f"request: {done.request}")
-    out.print(f"follow it with: turnstile history {done.table}")
+    for line in done.lines():
+        out.print(line)
 
 
 @guarded

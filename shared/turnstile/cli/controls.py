@@ -10,12 +10,10 @@ from turnstile.cli import _target
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.cli.tables import _confirm, _interactive
-from turnstile.ops import render, session
+from turnstile.ops import controls, render, session
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Refused
-from turnstile.protocol import operator
-from turnstile.protocol.lock import read as read_lock
-from turnstile.state.records import CancelChoice, LockState
+from turnstile.state.records import CancelChoice
 from turnstile.store.port import object_uri
 
 
@@ -31,13 +29,13 @@ def pause_command(
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
-    where = object_uri(store, table.prefix)
-    operator.pause(session.invocation(store, target.settings), table, reason)
+    done = controls.pause(session.invocation(store, target.settings), table, reason)
     if output is Output.json:
-        emit_json({"table": where, "paused": True, "reason": reason})
+        emit_json(done.to_json())
         return
     out = render.console()
-    out.print(f"paused {where}: no job starts until: turnstile resume {where}")
+    for line in done.lines():
+        out.print(line)
 
 
 @guarded
@@ -60,26 +58,16 @@ def cancel_command(
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
-    where = object_uri(store, table.prefix)
     target.refuse_local_jobs_on_cloud(store)  # before the lock records the cancel
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
-    inv = session.invocation(store, target.settings, runner)
-    held, _ = read_lock(inv, table)
-    job_ids = operator.cancel(inv, table, choice)
+    done = controls.cancel(session.invocation(store, target.settings, runner), table, choice)
     if output is Output.json:
-        emit_json({"table": where, "job_id": job_ids[0], "job_ids": list(job_ids), "then": choice.value})
+        emit_json(done.to_json())
         return
     out = render.console()
-    out.print(f"asked the job service to cancel {', '.join(job_ids)}")
-    if held.state is not LockState.RUNNING:  # an unordered table's jobs, one batch each
-        then = "is applied again by a new job" if requeue else f"waits for: turnstile retry {where}/REL"
-        out.print(
-            f"when each has stopped, its batch, if not committed, {then}; follow it with: turnstile status"
-        )
-        return
-    then = "stays first in the backlog" if requeue else f"blocks the table until: turnstile unlock {where}"
-    out.print(f"when it has stopped, the batch it had not committed {then}; follow it with: turnstile status")
+    for line in done.lines():
+        out.print(line)
 
 
 @guarded
@@ -102,17 +90,12 @@ def skip_command(
             raise Refused(
                 "not skipping without a confirmation and stdin is not a terminal; pass --yes to skip"
             )
-        if not _confirm(
-            f"skip the batch of {object_uri(store, success)}: record it as dropped, not applied?"
-        ):
+        if not _confirm(skip_ops.question(object_uri(store, success))):
             raise Refused("not confirmed; nothing was changed")
     done = skip_ops.skip(inv, success, reason)
     if output is Output.json:
         emit_json(done.__dict__)
         return
     out = render.console()
-    out.print(f"{done.batch} (generation {done.generation}) is recorded as dropped by an operator")
-    out.print(f"deleted its pointer {done.pointer}" if done.pointer else "it had no pointer queued")
-    if done.taken_by_job:
-        out.print(f"but job {done.taken_by_job} locked the table meanwhile and applies it: see status")
-    out.print(f"upload its _SUCCESS again to apply it; follow it with: turnstile history {done.table}")
+    for line in done.lines():
+        out.print(line)

@@ -11,13 +11,11 @@ from rich.console import Console
 from turnstile.cli import _target
 from turnstile.cli._errors import SCHEME, guarded, one_line
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
+from turnstile.ops import controls, render, session, status_jobs
 from turnstile.ops import history as history_ops
-from turnstile.ops import render, session, status_jobs
 from turnstile.ops import status as status_ops
+from turnstile.ops import unlock as unlock_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
-from turnstile.protocol import lineage, operator
-from turnstile.protocol.lock import read as read_lock
-from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
 
 
@@ -224,26 +222,12 @@ def unlock_command(
     _target.require_table(store, table)
     where = object_uri(store, table.prefix)
     inv = session.invocation(store, target.settings)
-    lock, generation = read_lock(inv, table)
-    if expect_generation is not None and generation != expect_generation:
-        raise Refused(
-            f"{where}: the lock is at generation {generation}, not {expect_generation}: it changed "
-            "since it was read; run turnstile status again and retry"
-        )
-    if lock.state is not LockState.FAILED:
-        raise Refused(
-            f"{where}: the lock is {lock.state.value}, not FAILED, so there is nothing to unlock; "
-            f"see turnstile status {where}"
-        )
-    # Dependents count a skipped batch as passed: they build its period without it.
-    waiting = lineage.dependents(inv, table) if skip_head and lock.covers else []
+    planned = unlock_ops.plan(inv, table, skip_head=skip_head, expect_generation=expect_generation)
     if output is Output.text:
-        _show_failed_lock(render.console(), where, lock, generation, skip_head=skip_head)
-        if waiting:
-            render.console().print(
-                f"tables that depend on it ({', '.join(waiting)}) will build the period of batch "
-                f"{lock.failed_rel!r} without it; to hold them back, turnstile pause them first"
-            )
+        out = render.console()
+        render.show(out, render.table(("", ""), planned.facts(), header=False))
+        for line in planned.effects():
+            out.print(line)
     if not yes:
         if not _interactive():
             raise Refused(
@@ -251,67 +235,13 @@ def unlock_command(
             )
         if not _confirm(f"unlock {where}?"):
             raise Refused("not confirmed; the lock was left as it is")
-    done = operator.unlock(inv, table, skip_head=skip_head, expected_generation=generation)
-    retried = done.dropped_pointer is None
+    done = unlock_ops.apply(inv, planned)
     if output is Output.json:
-        emit_json(
-            {
-                "table": where,
-                "released": True,
-                "lock_generation": generation,
-                "failed_rel": done.failed_rel,
-                "job_id": done.job_id,
-                "skip_head": skip_head,
-                "dropped_pointer": done.dropped_pointer,
-                "pointer_removed_by_hand": done.removed_by_hand,
-                "batch_retried": retried and bool(lock.covers),
-                "dependents": waiting,
-                "subscriber_restarted": True,
-            }
-        )
+        emit_json(done.to_json())
         return
     out = render.console()
-    out.print(f"released the FAILED lock of {where} (generation {generation})")
-    if done.removed_by_hand:
-        out.print(
-            f"the pointer of batch {done.failed_rel!r} had been removed by hand: the batch is dropped, as "
-            "with --skip-head (upload its _SUCCESS again to apply it)"
-        )
-    elif done.dropped_pointer:
-        out.print(
-            f"dropped the pointer of batch {done.failed_rel!r}: it counts as applied and is not retried"
-        )
-    elif skip_head and lock.covers:
-        out.print(
-            f"the pointer of batch {done.failed_rel!r} was already gone or re-published with a new "
-            "generation, which will be applied"
-        )
-    elif lock.covers:
-        out.print(f"batch {done.failed_rel!r} will be applied again")
-    out.print("restarted the subscriber (a new _BACKFILL generation); follow it with: turnstile status")
-
-
-def _show_failed_lock(out: Console, where: str, lock: Lock, generation: int, *, skip_head: bool) -> None:
-    rows: list[tuple[str, object]] = [
-        ("table", where),
-        ("state", lock.state.value),
-        ("lock generation", generation),
-        ("failed batch", lock.failed_rel),
-        ("job", lock.job_id),
-        ("failed at", lock.updated_at),
-        ("error", lock.error),
-        ("last applied", lock.position),
-    ]
-    render.show(out, render.table(("", ""), rows, header=False))
-    if skip_head:
-        out.print(f"unlock --skip-head drops batch {lock.failed_rel!r} (its pointer) and releases the lock")
-    else:
-        out.print(f"unlock releases the lock; batch {lock.failed_rel!r} is applied again")
-    # Running functions cache each _config/ level: unlocking sooner re-fails with the old config.
-    out.print(
-        "a _config/ change reaches running functions within CONFIG_CACHE_SECONDS (60 s by default) of "
-        "its upload: after fixing a config, wait that long before unlocking"
-    )
+    for line in done.lines():
+        out.print(line)
 
 
 @guarded
@@ -322,33 +252,13 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
-    where = object_uri(store, table.prefix)
-    inv = session.invocation(store, target.settings)
-    lock, lock_generation = read_lock(inv, table)
-    paused = store.stat(table.pause) is not None
-    generation = operator.resume(inv, table)
+    done = controls.resume(session.invocation(store, target.settings), table)
     if output is Output.json:
-        emit_json(
-            {
-                "table": where,
-                "backfill_generation": generation,
-                "lock": lock.state.value,
-                "pause_lifted": paused,
-            }
-        )
+        emit_json(done.to_json())
         return
     out = render.console()
-    if paused:
-        out.print(f"lifted the pause of {where}: jobs start again")
-    if lock_generation or lineage.is_derived(inv, table):  # a derived table is ordered before its first lock
-        out.print(f"restarted the subscriber of {where} (_BACKFILL generation {generation})")
-    else:  # an unordered table: no subscriber, but the batches held while paused
-        out.print(f"the batches held while paused are submitted now (_BACKFILL generation {generation})")
-    if lock.state is LockState.FAILED:
-        out.print(
-            f"the table is BLOCKED at batch {lock.failed_rel!r}: the subscriber stops at once; fix the "
-            f"cause, then run: {status_ops.unlock_command(table, lock_generation, store.scheme)}"
-        )
+    for line in done.lines():
+        out.print(line)
 
 
 # -- history ---------------------------------------------------------------------------------------

@@ -51,7 +51,11 @@ class History:
     entries: tuple[Entry, ...]
 
 
-def history(store: ObjectStore, table: Table, *, success_filename: str, last: int | None) -> History:
+def history(
+    store: ObjectStore, table: Table, *, success_filename: str, last: int | None, offset: int = 0
+) -> History:
+    """The last `last` records (None: all) in application order; with `offset`, the `last` before
+    the newest `offset` ones (a page further back)."""
     named: list[tuple[str, str, int, str]] = []  # (object, rel, generation, reprocess request id)
     for info in store.list_objects(f"{table.internal}results/"):
         if (record := results.read_name(table, info.name)) is not None:
@@ -64,7 +68,8 @@ def history(store: ObjectStore, table: Table, *, success_filename: str, last: in
             named.append((info.name, failure.rel, failure.generation, ""))
     # A reprocess follows the commit it repeats (request ids sort by the time they were made).
     named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2], item[3]))
-    chosen = named[-last:] if last else named
+    end = max(len(named) - offset, 0)
+    chosen = named[max(end - last, 0) : end] if last else named[:end]
     entries = []
     for name, rel, generation, _ in chosen:
         found = store.read(name)

@@ -33,6 +33,20 @@ class Requested:
     request: str  # gs:// or s3:// URI of the request object
     queued_after: str | None  # the last batch queued before it, applied first
 
+    def lines(self) -> list[str]:
+        after = f" after {self.queued_after!r}, the last batch queued before it" if self.queued_after else ""
+        return [
+            f"{self.batch} (generation {self.generation}) will be committed once more{after}",
+            f"request: {self.request}",
+            f"follow it with: turnstile history {self.table}",
+        ]
+
+
+DOES = (
+    "Apply an already committed batch once more, deliberately: after the batches queued before it, as "
+    "a commit of its own, shown as REPROCESSED by turnstile history."
+)
+
 
 def request(inv: Invocation, success_name: str, reason: str | None = None) -> Requested:
     """Ask for the batch whose `_SUCCESS` is `success_name` to be committed once more."""

@@ -30,6 +30,25 @@ class Retried:
     error: str  # what the failed attempt reported
     refused: str | None = None  # why this attempt's submit was refused (recorded as a new failure)
 
+    def lines(self) -> list[str]:
+        if self.refused:
+            return [
+                f"{self.batch}: attempt {self.attempt + 1} was not submitted: {self.refused}",
+                "it is recorded as failed again; turnstile status shows it",
+            ]
+        verb = "submitted" if self.submitted else "found already submitted"
+        return [
+            f"{self.batch}: attempt {self.attempt + 1} {verb} as job {self.job_id}",
+            f"the attempt before failed with: {self.error}",
+            "follow it with: turnstile status",
+        ]
+
+
+DOES = (
+    "Apply again an unordered batch whose job failed (after fixing the cause): its next attempt runs "
+    "under a new job id. An ordered table's failed batch is retried with turnstile unlock."
+)
+
 
 def failures(inv: Invocation, table: Table, limit: int | None = None) -> list[BatchFailure]:
     """The table's failure records (the first `limit`), in rel order."""

@@ -35,6 +35,25 @@ class Skipped:
     pointer: str | None  # URI of the pointer deleted; None when none was queued yet
     taken_by_job: str | None = None  # a job that locked the table meanwhile and covers it anyway
 
+    def lines(self) -> list[str]:
+        said = [f"{self.batch} (generation {self.generation}) is recorded as dropped by an operator"]
+        said.append(f"deleted its pointer {self.pointer}" if self.pointer else "it had no pointer queued")
+        if self.taken_by_job:
+            said.append(f"but job {self.taken_by_job} locked the table meanwhile and applies it: see status")
+        said.append(f"upload its _SUCCESS again to apply it; follow it with: turnstile history {self.table}")
+        return said
+
+
+DOES = (
+    "Drop a batch of an ordered table that has not been applied (it was applied or repaired by hand): "
+    "records it as dropped, as unlock --skip-head does, and deletes its backlog pointer."
+)
+
+
+def question(batch_uri: str) -> str:
+    """What the CLI asks before a skip (`batch_uri`: the batch's `_SUCCESS`)."""
+    return f"skip the batch of {batch_uri}: record it as dropped, not applied?"
+
 
 def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipped:
     """Record the batch whose `_SUCCESS` is `success_name` as dropped and delete its pointer."""

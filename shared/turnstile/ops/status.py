@@ -10,6 +10,7 @@ whose update times say which, then one read).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -180,12 +181,21 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
     return [t for t in found if not t.dataset.startswith("_") and not t.table.startswith("_")]
 
 
-def statuses(inv: Invocation, prefix: str, orderme_cache: dict[str, bool]) -> list[TableStatus]:
+def statuses(
+    inv: Invocation, prefix: str, orderme_cache: dict[str, bool], *, workers: int = 1
+) -> list[TableStatus]:
     """The status of each table `tables_under` the prefix, but a folder that holds nothing but the
-    waits of other tables on it (a `depends_on` naming a table with no batches or config yet)."""
+    waits of other tables on it (a `depends_on` naming a table with no batches or config yet).
+    `workers` tables are read at once (each table's reads are a dozen round trips to storage, and
+    tables share nothing but the invocation's caches of config levels and ORDERME files)."""
+    tables = tables_under(inv, prefix)
+    if workers > 1 and len(tables) > 1:
+        with ThreadPoolExecutor(min(workers, len(tables)), thread_name_prefix="status") as pool:
+            read = list(pool.map(lambda t: table_status(inv, t, orderme_cache), tables))
+    else:
+        read = [table_status(inv, t, orderme_cache) for t in tables]
     found = []
-    for table in tables_under(inv, prefix):
-        shown = table_status(inv, table, orderme_cache)
+    for table, shown in zip(tables, read, strict=True):
         quiet = shown.health is Health.IDLE and shown.last_result is None and not shown.backlog_depth
         if (
             quiet

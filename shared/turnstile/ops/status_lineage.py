@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from turnstile.core.errors import ConfigError
@@ -14,29 +15,46 @@ from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
 
 
-def waits(inv: Invocation, state: TableState, lock: Lock | None, errors: list[str]) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Waits:
+    """What a table waits for now: its head batch's blockers, or with nothing queued a derived
+    table's next step's (`step`), or a dependency that can never be met."""
+
+    blockers: tuple[Blocker, ...] = ()
+    step: str | None = None
+    never_met: str | None = None
+
+
+def current_waits(inv: Invocation, state: TableState, lock: Lock | None) -> Waits:
     """What the head batch waits for; a derived table with nothing queued: what its next step
-    waits for (its steps are only queued once their sources allow)."""
+    waits for (its steps are only queued once their sources allow). Raises ConfigError."""
     if lock is not None and lock.state is not LockState.FREE:
-        return ()
+        return Waits()
     if state.never_met:  # the table's next run blocks it on this
-        return (f"a dependency that can never be met: {state.never_met}",)
+        return Waits(never_met=state.never_met)
+    if state.backlog(1):
+        return Waits(tuple(state.blockers))
+    if state.lineage is None:
+        return Waits()
+    step = lineage.next_step_blockers(inv, state.table, state.lineage, lock.position if lock else None)
+    if step is None or not step[1]:
+        return Waits()
+    return Waits(tuple(step[1]), step=step[0])
+
+
+def waits(inv: Invocation, state: TableState, lock: Lock | None, errors: list[str]) -> tuple[str, ...]:
+    """`current_waits` in words, as `turnstile status` says them."""
     try:
-        if state.backlog(1):
-            return tuple(_describe(inv, b) for b in state.blockers)
-        if state.lineage is None:
-            return ()
-        step = lineage.next_step_blockers(inv, state.table, state.lineage, lock.position if lock else None)
-        if step is None or not step[1]:
-            return ()
-        rel, blockers = step
-        return (
-            f"next step {rel}: " + _describe(inv, blockers[0]),
-            *(_describe(inv, b) for b in blockers[1:]),
-        )
+        found = current_waits(inv, state, lock)
+        if found.never_met:
+            return (f"a dependency that can never be met: {found.never_met}",)
+        described = [_describe(inv, b) for b in found.blockers]
     except ConfigError as exc:
         errors.append(str(exc))
         return ()
+    if found.step is not None and described:
+        described[0] = f"next step {found.step}: {described[0]}"
+    return tuple(described)
 
 
 def _describe(inv: Invocation, blocker: Blocker) -> str:

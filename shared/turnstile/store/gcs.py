@@ -80,6 +80,18 @@ class GcsStore:
     def scheme(self) -> str:
         return "gs"
 
+    # Writing and deleting objects (overwriting one needs delete too); what every action needs.
+    WRITE_PERMISSIONS = ("storage.objects.create", "storage.objects.delete")
+
+    def can_write(self) -> bool | None:
+        """Whether the credentials hold the permissions to write objects (GCS's testIamPermissions,
+        which writes nothing); None when the call is not answered (an emulator has no IAM)."""
+        try:
+            granted = self._bucket.test_iam_permissions(list(self.WRITE_PERMISSIONS), retry=self._retry)
+        except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, requests.exceptions.RequestException):
+            return None
+        return set(self.WRITE_PERMISSIONS) <= set(granted)
+
     @contextmanager
     def _translate(self, name: str, expected: int | None = None) -> Iterator[None]:
         try:

@@ -127,9 +127,16 @@ class MemoryStore:
 
     def list_folders(self, prefix: str) -> list[str]:
         with self._lock:
-            folders = {
-                prefix + n[len(prefix) :].split("/", 1)[0] + "/"
-                for n in self._objects
-                if n.startswith(prefix) and "/" in n[len(prefix) :]
-            }
-            return sorted(folders)
+            folders = []
+            low = prefix
+            # One seek per folder: past a folder's first name, skip to the first name after it.
+            while (name := next(self._objects.irange(minimum=low), None)) is not None:
+                if not name.startswith(prefix):
+                    break
+                head, slash, _ = name[len(prefix) :].partition("/")
+                if slash:
+                    folders.append(f"{prefix}{head}/")
+                    low = f"{prefix}{head}0"  # "0" follows "/": after every name in the folder
+                else:
+                    low = name + "\0"
+            return folders

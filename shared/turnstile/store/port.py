@@ -96,7 +96,24 @@ class PlacedStore(Protocol):
     def bucket_of(self, name: str) -> str: ...
 
 
+@runtime_checkable
+class WriteCheck(Protocol):
+    """A store that can tell, writing nothing, whether its credentials may write (the console
+    starts read-only when they may not)."""
+
+    def can_write(self) -> bool | None:
+        """True or False when the store could tell; None when it could not (an emulator, an API
+        the credentials may not call)."""
+
+
+def writable(store: ObjectStore) -> bool | None:
+    """`WriteCheck.can_write` of a store that has it; None for one that has not."""
+    return store.can_write() if isinstance(store, WriteCheck) else None
+
+
 def object_uri(store: ObjectStore, name: str) -> str:
     """`gs://bucket/name` or `s3://bucket/name`: how jobs and people address an object of `store`."""
-    bucket = store.bucket_of(name) if isinstance(store, PlacedStore) else store.bucket
+    # Not isinstance(store, PlacedStore): a runtime protocol check costs more than the rest of it.
+    placed = getattr(store, "bucket_of", None)
+    bucket = placed(name) if placed is not None else store.bucket
     return f"{store.scheme}://{bucket}/{name}"

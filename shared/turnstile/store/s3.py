@@ -145,6 +145,26 @@ class S3Store:
     def scheme(self) -> str:
         return "s3"
 
+    WRITE_CHECK = "_turnstile/write-check"  # never written: the probe's condition cannot hold
+
+    def can_write(self) -> bool | None:
+        """Whether the credentials may write objects: a PUT conditional on an ETag that no object
+        has is refused for its condition (may write) or for its access (may not), writing nothing;
+        None for any other answer."""
+        try:
+            self._client.put_object(
+                Bucket=self._bucket, Key=self.WRITE_CHECK, Body=b"", IfMatch='"turnstile-never"'
+            )
+        except ClientError as exc:
+            code = _code(exc)
+            if code in _CONFLICT or code in _ABSENT:
+                return True
+            return False if code in _CREDENTIALS else None  # refused: access, or the credentials
+        except BotoCoreError:
+            return None
+        self._client.delete_object(Bucket=self._bucket, Key=self.WRITE_CHECK)  # cannot happen; tidy up
+        return True
+
     def _where(self, name: str) -> str:
         return f"s3://{self._bucket}/{name}"
 

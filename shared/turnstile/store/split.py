@@ -41,7 +41,7 @@ from turnstile.names.placement import (
     listing_places,
     marker_text,
 )
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, writable
 
 
 class MovedBuckets:
@@ -98,6 +98,10 @@ class SplitStore:
     def _old(self, name: str) -> bool:
         """Whether the data bucket's old copy of `name` may still count."""
         return carried_over(name) and self.carries_over()
+
+    def can_write(self) -> bool | None:
+        """Whether turnstile's own objects can be written: they are what every action writes."""
+        return writable(self.state)
 
     def bucket_of(self, name: str) -> str:
         """The bucket that holds `name`: what a person must open to find it (or a job to read it)."""

@@ -25,6 +25,7 @@ from turnstile.local import emulator
 from turnstile.local.stack import StackOptions
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile_dev.bench import (
+    console,
     costmodel,
     counting,
     floor,
@@ -103,6 +104,7 @@ class Bench:
         # depth, shallow, batches applied, repeats
         self.deep = (2_000, 10, 100, 3) if quick else (10_000, 10, 1_000, 5)
         self.many = (20, 2) if quick else (20, 10)  # tables, batches each
+        self.console_size = (26, 260, 1) if quick else (200, 10_000, 5)  # tables, batches, loads per page
         self.sweep_every = float(args.sweep_every)
         self.out: Path = args.out
         self.work: Path = args.work.resolve()
@@ -149,6 +151,7 @@ class Bench:
             lambda: scale.deep_backlog(depth, shallow, applied, self.workload.files, repeats=repeats),
         )
         many = self.phase("many tables", self.many_tables)
+        pages = self.phase("console page loads", lambda: console.run(*self.console_size))
         stack = TurnstileStack(self.work / "stack", self.sweep_every)
         self._seed_jars(jars, self.work / "stack" / "jars")
         self.phase("local stack start", stack.start)
@@ -229,6 +232,7 @@ class Bench:
             cost=cost_result,
         )
         self.results["metadata_growth"] = growth
+        self.results["console"] = pages
         self.phases["total"] = round(time.monotonic() - started, 1)
         self.results["phases_seconds"] = self.phases
         self.results["other_processes_cpu_seconds"] = self.other_cpu | {

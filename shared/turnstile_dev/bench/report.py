@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from turnstile_dev.bench import latency, missed, policy_replay
+from turnstile_dev.bench import console, latency, missed, policy_replay
 from turnstile_dev.bench.labels import LABELS, SHORT, TURNSTILE
 
 
@@ -203,6 +203,9 @@ def markdown(r: dict[str, Any]) -> str:
     add(_driver_policy(r))
     add("## metadata.json after many commits\n")
     add(_metadata(r))
+    if "console" in r:
+        add("## The operator console's page loads\n")
+        add(console.markdown(r["console"]))
     add("## What missed its target, and why\n")
     add(missed.section(r))
     add("## Phases of this run\n")
