@@ -1,12 +1,10 @@
 """`turnstile status`: what each table's state objects say, read-only.
 
 Per table, about a dozen small reads: the lock, the head of the backlog (a listing capped at
-`BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+") and the pointer at its head (when it was
-published: the age of the oldest pending batch), `_BACKFILL` and the claim of its
-generation, the gate file, the ORDERME files of the cascade down to the table's `incremental/` and
-`historical/` folders, and the result record written last (one listing of `_turnstile/results/`,
-whose update times say which, then one read).
-"""
+`BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+") and the pointer at its head (its age:
+the oldest pending batch's), `_BACKFILL` and its claim, the gate file, the ORDERME files of the
+cascade down to the table's `incremental/` and `historical/` folders, and the result record written
+last (one listing of `_turnstile/results/`, whose update times say which, then one read)."""
 
 from __future__ import annotations
 
