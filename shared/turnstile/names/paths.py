@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from functools import cached_property
 
 from turnstile.core.errors import PathError
+from turnstile.core.memo import cached_property
 from turnstile.names.table_regex import partition_problem, table_prefix_match
 
 BACKLOG = "_backlog"

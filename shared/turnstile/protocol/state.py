@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from functools import cached_property
 
 from turnstile.config.lineage_config import Lineage
 from turnstile.core import logs
 from turnstile.core.errors import ConfigError, CorruptState, PathError
+from turnstile.core.memo import cached_property
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names.paths import Table, claim_name
 from turnstile.protocol import backlog, lock, reprocess
