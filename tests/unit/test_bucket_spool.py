@@ -5,6 +5,7 @@ queue", drivers started twice. Races are played both as explicit interleavings a
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -287,3 +288,39 @@ def test_a_leaving_or_departed_driver_takes_no_new_request(store: MemoryStore, c
     clock.sleep(timedelta(days=2).total_seconds())
     spoolsubmit.driver_needed(store, clock, BOUNDS)
     assert store.read(names.driver_name("d1")) is None  # pruned once long gone
+
+
+class OneInterruption:
+    """The store, except that the first write or listing after `armed` runs `interrupt` first."""
+
+    def __init__(self, inner: MemoryStore, interrupt: Callable[[], object]) -> None:
+        self.inner, self.interrupt, self.armed = inner, interrupt, False
+
+    def __getattr__(self, attribute: str) -> object:
+        value = getattr(self.inner, attribute)
+        if attribute in {"replace", "create", "list_objects"} and self.armed:
+            self.armed = False
+            interrupt = self.interrupt
+
+            def interrupted(*args: object, **kwargs: object) -> object:
+                result = value(*args, **kwargs)
+                interrupt()  # lands between the driver's first step of leaving and its second
+                return result
+
+            return interrupted
+        return value
+
+
+def test_a_submit_between_the_two_steps_of_leaving_is_served_or_starts_a_driver(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """Whatever order a driver's LEAVING write and its listing of the queue come in, a submit that
+    lands between them must end up in the listing or be told to start a driver."""
+    queued: list[spoolsubmit.Queued] = []
+    hooked = OneInterruption(store, lambda: queued.append(queue(store, clock, "job-1")))
+    d = driver(hooked, clock)  # type: ignore[arg-type]
+    assert d.register()
+    hooked.armed = True
+    listed = d.leave("idle")
+    (submitted,) = queued
+    assert submitted.driver_needed or submitted.request in listed

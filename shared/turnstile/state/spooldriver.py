@@ -22,6 +22,7 @@ from turnstile.state.spoolreap import (
     decoded_driver,
     decoded_request,
     discard,
+    orphan,
     reap,
     report,
     settle_request,
@@ -84,7 +85,6 @@ class SpoolDriver:
     def register(self) -> bool:
         """Take this driver's record: create it, or move the STARTING record its launcher announced
         to RUNNING. False when another start of the same id holds it, or the id ended: leave."""
-        reap(self.store, self.clock, self.bounds)  # predecessors that died: their jobs are reported
         now = self.clock.now()
         mine = DriverRecord(
             driver_id=self.driver_id,
@@ -114,6 +114,7 @@ class SpoolDriver:
                 return False
             mine, self._generation = again, exc.found.generation
         self._record = mine
+        reap(self.store, self.clock, self.bounds)  # predecessors that died: their jobs are reported
         return True
 
     def _write(self, **update: object) -> None:
@@ -164,7 +165,8 @@ class SpoolDriver:
         if request.state is RequestState.WITHDRAWN:
             settle_request(self.store, self.clock, found, request, "withdrawn")
             return None
-        if request.state is not RequestState.QUEUED:
+        if request.state is RequestState.CLAIMED:
+            orphan(self.store, self.clock, found, request, self.bounds)
             return None
         self._write(serving=name)
         claimed = request.model_copy(

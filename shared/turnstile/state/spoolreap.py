@@ -21,6 +21,7 @@ from turnstile.state.spoolrecords import (
     RequestState,
     SpoolBounds,
     SpoolRequest,
+    claimant_lost,
     death,
     prunable,
 )
@@ -42,6 +43,29 @@ def decoded_driver(found: StoredObject) -> DriverRecord | None:
         return DriverRecord.decode(found.data, found.name)
     except ConfigError:
         return None
+
+
+def read_driver(store: ObjectStore, driver_id: str) -> DriverRecord | None:
+    try:
+        found = store.read(names.driver_name(driver_id))
+    except ValueError:
+        return None  # not a driver id
+    return None if found is None else decoded_driver(found)
+
+
+def orphan(
+    store: ObjectStore, clock: Clock, found: StoredObject, request: SpoolRequest, bounds: SpoolBounds
+) -> None:
+    """A request another driver claimed: removed if its job's end is recorded (its driver stopped
+    before removing it), settled if that driver can no longer end it; else left to it."""
+    if finished(store, request.job_id) is not None:
+        discard(store, found.name, found.generation)
+        return
+    now = clock.now()
+    record = read_driver(store, request.driver_id or "")
+    lost = claimant_lost(record, request.instance, request.claimed_at or now, now, bounds)
+    if lost is not None:
+        settle_request(store, clock, found, request, lost)
 
 
 def finished(store: ObjectStore, job_id: str) -> JobFinished | None:

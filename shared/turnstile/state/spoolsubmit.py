@@ -17,10 +17,10 @@ from turnstile.core.errors import ConfigError, PreconditionFailed
 from turnstile.names import driverspool as names
 from turnstile.state.records import new_nonce
 from turnstile.state.spoolreap import (
-    decoded_driver,
     decoded_request,
     discard,
     finished,
+    read_driver,
     reap,
     report,
     settle_request,
@@ -179,14 +179,6 @@ def read_started(store: ObjectStore, job_id: str) -> JobStarted | None:
         return JobStarted.decode(found.data, found.name)
     except ConfigError:
         return None
-
-
-def read_driver(store: ObjectStore, driver_id: str) -> DriverRecord | None:
-    try:
-        found = store.read(names.driver_name(driver_id))
-    except ValueError:
-        return None  # not a driver id
-    return None if found is None else decoded_driver(found)
 
 
 @dataclass(frozen=True)
