@@ -3,6 +3,8 @@ a request object that holds garbage, spool objects removed by hand."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
@@ -10,7 +12,7 @@ from turnstile.names import driverspool as names
 from turnstile.state import spoolsubmit
 from turnstile.state.spooldriver import Fenced
 from turnstile.state.spoolrecords import JobFinished, Outcome, RejectedRequest
-from turnstile.state.spoolserve import run_one, serve
+from turnstile.state.spoolserve import heartbeating, run_one, serve
 from turnstile.state.spoolsubmit import JobState, job_status, submit
 from turnstile.store.memory import MemoryStore
 
@@ -178,3 +180,33 @@ def test_a_driver_record_removed_by_hand_is_written_again_by_its_heartbeat(
     d.heartbeat()
     assert store.read(names.driver_name("d1")) is not None
     assert not queue(store, clock, "job-2").driver_needed
+
+
+def test_a_job_longer_than_the_stale_bound_keeps_its_driver_alive(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    queue(store, clock, "job-1")
+    d = driver(store, clock, "d1")
+    assert d.register()
+    claimed = d.take()
+    assert claimed is not None and d.start(claimed)
+    beats = threading.Event()
+    real = d.heartbeat
+
+    def counted() -> None:
+        real()
+        beats.set()
+
+    d.heartbeat = counted  # type: ignore[method-assign]
+    with heartbeating(d, 0.01):
+        for _ in range(3):  # the job runs three stale bounds long, beating all along
+            beats.clear()
+            clock.sleep(STALE / 2)
+            assert beats.wait(5)
+            clock.sleep(STALE / 2)
+            beats.clear()
+            assert beats.wait(5)
+            assert job_status(store, clock, "job-1", BOUNDS).state is JobState.RUNNING
+    d.finish(claimed, Outcome.SUCCEEDED)
+    end = job_status(store, clock, "job-1", BOUNDS).end
+    assert end is not None and end.outcome is Outcome.SUCCEEDED

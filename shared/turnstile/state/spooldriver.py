@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from turnstile.core import logs
 from turnstile.core.clock import Clock
-from turnstile.core.errors import PreconditionFailed
+from turnstile.core.errors import ConfigError, PreconditionFailed
 from turnstile.names import driverspool as names
 from turnstile.state.records import new_nonce
 from turnstile.state.spoolreap import (
@@ -42,6 +42,14 @@ from turnstile.state.spoolrecords import (
 from turnstile.store.port import ObjectStore, StoredObject
 
 log = logs.get("spool")
+
+
+def started_by(found: StoredObject) -> str | None:
+    """The driver instance a start record names; None when it is unreadable."""
+    try:
+        return JobStarted.decode(found.data, found.name).instance
+    except ConfigError:
+        return None
 
 
 class Fenced(Exception):
@@ -225,10 +233,7 @@ class SpoolDriver:
         try:
             self.store.create(names.started_name(job), started.encode())
         except PreconditionFailed as exc:
-            if (
-                exc.found is not None
-                and JobStarted.model_validate_json(exc.found.data).instance == self.instance
-            ):
+            if exc.found is not None and started_by(exc.found) == self.instance:
                 return True
             why = f"job {job} was started before by another driver; it is not run twice"
             report(self.store, transient(self.clock, job, self.driver_id, why))

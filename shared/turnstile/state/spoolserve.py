@@ -3,7 +3,9 @@ told to, serving on the way out every request it listed after saying LEAVING."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from turnstile.core.clock import Clock
@@ -40,6 +42,29 @@ def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock
             idle_since = clock.now()
     except Fenced as exc:
         return str(exc)
+
+
+@contextmanager
+def heartbeating(driver: SpoolDriver, every_seconds: float) -> Iterator[None]:
+    """Keep the driver's heartbeat from a thread while a job runs: a job longer than the stale
+    bound must not make its driver look dead. A failed heartbeat (`Fenced`) stops the beating; the
+    job's end is then recorded by whoever declared the driver dead, and the loop stops after it."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(every_seconds):
+            try:
+                driver.heartbeat()
+            except Fenced:
+                return
+
+    beating = threading.Thread(target=beat, name=f"heartbeat {driver.driver_id}", daemon=True)
+    beating.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beating.join()
 
 
 def run_one(driver: SpoolDriver, claimed: Claimed, run: Run) -> None:

@@ -197,9 +197,12 @@ class SpoolWorld:
 
         def body() -> None:
             driver = SpoolDriver(self.store, self.clock, driver_id, batch=f"batch-{driver_id}", bounds=BOUNDS)
-            self.stats[
-                f"drivers ended: {serve(driver, self.run, should_leave, self.clock, DRIVER_POLL)[:20]}"
-            ] += 1
+            reason = serve(driver, self.run, should_leave, self.clock, DRIVER_POLL)
+            if reason.startswith("another start"):
+                reason = "a second start of its id"
+            elif reason not in {"idle", "max lifetime"}:
+                reason = "fenced (declared dead while it ran)"
+            self.stats[f"drivers ended: {reason}"] += 1
 
         return body
 
