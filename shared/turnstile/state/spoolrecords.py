@@ -115,7 +115,7 @@ class SpoolBounds:
 
     stale_after: timedelta = timedelta(minutes=10)
     start_within: timedelta = timedelta(minutes=5)
-    keep: timedelta = timedelta(days=1)
+    keep: timedelta = timedelta(hours=1)
 
 
 def death(record: DriverRecord, now: datetime, bounds: SpoolBounds) -> str | None:
