@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
+from turnstile.core.errors import PreconditionFailed
 from turnstile.names import driverspool as names
 from turnstile.state import spoolsubmit
 from turnstile.state.spooldriver import Fenced
@@ -210,3 +211,54 @@ def test_a_job_longer_than_the_stale_bound_keeps_its_driver_alive(
     d.finish(claimed, Outcome.SUCCEEDED)
     end = job_status(store, clock, "job-1", BOUNDS).end
     assert end is not None and end.outcome is Outcome.SUCCEEDED
+
+
+def test_a_job_reported_lost_while_its_submit_stalled_never_runs(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """The submit's create of the request stalls past the grace: a status read reports the job
+    lost; the create lands after all. No driver runs the job, and the queue ends empty."""
+    real_create = store.create
+    reported = []
+
+    def stalled(name: str, data: bytes) -> int:
+        if name.startswith(names.REQUESTS) and not reported:
+            store.create = real_create  # type: ignore[method-assign]
+            clock.sleep(STALE)
+            reported.append(job_status(store, clock, "job-1", BOUNDS))  # while the create is under way
+            assert store.read(name) is None  # its LOST marker settled and removed: now the create lands
+        return real_create(name, data)
+
+    store.create = stalled  # type: ignore[method-assign]
+    queue(store, clock, "job-1")
+    (view,) = reported
+    assert view.end is not None and view.end.outcome is Outcome.FAILED_TRANSIENT
+    runs = Runs()
+    serve(driver(store, clock), runs, lambda idle, now: "idle", clock, 0.1)
+    assert runs.count == {}
+    assert store.list_objects(names.REQUESTS) == []
+
+
+def test_a_late_create_of_a_request_reported_lost_fails(store: MemoryStore, clock: ManualClock) -> None:
+    queued = queue(store, clock, "job-1")
+    found = store.read(queued.request)
+    assert found is not None
+    store.remove(queued.request)
+    clock.sleep(STALE)
+    real_create = store.create
+    late = []
+
+    def create_lands_now(name: str, data: bytes) -> int:
+        generation = real_create(name, data)  # the status's LOST marker...
+        if name == queued.request and not late:
+            try:
+                real_create(name, found.data)  # ...makes the submit's late create fail
+            except PreconditionFailed:
+                late.append(name)
+        return generation
+
+    store.create = create_lands_now  # type: ignore[method-assign]
+    end = job_status(store, clock, "job-1", BOUNDS).end
+    assert late == [queued.request]
+    assert end is not None and end.outcome is Outcome.FAILED_TRANSIENT
+    assert store.read(queued.request) is None

@@ -170,7 +170,7 @@ class SpoolDriver:
         if request is None:
             self._reject(found)
             return None
-        if request.state is RequestState.WITHDRAWN:
+        if request.state in (RequestState.WITHDRAWN, RequestState.LOST):
             settle_request(self.store, self.clock, found, request, "withdrawn")
             return None
         if request.state is RequestState.CLAIMED:
@@ -219,10 +219,15 @@ class SpoolDriver:
         discard(self.store, found.name, found.generation)
 
     def start(self, claimed: Claimed) -> bool:
-        """Record the job's start (created if absent: one driver ever runs a job). False, with the
-        job reported FAILED_TRANSIENT, when another driver started it before (a request
-        re-created by hand after its first claim): it is not run twice."""
+        """Record the job's start (created if absent: one driver ever runs a job). False when the
+        job's end is recorded already (it was reported lost), or, with the job reported
+        FAILED_TRANSIENT, when another driver started it before (a request re-created by hand after
+        its first claim): it is not run twice."""
         job = claimed.request.job_id
+        if self.store.stat(names.finished_name(job)) is not None:
+            # Reported lost while its submit was still creating the request: it must not run now.
+            discard(self.store, claimed.name, claimed.generation)
+            return False
         started = JobStarted(
             job_id=job,
             driver_id=self.driver_id,

@@ -120,13 +120,22 @@ def transient(clock: Clock, job_id: str, driver_id: str | None, why: str) -> Job
     )
 
 
+def lost_request(name: str) -> str:
+    return (
+        f"its request {name} was gone (removed by hand, or its submit never finished) and no driver "
+        "started it"
+    )
+
+
 def settle_request(
     store: ObjectStore, clock: Clock, found: StoredObject, request: SpoolRequest, why: str
 ) -> None:
-    """A request whose driver can no longer end it (or a withdrawn one): its end is recorded (the
-    first record stands), then the request is removed at the generation read."""
+    """A request whose driver can no longer end it, a withdrawn one or a lost one: its end is
+    recorded (the first record stands), then the request is removed at the generation read."""
     if request.state is RequestState.WITHDRAWN:
         end = JobFinished(job_id=request.job_id, outcome=Outcome.WITHDRAWN, finished_at=clock.now())
+    elif request.state is RequestState.LOST:
+        end = transient(clock, request.job_id, None, lost_request(found.name))
     else:
         end = transient(clock, request.job_id, request.driver_id, why)
     report(store, end)

@@ -23,6 +23,7 @@ class RequestState(StrEnum):
     QUEUED = "QUEUED"  # waiting for a driver
     CLAIMED = "CLAIMED"  # a driver took it (compare-and-swap from QUEUED)
     WITHDRAWN = "WITHDRAWN"  # cancelled before any driver took it (compare-and-swap from QUEUED)
+    LOST = "LOST"  # written where a request was gone, so that a late create of it fails: never runs
 
 
 class SpoolRequest(Record):

@@ -39,7 +39,7 @@ from turnstile.state.spoolrecords import (
     claimant_lost,
     needs_driver,
 )
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, StoredObject
 
 
 @dataclass(frozen=True)
@@ -150,12 +150,11 @@ def job_status(store: ObjectStore, clock: Clock, job_id: str, bounds: SpoolBound
             return ended(late)
         if now - submitted.submitted_at <= bounds.stale_after:
             return JobView(JobState.QUEUED)  # its submit may still be writing it
-        why = f"its request {submitted.request} is gone (removed by hand?) and no driver started it"
-        return ended(report(store, transient(clock, job_id, None, why)))
+        return lose(store, clock, submitted)
     request = decoded_request(read)
     if request is None or request.state is RequestState.QUEUED:
         return JobView(JobState.QUEUED)  # an unreadable request: the next driver rejects it
-    if request.state is RequestState.WITHDRAWN:
+    if request.state in (RequestState.WITHDRAWN, RequestState.LOST):
         settle_request(store, clock, read, request, "withdrawn")
         return ended(finished(store, job_id))
     lost = claimant_lost(
@@ -165,6 +164,25 @@ def job_status(store: ObjectStore, clock: Clock, job_id: str, bounds: SpoolBound
         return JobView(JobState.CLAIMED, request.driver_id)
     settle_request(store, clock, read, request, lost)
     return ended(finished(store, job_id))
+
+
+def lose(store: ObjectStore, clock: Clock, submitted: Submitted) -> JobView:
+    """A job whose request is gone although no driver started it: LOST is created where the request
+    was, so that a submit whose create of it is still under way fails, then the job is reported
+    FAILED_TRANSIENT and the LOST request removed (a driver that claims a request whose job has
+    ended does not run it)."""
+    lost = SpoolRequest(
+        job_id=submitted.job_id,
+        table=submitted.table,
+        submitted_at=submitted.submitted_at,
+        state=RequestState.LOST,
+    )
+    try:
+        generation = store.create(submitted.request, lost.encode())
+    except PreconditionFailed:
+        return JobView(JobState.QUEUED)  # it was created meanwhile: queued after all
+    settle_request(store, clock, StoredObject(submitted.request, generation, lost.encode()), lost, "lost")
+    return ended(finished(store, submitted.job_id))
 
 
 def ended(end: JobFinished | None) -> JobView:
