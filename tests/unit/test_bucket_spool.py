@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -324,3 +324,22 @@ def test_a_submit_between_the_two_steps_of_leaving_is_served_or_starts_a_driver(
     listed = d.leave("idle")
     (submitted,) = queued
     assert submitted.driver_needed or submitted.request in listed
+
+
+def test_a_submit_of_a_job_that_ended_attaches_and_starts_no_driver(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    queue(store, clock, "job-1")
+    serve(driver(store, clock), Runs(), leave_when_idle, clock, 0.1)
+    again = queue(store, clock, "job-1")
+    assert not again.driver_needed
+    assert store.list_objects(names.REQUESTS) == []
+
+
+def test_request_names_sort_by_submission_and_carry_their_job() -> None:
+    early, late = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 0, 0, 1, tzinfo=UTC)
+    first, second = names.request_name(late, "a-job"), names.request_name(early, "z-job")
+    assert sorted([first, second]) == [second, first]
+    assert names.job_of(first) == "a-job" and names.job_of(f"{names.REQUESTS}junk.json") is None
+    with pytest.raises(ValueError, match="job id 'a/b' cannot name a spool object"):
+        names.request_name(early, "a/b")

@@ -64,6 +64,8 @@ def submit(
         if exc.found is None:
             return submit(store, clock, job_id, table, body, bounds=bounds)  # removed meanwhile
         submitted = Submitted.decode(exc.found.data, exc.found.name)
+        if store.stat(names.finished_name(job_id)) is not None:
+            return Queued(job_id, submitted.request, driver_needed=False)  # it has ended: attach
         if repair_needed(store, submitted):
             enqueue(store, submitted, body)
     else:
