@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+from turnstile.names import driverspool
 from turnstile.names.paths import ObjectKind, Table, claim_name, classify
 from turnstile.names.placement import Places, carried_over, is_state, listing_places
 from turnstile.store.carryover import copyable
@@ -23,6 +26,12 @@ DATA, STATE, BOTH = Places(True, False), Places(False, True), Places(True, True)
         claim_name(T.backfill, 3),
         claim_name(T.pointer("2024/05/01/10"), 3),
         claim_name(T.done_signal("job-1"), 3),
+        driverspool.request_name(datetime(2026, 1, 1, tzinfo=UTC), "job-1"),
+        driverspool.submitted_name("job-1"),
+        driverspool.started_name("job-1"),
+        driverspool.finished_name("job-1"),
+        driverspool.driver_name("driver-1"),
+        driverspool.rejected_name(f"{driverspool.REQUESTS}junk.json"),
     ],
 )
 def test_turnstile_bookkeeping_goes_to_the_state_bucket(name: str) -> None:
@@ -78,6 +87,9 @@ def test_every_action_object_stays_in_the_data_bucket() -> None:
         (f"{T.prefix}/", DATA),
         ("", DATA),
         (f"{T.prefix}/_", BOTH),
+        (driverspool.REQUESTS, STATE),  # the warm drivers' spool: state, whoever lists it
+        (driverspool.DRIVERS, STATE),
+        (driverspool.JOBS, STATE),
     ],
 )
 def test_a_listing_reads_the_buckets_its_prefix_can_be_in(prefix: str, places: Places) -> None:

@@ -12,6 +12,10 @@ records of drops and failures, reprocess requests, pauses): until the data bucke
 (`MOVED_MARKER`), each of those names is read from the state bucket and, when absent there, from
 the data bucket (`store.split`). A name changed since the switch lives in the state bucket, which
 then hides the old copy; one deleted since is a `TOMBSTONE` there.
+
+The warm drivers' spool (`DRIVER_SPOOL`, `turnstile.names.driverspool`) is state too: in the state
+bucket when there is one, else under `_turnstile/driver/` of the data bucket, where no function acts
+on it (`paths.classify` calls it INTERNAL).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ MOVED_MARKER = "_STATE_MOVED"
 # still has: the name is absent. Never a record turnstile writes (none is this text).
 TOMBSTONE = b"turnstile: deleted since the switch to this state bucket; the data bucket's copy is void\n"
 DONE_SUFFIX = ".done"  # a job's end: the event that wakes its table's subscriber
+DRIVER_SPOOL = f"{INTERNAL}/driver/"  # the warm drivers' spool, at the bucket's root (not a table's)
 JOBS = "jobs"  # the folder under `_turnstile/` where `.done` signals sit beside their manifests
 
 
