@@ -12,7 +12,7 @@ from turnstile import execution
 from turnstile.jobs.port import JobStatus
 from turnstile.paths import Table
 from turnstile.placement import Places
-from turnstile.protocol import backlog, reprocess
+from turnstile.protocol import backlog, covering, reprocess
 from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
@@ -147,3 +147,18 @@ def test_it_catches_a_state_bucket_whose_listings_miss_turnstiles_objects(
     monkeypatch.setattr(split, "listing_places", lambda prefix: Places(data=True, state=False))
     assert _violations(range(1, 16, 2))
     assert not _violations(range(0, 8, 2))  # the one-bucket seeds never list the state bucket
+
+
+def test_it_catches_a_subscriber_that_takes_a_listing_without_generations_at_its_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeds 2-3, 6-7, ... list as S3 does, without generations: a subscriber that does not stat
+    the covered `_SUCCESS` then (here: takes generation 1) covers batches it cannot account for
+    (seen with the state bucket of odd seeds: a table left locked, batches never applied)."""
+
+    def blind(inv: Invocation, table: Table, rel: str, listed: Mapping[str, int]) -> int:
+        return listed.get(table.success(rel, inv.settings.success_filename), 1)
+
+    monkeypatch.setattr(covering, "live_generation", blind)
+    assert _violations(range(3, 24, 4))
+    assert not _violations(range(1, 24, 4))  # the same layout, listings with generations: no difference

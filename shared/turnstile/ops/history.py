@@ -16,7 +16,7 @@ from turnstile.errors import ConfigError
 from turnstile.paths import Table
 from turnstile.protocol import results
 from turnstile.records import BatchOutcome, BatchResult
-from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
+from turnstile.store.port import ListedObject, ObjectStore, object_uri
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class History:
 
 def history(store: ObjectStore, table: Table, *, success_filename: str, last: int | None) -> History:
     named: list[tuple[str, str, int, str]] = []  # (object, rel, generation, reprocess request id)
-    for info in store.list_objects(f"{table.internal}results/"):
+    for info in store.list_entries(f"{table.internal}results/"):
         if (record := results.read_name(table, info.name)) is not None:
             named.append((info.name, record.rel, record.generation, record.request))
     # A reprocess follows the commit it repeats (request ids sort by the time they were made).
@@ -100,8 +100,8 @@ def last_result(store: ObjectStore, table: Table) -> tuple[ResultView | None, st
     last in one listing of `results/`, then one read; not the batch last in rel order, which a
     late batch let through, a retried unordered batch or a reprocess would not be. Returns
     (record, error)."""
-    newest: ObjectInfo | None = None
-    for info in store.list_objects(f"{table.internal}results/"):
+    newest: ListedObject | None = None
+    for info in store.list_entries(f"{table.internal}results/"):
         if results.read_name(table, info.name) is None:
             continue
         if newest is None or (info.updated, info.name) > (newest.updated, newest.name):

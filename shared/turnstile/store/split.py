@@ -8,7 +8,7 @@ import heapq
 from collections.abc import Callable
 
 from turnstile.placement import is_state, listing_places
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, ObjectStore, StoredObject
 
 
 class SplitStore:
@@ -81,6 +81,28 @@ class SplitStore:
             for store in self._stores(prefix)
         ]
         merged = list(heapq.merge(*listings, key=lambda info: info.name))
+        return merged if limit is None else merged[:limit]
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        """As `list_objects`, without generations where the buckets' listings lack them."""
+        listings = [
+            [
+                entry
+                for entry in store.list_entries(
+                    prefix, start_offset=start_offset, end_offset=end_offset, limit=limit
+                )
+                if (store is self.state) == is_state(entry.name)
+            ]
+            for store in self._stores(prefix)
+        ]
+        merged = list(heapq.merge(*listings, key=lambda entry: entry.name))
         return merged if limit is None else merged[:limit]
 
     def list_folders(self, prefix: str) -> list[str]:
