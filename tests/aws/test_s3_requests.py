@@ -16,7 +16,9 @@ from tests.conftest import AWS_REGION
 from turnstile.jobs.inline import InlineRunner, MemoryTables
 from turnstile.records import BatchResult
 from turnstile.store.s3 import S3Store, make_client
+from turnstile_dev.bench import report, s3_requests
 from turnstile_dev.bench.s3_requests import RequestCounter
+from turnstile_dev.bench.workload import Workload
 
 ORDERED = {"ORDER_PER_TABLE": "true"}
 
@@ -64,3 +66,15 @@ def test_a_batch_of_2000_files_costs_the_heads_of_a_batch_of_one(
     # Only the listing of the big batch's folder grows: 1,000 keys a page.
     assert sum(for_big.values()) <= sum(for_small.values()) + 2, (for_small, for_big)
 
+
+def test_the_benchmarks_s3_part_counts_requests_per_batch_and_reports_them(moto_server: str) -> None:
+    run = s3_requests.run_workload(moto_server, Workload(tables=1, batches=3, files=2, rows=5), "smoke")
+    sizes = s3_requests.batch_sizes(moto_server, [1, 30], dataset="smokesizes")
+    assert run["applied_in_order_once"] and run["batches"] == 3
+    by_operation = run["requests_by_operation_per_batch"]
+    assert run["requests_per_batch"] == pytest.approx(sum(by_operation.values()), abs=0.01)
+    assert {"HeadObject", "ListObjectsV2", "PutObject", "GetObject"} <= set(by_operation)
+    assert sizes["1"]["HeadObject"] == sizes["30"]["HeadObject"]  # none per data file
+    section = report._s3({"s3": {"coalesced_state_bucket": run, "batch_of_files": sizes}})
+    assert f"**{run['requests_per_batch']:g}** requests per batch" in section
+    assert "| `HeadObject` |" in section and "30 file(s)" in section

@@ -30,6 +30,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 from moto.server import ThreadedMotoServer
@@ -262,7 +263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 table x 3 batches, a big batch of 200 files")
     args = parser.parse_args(argv)
     workload = Workload(tables=1, batches=3, files=1, rows=100) if args.quick else Workload(2, 100, 2, 1000)
-    print(json.dumps(measure(workload, 200 if args.quick else 2000), indent=1))
+    found = measure(workload, 200 if args.quick else 2000)
+    print(json.dumps(found | {"measured_apart": datetime.now(UTC).isoformat(timespec="seconds")}, indent=1))
     return 0
 
 
