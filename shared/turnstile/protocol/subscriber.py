@@ -147,7 +147,8 @@ def _acquire(
 ) -> str | None:
     """Lock the table for a job over the head of the backlog and submit it; the job's id once
     submitted, None when the next turn must decide again."""
-    covers, steps = _coverable(inv, table, held, lock_generation, covers)
+    coverable, steps = _coverable(inv, table, held, lock_generation, covers)
+    covers = backlog.resolved(inv, coverable) or ()  # S3: pointer generations, before their `_SUCCESS`
     if not covers:
         return None
     listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)
@@ -156,9 +157,10 @@ def _acquire(
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
         return None
-    # The listing carries every covered `_SUCCESS` with its live generation (the one to apply: an
-    # event of an older one is stale) and every data file with its size: no pointer is read.
-    found = {o.name: o.generation for o in listing}
+    # The listing carries every data file with its size, and (except on S3, where each covered
+    # `_SUCCESS` takes a stat) every covered `_SUCCESS` with its live generation: the one to apply
+    # (an event of an older one is stale). No pointer is read.
+    found = {o.name: o.generation for o in listing if o.generation is not None}
     sizes = {o.name: o.size for o in listing}
     success_filename = inv.settings.success_filename
     batches: list[ManifestBatch] = []
