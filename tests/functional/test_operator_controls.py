@@ -6,9 +6,12 @@ import pytest
 
 from tests.functional.harness import start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
-from tests.functional.test_job_failures import inv, with_runner
+from tests.functional.test_job_failures import Unreliable, inv, with_runner
 from tests.functional.test_sweeper import ManualClock
 from turnstile.config.settings import Settings
+from turnstile.core.errors import JobServiceUnavailable
+from turnstile.entrypoints import wiring
+from turnstile.jobs.inline import InlineRunner
 from turnstile.ops import retry as retry_ops
 from turnstile.ops.status import Health, table_status
 from turnstile.ops.status_jobs import describe
@@ -158,6 +161,49 @@ def test_cancel_of_an_unordered_table_cancels_its_open_jobs_and_their_batches_wa
         assert "cancelled by an operator (requeue)" in str(requeued["error"])
     assert host.tables.commits[TABLE] == commits_in(generations, ["01"])
     assert table_status(invocation(host), table(host)).failed_batches == ()
+
+
+class Unavailable(Unreliable):
+    """The job service answers 503 to every submit while `down`; like Dataproc, it has nothing to
+    cancel for a job it never took."""
+
+    down = True
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        if self.down:
+            raise JobServiceUnavailable("the job service answered 503")
+        super().submit(job_id, manifest_uri)
+
+    def cancel(self, job_id: str) -> None:
+        if self.status(job_id) is not None:
+            super().cancel(job_id)
+
+
+def test_a_job_cancelled_before_the_service_took_it_applies_nothing_when_a_late_submit_gets_through(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """An invocation that read the RUNNING lock before the cancel (and stalled) submits its job
+    after the table was failed for it: that job finds no manifest and commits nothing."""
+    host = start_host(monkeypatch, gcs_store, ORDERED)
+    assert isinstance(host.runner, InlineRunner)
+    runner = Unavailable(host.runner)
+    monkeypatch.setattr(wiring, "job_runner", lambda settings, store: runner)
+    generations = put_all(host, ["01"])
+    host.drain()
+    stale = host.lock(TABLE)  # what the stalled invocation read: its job, never submitted
+    assert stale.state is LockState.RUNNING and stale.job_id and stale.manifest
+    assert runner.status(stale.job_id) is None
+    operator.cancel(inv(host, runner), table(host), CancelChoice.BLOCK)
+    host.drain()
+    assert host.lock(TABLE).state is LockState.FAILED and host.lock(TABLE).failed_rel == "01"
+    runner.down = False
+    runner.submit(stale.job_id, f"gs://{host.bucket}/{stale.manifest}")  # the stalled invocation's submit
+    assert host.applied(TABLE) == []
+    assert host.lock(TABLE).state is LockState.FAILED
+    operator.unlock(inv(host, runner), table(host), skip_head=False)
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01"])
+    assert host.lock(TABLE).state is LockState.FREE
 
 
 def test_cancel_without_a_running_job_is_refused(

@@ -7,7 +7,7 @@ one next step. The subscriber performs that step with generation preconditions a
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnstile.core.errors import CorruptState
 from turnstile.jobs.port import JobState, JobStatus
@@ -127,6 +127,9 @@ class Finish:
     failed: CoveredBatch | None
     error: str | None
     transient: bool = False  # the job never recorded why `failed` failed: retrying may help
+    # Cancelled before the job service ever had the job: a submit still on its way (an invocation
+    # that read the lock before the cancel) must find nothing to run before the lock moves on.
+    never_ran: bool = False
 
 
 Action = (
@@ -155,7 +158,8 @@ def decide(view: View) -> Action:
             raise CorruptState("a RUNNING lock names no job; it was not written by turnstile")
         if view.job is None:  # the job service does not have the lock's job
             if lock.cancel is not None:  # cancelled before it ever ran: its batches were not applied
-                return _finish(lock, JobStatus(lock.job_id, JobState.CANCELLED, None), {})
+                cancelled = JobStatus(lock.job_id, JobState.CANCELLED, None)
+                return replace(_finish(lock, cancelled, {}), never_ran=True)
             if view.paused:
                 return Paused()
             return Backoff() if view.backing_off else Submit(lock.job_id)

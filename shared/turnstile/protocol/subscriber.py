@@ -135,6 +135,8 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Reprocess(request=request):
                 _reprocess(inv, table, held, generation, request)
             case Finish():
+                if action.never_ran and not _void_unsubmitted(inv, held):
+                    continue  # the job service took the job meanwhile: decide from its state
                 _finish(inv, table, held, generation, action)
                 lineage.after_commit(inv, table, tuple(c.rel for c in action.applied))
                 if inv.settings.wait_for_validation and action.failed is None:
@@ -241,6 +243,16 @@ def _acquire(
         },
     )
     return job_id if _submit(inv, table, running, generation, job_id) else None
+
+
+def _void_unsubmitted(inv: Invocation, held: Lock) -> bool:
+    """A job cancelled before the job service had it: its manifest goes first, so that a submit
+    still on its way (an invocation that read the lock before the cancel, then stalled) starts a job
+    with nothing to apply; True when the service still does not have the job, so that the lock may
+    move on. The job ids of a lock are never used again."""
+    if held.manifest:
+        inv.store.remove(held.manifest)
+    return inv.runner.status(held.job_id or "") is None
 
 
 def _still_running(inv: Invocation, job_id: str) -> bool:
