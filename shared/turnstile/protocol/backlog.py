@@ -8,7 +8,7 @@ each removal conditional on the pointer generation that was covered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from turnstile.core import logs
 from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
@@ -24,45 +24,13 @@ LOOKAHEAD = 100  # pointers listed per turn: the most one job may cover (max_bat
 
 
 def head(inv: Invocation, table: Table, limit: int) -> tuple[PointerRef, ...]:
-    """The first `limit` pointers, in the order their batches apply, from one listing. The first
-    one's generation is always known (a stat where the listing lacks it, on S3): it is read before
-    anything is decided about its `_SUCCESS`. The others' may be None until `resolved`."""
+    """The first `limit` pointers, in the order their batches apply."""
     success = inv.settings.success_filename
-    refs = [
+    return tuple(
         PointerRef(info.name, info.generation, table.rel_of_pointer(info.name, success))
-        for info in inv.store.list_entries(table.backlog, limit=limit)
+        for info in inv.store.list_objects(table.backlog, limit=limit)
         if info.name.endswith("/" + success) or info.name == table.backlog + success
-    ]
-    while refs:
-        first = resolved(inv, refs[:1])
-        if first is not None:
-            return first + tuple(refs[1:])
-        refs = refs[1:]  # gone since the listing (applied and removed): the next one leads
-    return ()
-
-
-def resolved(inv: Invocation, refs: Sequence[PointerRef]) -> tuple[PointerRef, ...] | None:
-    """`refs` with every generation known: a stat of each pointer whose listing did not give it
-    (S3). Made before the `_SUCCESS` objects they stand for are read, as a listing is: a pointer
-    re-published after its batch's `_SUCCESS` was read is never taken for the one covered. None
-    when one of them is gone."""
-    found = []
-    for ref in refs:
-        if ref.generation is not None:
-            found.append(ref)
-            continue
-        info = inv.store.stat(ref.name)
-        if info is None:
-            return None
-        found.append(PointerRef(ref.name, info.generation, ref.rel))
-    return tuple(found)
-
-
-def generation_of(ref: PointerRef) -> int:
-    """The pointer generation of a ref that `head` or `resolved` gave."""
-    if ref.generation is None:
-        raise RuntimeError(f"{ref.name}: its generation was not read before use (backlog.resolved)")
-    return ref.generation
+    )
 
 
 def decode(inv: Invocation, found: StoredObject) -> Pointer:
@@ -95,7 +63,7 @@ def covered(ref: PointerRef, success_generation: int) -> CoveredBatch:
     return CoveredBatch(
         rel=ref.rel,
         pointer=ref.name,
-        pointer_generation=generation_of(ref),
+        pointer_generation=ref.generation,
         success_generation=success_generation,
     )
 
@@ -180,7 +148,7 @@ def late_error(inv: Invocation, table: Table, position: str | None, rel: str, ge
 def drop(inv: Invocation, table: Table, ref: PointerRef) -> None:
     """Remove the pointer of a batch already applied (a duplicate event delivered late)."""
     try:
-        inv.store.delete(ref.name, if_generation=generation_of(ref))
+        inv.store.delete(ref.name, if_generation=ref.generation)
     except PreconditionFailed:
         return
     log.info(

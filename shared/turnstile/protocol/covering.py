@@ -77,12 +77,7 @@ def fresh_job_id(
     belongs to an earlier acquisition (this one has not submitted yet), so take the next one."""
     for reuse in range(MAX_REUSED_IDS):
         job_id = id_of(
-            inv.settings.job_prefix,
-            table,
-            head.name,
-            backlog.generation_of(head),
-            lock_generation,
-            reuse=reuse,
+            inv.settings.job_prefix, table, head.name, head.generation, lock_generation, reuse=reuse
         )
         if inv.runner.status(job_id) is None:
             return job_id

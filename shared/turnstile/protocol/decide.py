@@ -18,7 +18,7 @@ from turnstile.state.records import BatchOutcome, CoveredBatch, Lock, LockState
 @dataclass(frozen=True)
 class PointerRef:
     name: str
-    generation: int | None  # None: not read yet (S3's listings carry none): `backlog.resolved`
+    generation: int
     rel: str
 
 

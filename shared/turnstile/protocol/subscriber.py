@@ -149,8 +149,7 @@ def _acquire(
 ) -> str | None:
     """Lock the table for a job over the head of the backlog and submit it; the job's id once
     submitted, None when the next turn must decide again."""
-    coverable, steps = _coverable(inv, table, held, lock_generation, covers)
-    covers = backlog.resolved(inv, coverable) or ()  # S3: pointer generations, before their `_SUCCESS`
+    covers, steps = _coverable(inv, table, held, lock_generation, covers)
     if not covers:
         return None
     listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)

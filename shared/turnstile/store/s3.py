@@ -18,8 +18,8 @@ the ERROR `s3_bucket_unversioned` (once per store) naming what is not guaranteed
 - A `ListObjectsV2` page gives names, sizes and times but no metadata and no version:
   `list_entries` returns that (no request per object), and `list_objects` adds each listed
   object's generation by a HEAD (made concurrently). The protocol lists generations only where it
-  needs them (the `_SUCCESS` objects of a table's pending range) and stats the few others it needs
-  (the backlog's head and covered pointers); a batch's data files are listed without them.
+  needs them and bounds those listings (the backlog head with a limit, the `_SUCCESS` objects of a
+  table's pending range); a batch's data files are listed without them.
 
 Errors: a failed precondition (412 `PreconditionFailed`, or 409 `ConditionalRequestConflict` when a
 concurrent conditional write wins) becomes `PreconditionFailed` carrying what the bucket holds now;
