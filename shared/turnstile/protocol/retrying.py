@@ -111,3 +111,13 @@ def head_config(inv: Invocation, held: Lock) -> LoadConfig:
     except (ConfigError, PathError):
         return DEFAULT_CONFIG
     return resolved.load
+
+
+def void_unsubmitted(inv: Invocation, held: Lock) -> bool:
+    """A job cancelled before the job service had it: its manifest goes first, so that a submit
+    still on its way (an invocation that read the lock before the cancel, then stalled) starts a job
+    with nothing to apply; True when the service still does not have the job, so that the lock may
+    move on. The job ids of a lock are never used again."""
+    if held.manifest:
+        inv.store.remove(held.manifest)
+    return inv.runner.status(held.job_id or "") is None

@@ -135,7 +135,7 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Reprocess(request=request):
                 _reprocess(inv, table, held, generation, request)
             case Finish():
-                if action.never_ran and not _void_unsubmitted(inv, held):
+                if action.never_ran and not retrying.void_unsubmitted(inv, held):
                     continue  # the job service took the job meanwhile: decide from its state
                 _finish(inv, table, held, generation, action)
                 lineage.after_commit(inv, table, tuple(c.rel for c in action.applied))
@@ -158,9 +158,8 @@ def _acquire(
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
         return None
-    # The listing carries every data file with its size, and (except on S3, where each covered
-    # `_SUCCESS` takes a stat) every covered `_SUCCESS` with its live generation: the one to apply
-    # (an event of an older one is stale). No pointer is read.
+    # Every data file with its size, every covered `_SUCCESS` with its live generation (on S3 each
+    # takes a stat): the one to apply (an event of an older one is stale). No pointer is read.
     found = {o.name: o.generation for o in listing if o.generation is not None}
     sizes = {o.name: o.size for o in listing}
     success_filename = inv.settings.success_filename
@@ -242,16 +241,6 @@ def _acquire(
         },
     )
     return job_id if _submit(inv, table, running, generation, job_id) else None
-
-
-def _void_unsubmitted(inv: Invocation, held: Lock) -> bool:
-    """A job cancelled before the job service had it: its manifest goes first, so that a submit
-    still on its way (an invocation that read the lock before the cancel, then stalled) starts a job
-    with nothing to apply; True when the service still does not have the job, so that the lock may
-    move on. The job ids of a lock are never used again."""
-    if held.manifest:
-        inv.store.remove(held.manifest)
-    return inv.runner.status(held.job_id or "") is None
 
 
 def _still_running(inv: Invocation, job_id: str) -> bool:
