@@ -53,6 +53,7 @@ from turnstile.core.errors import PreconditionFailed, SettingsError, StoreRefuse
 from turnstile.store.port import ListedObject, ObjectInfo, StoredObject
 from turnstile.store.s3_generations import (
     GENERATION_KEY,
+    NULL_VERSION,
     UNVERSIONED,
     Generations,
     of_version,
@@ -208,11 +209,11 @@ class S3Store:
         if written is not None:
             return written
         version = head.get("VersionId")
-        if version in (None, "null") and not self._versioned():
-            self._report_unversioned()
+        if version in (None, NULL_VERSION):  # stored while the bucket kept no versions
+            if not self._versioned():
+                self._report_unversioned()
             return unversioned_generation(head["LastModified"], str(head["ETag"]))
-        # A "null" version in a versioned bucket was stored before versioning was turned on.
-        return self._version_generation(name, version or "null")
+        return self._version_generation(name, version)
 
     def _version_generation(self, name: str, version: str) -> int | None:
         """`of_version`, from the key's versions: usually one `ListObjectVersions` page."""

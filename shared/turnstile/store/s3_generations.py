@@ -9,7 +9,9 @@ every HEAD, GET and listing of that upload:
   second, then its place among the versions of its key stored within that second, which
   `ListObjectVersions` returns in the order S3 stored them (newest first): `of_version`;
 - an object upstream wrote to a bucket without versioning gets `unversioned_generation`, which
-  cannot tell apart two uploads of the same bytes within one second (`UNVERSIONED` says so).
+  cannot tell apart two uploads of the same bytes within one second (`UNVERSIONED` says so). It
+  keeps that generation once versioning is turned on (it is the key's "null" version): a batch
+  applied before the switch must not read as uploaded again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from typing import Any
 
 GENERATION_KEY = "turnstile-generation"
 """User-metadata key (x-amz-meta-turnstile-generation) of the generation turnstile wrote."""
+
+NULL_VERSION = "null"
+"""The version id S3 gives an object stored while the bucket kept no versions."""
 
 PER_SECOND = 1_000_000
 """Generations per second of `LastModified`: upstream's generations share the scale of turnstile's
@@ -66,22 +71,29 @@ def of_version(name: str, version: str, versions: Iterable[Mapping[str, Any]]) -
     """`version_generation` of version `version` of `name`, from `ListObjectVersions` entries of a
     listing by the prefix `name`, newest first (the key's own come first: other keys with that
     prefix sort after it). Reads no further than the first older version from an earlier second;
-    None when the version is not among them (deleted for good since it was read)."""
-    found: datetime | None = None
+    None when the version is not among them (deleted for good since it was read). The "null"
+    version (stored before versioning was turned on) keeps `unversioned_generation`, and a version
+    stored after it within its second still reads above it."""
+    found: Mapping[str, Any] | None = None
     older = 0
     for item in versions:
         if item["Key"] != name:
             break
         if found is None:
             if item["VersionId"] == version:
-                found = item["LastModified"]
+                found = item
+                if version == NULL_VERSION:
+                    return unversioned_generation(item["LastModified"], str(item["ETag"]))
             continue
-        second, own = int(item["LastModified"].timestamp()), int(found.timestamp())
+        second, own = int(item["LastModified"].timestamp()), int(found["LastModified"].timestamp())
         if second < own:
             break
         if second == own:
             older += 1
-    return None if found is None else version_generation(found, older)
+            if item["VersionId"] == NULL_VERSION:
+                above = unversioned_generation(item["LastModified"], str(item["ETag"])) + older
+                return max(version_generation(found["LastModified"], older), above)
+    return None if found is None else version_generation(found["LastModified"], older)
 
 
 def unversioned_generation(last_modified: datetime, etag: str) -> int:
