@@ -98,14 +98,21 @@ def aws_env(moto_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
     return moto_server
 
 
+def create_s3_bucket(moto_server: str, *, versioned: bool = True) -> str:
+    """A fresh, empty bucket in the moto server; versioned, as docs/DEPLOY-AWS.md asks of the
+    bucket upstream writes to, unless `versioned=False`."""
+    name = f"test-bucket-s3-{next(_buckets)}"
+    client = make_s3_client(AWS_REGION, moto_server)
+    client.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": AWS_REGION})
+    if versioned:
+        client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+    return name
+
+
 @pytest.fixture
 def s3_bucket(moto_server: str) -> str:
-    """A fresh, empty bucket in the moto server for each test."""
-    name = f"test-bucket-s3-{next(_buckets)}"
-    make_s3_client(AWS_REGION, moto_server).create_bucket(
-        Bucket=name, CreateBucketConfiguration={"LocationConstraint": AWS_REGION}
-    )
-    return name
+    """A fresh, empty, versioned bucket in the moto server for each test."""
+    return create_s3_bucket(moto_server)
 
 
 @pytest.fixture

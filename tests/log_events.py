@@ -12,6 +12,8 @@ WARNING_EVENTS_ALERTED = {"subscriber_restarted", "job_retry_scheduled", "batch_
 # Logged only by the local stack (turnstile.local), which has no Cloud Logging to alert from.
 LOCAL_ONLY = ROOT / "shared" / "turnstile" / "local"
 LOG_SOURCES = [ROOT / "shared" / "turnstile", ROOT / "functions"]
+# Logged only by AWS's adapters, which a Google Cloud deployment never runs.
+AWS_ONLY = {ROOT / "shared" / "turnstile" / "store" / "s3.py"}
 
 
 def _event_of(extra: ast.expr) -> str | None:
@@ -43,7 +45,12 @@ def logged_events(levels: set[str], roots: list[Path] = LOG_SOURCES) -> dict[str
     return found
 
 
-def errors_to_alert() -> set[str]:
-    """Events logged at ERROR or CRITICAL outside the local stack: each needs an alert."""
+def errors_to_alert(*, on_google: bool = False) -> set[str]:
+    """Events logged at ERROR or CRITICAL outside the local stack (`on_google`: and outside AWS's
+    adapters): each needs an alert."""
     logged = logged_events({"error", "critical", "exception"})
-    return {event for event, paths in logged.items() if not all(p.is_relative_to(LOCAL_ONLY) for p in paths)}
+    return {
+        event
+        for event, paths in logged.items()
+        if not all(p.is_relative_to(LOCAL_ONLY) for p in paths) and not (on_google and paths <= AWS_ONLY)
+    }

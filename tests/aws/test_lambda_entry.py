@@ -15,6 +15,7 @@ from tests.aws.lambda_harness import (
     s3_notification,
     start_lambda_host,
 )
+from tests.aws.upstream import misordered_pair, same_second, upstream_put, within_one_second
 from tests.conftest import AWS_REGION
 from turnstile.core.errors import SettingsError
 from turnstile.entrypoints import entry, wiring_aws
@@ -250,6 +251,62 @@ def test_an_upstream_success_gets_the_generation_the_store_reports(host: LambdaH
     found = host.store.inner.read("sales/orders/_backlog/2024/05/01/13/_SUCCESS")
     assert success is not None and found is not None
     assert Pointer.decode(found.data, "pointer").success_generation == success.generation
+
+
+def test_an_identical_success_uploaded_again_within_one_second_is_applied_again(
+    monkeypatch: pytest.MonkeyPatch, s3_store: S3Store, tables: MemoryTables, moto_server: str
+) -> None:
+    # An unordered table applies every `_SUCCESS` generation: upstream re-uploading an empty `_SUCCESS`
+    # (the same ETag) within the second of the first asks for the batch once more.
+    host = start_lambda_host(monkeypatch, s3_store, lambda store: InlineRunner(store, tables), {})
+    client = make_s3_client(AWS_REGION, moto_server)
+
+    def attempt(i: int) -> tuple[str, list[str], list[str]]:
+        folder = f"sales/orders/b{i}"
+        upstream_put(client, host.bucket, f"{folder}/part-0.csv", b"id\n1\n")
+        upstream_put(client, host.bucket, f"{folder}/_SUCCESS")
+        first = host.handlers.on_s3_event(s3_notification(host.bucket, f"{folder}/_SUCCESS"), None)
+        upstream_put(client, host.bucket, f"{folder}/_SUCCESS")
+        again = host.handlers.on_s3_event(s3_notification(host.bucket, f"{folder}/_SUCCESS"), None)
+        return folder, first["outcomes"], again["outcomes"]
+
+    folder, first, again = within_one_second(
+        attempt, lambda r: same_second(client, host.bucket, f"{r[0]}/_SUCCESS", 2)
+    )
+    host.drain()
+    assert (first, again) == (["submitted"], ["submitted"])
+    rel = folder.removeprefix("sales/orders/")
+    assert tables.applied_rels("sales/orders").count(rel) == 2
+
+
+def test_a_success_rewritten_within_one_second_is_queued_at_its_new_generation(
+    monkeypatch: pytest.MonkeyPatch, s3_store: S3Store, tables: MemoryTables, moto_server: str
+) -> None:
+    # The gate holds the table: the pointer must follow the rewrite, as on GCS, not stay at the first.
+    env = {**ORDERED, "START_BACKFILL_FILENAME": "_HISTORYDONE"}
+    host = start_lambda_host(monkeypatch, s3_store, lambda store: InlineRunner(store, tables), env)
+    client = make_s3_client(AWS_REGION, moto_server)
+    earlier, later = misordered_pair()
+
+    def attempt(i: int) -> str:
+        folder = f"sales/orders/2024/05/01/{i:02d}"
+        upstream_put(client, host.bucket, f"{folder}/part-0.csv", b"id\n1\n")
+        for body in (earlier, later):
+            upstream_put(client, host.bucket, f"{folder}/_SUCCESS", body)
+            outcome = host.handlers.on_s3_event(s3_notification(host.bucket, f"{folder}/_SUCCESS"), None)
+            assert outcome == {"outcomes": ["queued"]}
+        return folder
+
+    folder = within_one_second(attempt, lambda f: same_second(client, host.bucket, f"{f}/_SUCCESS", 2))
+    rel = folder.removeprefix("sales/orders/")
+    live = s3_store.stat(f"{folder}/_SUCCESS")
+    pointer = s3_store.read(f"sales/orders/_backlog/{rel}/_SUCCESS")
+    assert live is not None and pointer is not None
+    assert Pointer.decode(pointer.data, "pointer").success_generation == live.generation
+    upstream_put(client, host.bucket, "sales/orders/_HISTORYDONE")
+    host.handlers.on_s3_event(s3_notification(host.bucket, "sales/orders/_HISTORYDONE"), None)
+    host.drain()
+    assert (rel, live.generation) in tables.commits["sales/orders"]
 
 
 # -- the scheduled sweep ----------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import pytest
 from botocore.config import Config
 from moto.core.authorization import enable_iam_authentication
 
-from tests.conftest import AWS_REGION
+from tests.aws.upstream import misordered_pair, same_second, upstream_put, within_one_second
+from tests.conftest import AWS_REGION, create_s3_bucket
 from tests.contract.test_object_store import race
 from turnstile.config.settings import Settings
 from turnstile.core.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
@@ -27,7 +28,9 @@ from turnstile.protocol import lock as table_lock
 from turnstile.protocol import operator, publisher
 from turnstile.protocol.context import Invocation
 from turnstile.state.records import Lock, LockState
-from turnstile.store.s3 import GENERATION_KEY, TESTED_BOTOCORE, S3Store, derived_generation, make_client
+from turnstile.store.s3 import TESTED_BOTOCORE, S3Store, make_client
+from turnstile.store.s3_generations import GENERATION_KEY, unversioned_generation, version_generation
+from turnstile_dev.bench.s3_requests import RequestCounter
 
 TABLE = Table("unused", "sales/orders", "sales", "orders")
 
@@ -54,7 +57,7 @@ def test_an_upstream_object_gets_a_derived_generation_that_every_call_agrees_on(
 ) -> None:
     raw(moto_server).put_object(Bucket=s3_store.bucket, Key="sales/orders/b1/_SUCCESS", Body=b"")
     head = raw(moto_server).head_object(Bucket=s3_store.bucket, Key="sales/orders/b1/_SUCCESS")
-    expected = derived_generation(head["LastModified"], head["ETag"])
+    expected = version_generation(head["LastModified"], 0)  # its first version
     found = s3_store.read("sales/orders/b1/_SUCCESS")
     info = s3_store.stat("sales/orders/b1/_SUCCESS")
     [listed] = s3_store.list_objects("sales/orders/b1/")
@@ -90,6 +93,126 @@ def test_a_rewrite_of_the_same_bytes_is_a_new_generation_and_the_old_one_cannot_
         == f"precondition failed on t/a: expected generation {first}, found generation {second}"
     )
     assert s3_store.read("t/a") is not None
+
+
+# -- upstream's uploads in a versioned bucket ----------------------------------------------------------
+
+
+def test_an_identical_upload_within_one_second_is_a_new_larger_generation(
+    s3_store: S3Store, moto_server: str
+) -> None:
+    # An empty `_SUCCESS` uploaded twice: same ETag, same LastModified second; only its versions differ.
+    client = raw(moto_server)
+
+    def attempt(i: int) -> tuple[str, int, int]:
+        key = f"sales/orders/b{i}/_SUCCESS"
+        upstream_put(client, s3_store.bucket, key)
+        first = s3_store.stat(key)
+        upstream_put(client, s3_store.bucket, key)
+        second = s3_store.stat(key)
+        assert first is not None and second is not None
+        return key, first.generation, second.generation
+
+    key, first, second = within_one_second(attempt, lambda r: same_second(client, s3_store.bucket, r[0], 2))
+    assert second > first
+    found = s3_store.read(key)
+    [listed] = s3_store.list_objects(key)
+    assert found is not None and found.generation == listed.generation == second
+    assert s3_store.stat(key) == listed  # stable: every call agrees
+
+
+def test_two_different_uploads_within_one_second_order_as_they_were_uploaded(
+    s3_store: S3Store, moto_server: str
+) -> None:
+    client = raw(moto_server)
+    earlier, later = misordered_pair()
+
+    def attempt(i: int) -> tuple[str, int, int]:
+        key = f"sales/orders/b{i}/_SUCCESS"
+        upstream_put(client, s3_store.bucket, key, earlier)
+        first = s3_store.stat(key)
+        upstream_put(client, s3_store.bucket, key, later)
+        second = s3_store.stat(key)
+        assert first is not None and second is not None
+        return key, first.generation, second.generation
+
+    key, first, second = within_one_second(attempt, lambda r: same_second(client, s3_store.bucket, r[0], 2))
+    assert second > first
+    found = s3_store.read(key)
+    assert found is not None and (found.data, found.generation) == (later, second)
+
+
+def test_turning_versioning_on_keeps_the_generation_of_what_was_stored_before(moto_server: str) -> None:
+    # A batch applied before the switch must not read as uploaded again after it (reconciliation
+    # would block its table, or apply an unordered batch twice).
+    bucket = create_s3_bucket(moto_server, versioned=False)
+    client, store = raw(moto_server), S3Store(raw(moto_server), bucket)
+    upstream_put(client, bucket, "sales/orders/b1/_SUCCESS")  # its version id is "null"
+    unversioned = store.stat("sales/orders/b1/_SUCCESS")
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    before = S3Store(raw(moto_server), bucket).stat("sales/orders/b1/_SUCCESS")
+    assert unversioned is not None and before == unversioned
+    [listed] = store.list_objects("sales/orders/b1/_SUCCESS")
+    assert listed.generation == before.generation
+    upstream_put(client, bucket, "sales/orders/b1/_SUCCESS")
+    after = store.stat("sales/orders/b1/_SUCCESS")
+    assert after is not None and after.generation > before.generation
+
+
+def test_a_bucket_without_versioning_is_reported_with_what_it_loses_and_the_fix(
+    moto_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    bucket = create_s3_bucket(moto_server, versioned=False)
+    client, store = raw(moto_server), S3Store(raw(moto_server), bucket)
+    upstream_put(client, bucket, "sales/orders/b1/_SUCCESS")
+    upstream_put(client, bucket, "sales/orders/b2/_SUCCESS")
+    with caplog.at_level("ERROR", logger="turnstile"):
+        first = store.stat("sales/orders/b1/_SUCCESS")
+        store.stat("sales/orders/b2/_SUCCESS")
+        store.write("t/a", b"turnstile's own objects carry their generation: no versions needed")
+        store.stat("t/a")
+    [reported] = [r for r in caplog.records if getattr(r, "event", None) == "s3_bucket_unversioned"]  # once
+    assert reported.levelname == "ERROR"
+    message = reported.getMessage()
+    assert f"s3://{bucket} does not keep versions" in message
+    assert "uploads again with the same bytes within one second" in message
+    assert f"put-bucket-versioning --bucket {bucket}" in message
+    head = client.head_object(Bucket=bucket, Key="sales/orders/b1/_SUCCESS")
+    assert first is not None and first.generation == unversioned_generation(
+        head["LastModified"], head["ETag"]
+    )
+
+
+def test_a_state_bucket_without_versioning_is_not_reported(
+    moto_server: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = S3Store(raw(moto_server), create_s3_bucket(moto_server, versioned=False))
+    with caplog.at_level("ERROR", logger="turnstile"):
+        generation = store.create("sales/orders/_bqlock", b"{}")
+        assert store.stat("sales/orders/_bqlock").generation == generation  # type: ignore[union-attr]
+        store.list_objects("sales/orders/")
+    assert caplog.records == []
+
+
+# -- listings --------------------------------------------------------------------------------------------
+
+
+def test_a_listing_without_generations_makes_no_request_per_object(moto_server: str, s3_bucket: str) -> None:
+    counter = RequestCounter()
+    store = S3Store(counter.attach(raw(moto_server)), s3_bucket)
+    for i in range(5):
+        upstream_put(raw(moto_server), s3_bucket, f"sales/orders/b1/part-{i}.csv", b"id\n%d\n" % i)
+    upstream_put(raw(moto_server), s3_bucket, "sales/orders/b1/_SUCCESS")
+    listed = store.list_entries("sales/orders/b1/")
+    assert [(e.name, e.size, e.generation) for e in listed] == [
+        ("sales/orders/b1/_SUCCESS", 0, None),
+        *((f"sales/orders/b1/part-{i}.csv", 5, None) for i in range(5)),
+    ]
+    assert counter.snapshot() == {"ListObjectsV2": 1}
+    before = counter.snapshot()
+    [success] = store.list_objects("sales/orders/b1/", only=lambda name: name.endswith("/_SUCCESS"))
+    assert counter.since(before) == {"ListObjectsV2": 1, "HeadObject": 1, "ListObjectVersions": 1}
+    assert success == store.stat("sales/orders/b1/_SUCCESS")
 
 
 # -- unique bytes for every state write -----------------------------------------------------------------

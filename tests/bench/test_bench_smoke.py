@@ -26,6 +26,7 @@ KEYS = (
     "speedup_vs_one_job_per_batch_warm_driver",
     "single_batch_latency",
     "cold_job_startup_seconds",
+    "s3_requests_per_batch",
 )
 
 
@@ -50,6 +51,10 @@ def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path
         assert results["violations"][contender]["from_turnstile_rel"]["total"] == 0
     for contender in ("coalesced", "coalesced_state_bucket", "one_job_per_batch"):
         assert results["counting"][contender]["applied_in_order_once"]
+    assert results["s3"]["coalesced_state_bucket"]["applied_in_order_once"]
+    sizes = results["s3"]["batch_of_files"]  # S3: no request per data file
+    assert sizes["1"]["HeadObject"] == sizes["200"]["HeadObject"]
+    assert "## S3 requests per batch" in (out / "results.md").read_text()
     # A state bucket takes turnstile's own objects out of the events: `_SUCCESS`, `.done`, the gate.
     apart = results["counting"]["coalesced_state_bucket"]["invocations_by_kind_per_batch"]
     assert set(apart) <= {"data", "success", "job_done", "gate", "config", "backfill"}, apart

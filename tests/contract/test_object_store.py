@@ -219,6 +219,18 @@ def test_a_listing_keeps_only_the_names_asked_for(store: ObjectStore) -> None:
     assert [(o.name, o.generation) for o in found] == [("t/b/_SUCCESS", written["t/b/_SUCCESS"])]
 
 
+def test_a_listing_of_entries_names_sizes_and_times_what_a_full_listing_does(store: ObjectStore) -> None:
+    for name, data in [("t/a/1", b"one"), ("t/a/2", b""), ("t/b/1", b"three"), ("t/c/1", b"4"), ("u/b", b"")]:
+        store.write(name, data)
+    for options in ({}, {"start_offset": "t/a/2", "end_offset": "t/c/"}, {"limit": 2}):
+        full = store.list_objects("t/", **options)  # type: ignore[arg-type]
+        entries = store.list_entries("t/", **options)  # type: ignore[arg-type]
+        assert [(e.name, e.size, e.updated) for e in entries] == [(o.name, o.size, o.updated) for o in full]
+        # A generation where the store's listing carries it (not on S3), and then the same one.
+        assert all(e.generation in (None, o.generation) for e, o in zip(entries, full, strict=True))
+    assert [e.name for e in store.list_entries("t/", limit=2)] == ["t/a/1", "t/a/2"]
+
+
 def test_listing_a_bucket_that_does_not_exist_is_refused_naming_it(gcs_store: GcsStore) -> None:
     """fake-gcs-server answers a listing of a missing bucket with 404, as GCS does: refused (retrying
     cannot help), naming the bucket, for both kinds of listing."""

@@ -41,6 +41,10 @@ class NamedOps:
         self.listed[prefix] += 1
         return self.inner.list_objects(prefix, **options)
 
+    def list_entries(self, prefix: str, **options: Any) -> Any:
+        self.listed[prefix] += 1
+        return self.inner.list_entries(prefix, **options)
+
 
 @pytest.fixture
 def counted(gcs_store: GcsStore) -> NamedOps:

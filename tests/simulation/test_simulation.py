@@ -11,7 +11,7 @@ import pytest
 from turnstile.jobs.port import JobStatus
 from turnstile.names.paths import Table
 from turnstile.names.placement import Places
-from turnstile.protocol import backlog, reprocess
+from turnstile.protocol import backlog, covering, reprocess
 from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
@@ -167,3 +167,18 @@ def test_it_catches_a_state_bucket_that_forgets_what_the_data_bucket_held(
     monkeypatch.setattr(split.SplitStore, "carries_over", lambda self: False)
     found = (p for seed in range(0, 200, 2) for p in run_schedule(seed))
     assert any("committed after turnstile skip dropped it" in p for p in found)
+
+
+def test_it_catches_a_subscriber_that_takes_a_listing_without_generations_at_its_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seeds 2-3, 6-7, ... list as S3 does, without generations: a subscriber that does not stat
+    the covered `_SUCCESS` then (here: takes generation 1) covers batches it cannot account for
+    (seen with the state bucket of odd seeds: a table left locked, batches never applied)."""
+
+    def blind(inv: Invocation, table: Table, rel: str, listed: Mapping[str, int]) -> int:
+        return listed.get(table.success(rel, inv.settings.success_filename), 1)
+
+    monkeypatch.setattr(covering, "live_generation", blind)
+    assert _violations(range(3, 24, 4))
+    assert not _violations(range(1, 24, 4))  # the same layout, listings with generations: no difference

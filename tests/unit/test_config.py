@@ -18,7 +18,7 @@ from turnstile.names.paths import parse_success
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.manifests import manifest_batch
 from turnstile.store.memory import MemoryStore
-from turnstile.store.port import ObjectInfo, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, StoredObject
 
 BUCKET = "bkt"
 
@@ -37,6 +37,17 @@ class CountingStore(MemoryStore):
     ) -> list[ObjectInfo]:
         self.listed[prefix] += 1
         return super().list_objects(prefix, start_offset=start_offset, limit=limit)
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        self.listed[prefix] += 1
+        return super().list_entries(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
 
     def read(self, name: str) -> StoredObject | None:
         self.reads[name] += 1

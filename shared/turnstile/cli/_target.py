@@ -199,7 +199,7 @@ def require_table(store: ObjectStore, table: Table) -> None:
 
 def require_stored(store: ObjectStore, prefix: str, there: str = "nothing to check there") -> None:
     """Refuse a prefix with nothing under it (a typo): a command would report nothing wrong with it."""
-    if prefix.strip("/") and not store.list_objects(f"{prefix.strip('/')}/", limit=1):
+    if prefix.strip("/") and not store.list_entries(f"{prefix.strip('/')}/", limit=1):
         raise Refused(
             f"nothing is stored under {object_uri(store, prefix.strip('/'))}: {there}; check the name "
             f"(turnstile status {object_uri(store, '').rstrip('/')} lists the tables)"

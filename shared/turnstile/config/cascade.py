@@ -114,9 +114,10 @@ class ConfigReader:
     def _read_level(self, level: str) -> _Level:
         found = _Level()
         folder = f"{level}{CONFIG}/"
-        for info in self._store.list_objects(folder):
+        for info in self._store.list_entries(folder):
             base = info.name[len(folder) :]  # `_config/old/load.json` is not this level's load.json
-            found.generations[info.name] = info.generation
+            if info.generation is not None:  # not on S3: its `_config/` events always refresh the level
+                found.generations[info.name] = info.generation
             if base == ORDERME:
                 found.orderme = True
                 found.sources.append(info.name)

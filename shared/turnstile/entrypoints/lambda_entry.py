@@ -9,9 +9,11 @@ The same publisher/subscriber logic as the Cloud Function: each created object b
   space) and decoded here; EventBridge keys arrive as they are.
 - A `_config/` object's event (when its notification or rule is wired, docs/DEPLOY-AWS.md) makes
   this instance forget the cached config of its level, as on Google Cloud.
-- An S3 event carries no generation: the handler reads the object's head once, and acts on the
-  generation the store reports for what the bucket holds now (`turnstile.store.s3`). An object
-  gone by then is left alone: whoever removed it acted on it.
+- An S3 event carries no generation: the handler stats the object once and acts on the generation
+  the store reports for what the bucket holds now (`turnstile.store.s3`: in a versioned bucket,
+  from the object's version and its place among the key's versions; an event's `sequencer` orders
+  only events, and the subscriber and the sweeper must read the same generation without one). An
+  object gone by then is left alone: whoever removed it acted on it.
 - Terminal problems (an event or record of no shape above, a bad path) are logged as `rejected`
   (ERROR) and acknowledged; transient ones raise, so Lambda retries the invocation. Invalid settings
   are reported once per instance (`settings_invalid`) and events acknowledged, as on Google Cloud.

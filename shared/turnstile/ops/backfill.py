@@ -72,13 +72,13 @@ class Summary:
 def candidates(store: ObjectStore, settings: Settings, prefix: str) -> list[Candidate]:
     """The `_SUCCESS` objects under the prefix, in name order."""
     folder = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    listing: list[ObjectInfo] = store.list_objects(folder)
-    return [
-        Candidate(info.name, info.generation)
-        for info in listing
-        if classify(info.name, settings.success_filename, settings.start_backfill_filename)
-        is ObjectKind.SUCCESS
-    ]
+    listing: list[ObjectInfo] = store.list_objects(  # on S3 a generation is a HEAD: of `_SUCCESS` only
+        folder,
+        only=lambda name: (
+            classify(name, settings.success_filename, settings.start_backfill_filename) is ObjectKind.SUCCESS
+        ),
+    )
+    return [Candidate(info.name, info.generation) for info in listing]
 
 
 def publish(

@@ -22,7 +22,7 @@ from turnstile.core.errors import ConfigError
 from turnstile.names.paths import Table
 from turnstile.protocol import backlog, results
 from turnstile.state.records import BatchFailure, BatchOutcome, BatchResult
-from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
+from turnstile.store.port import ListedObject, ObjectStore, object_uri
 
 
 @dataclass(frozen=True)
@@ -57,15 +57,15 @@ def history(
     """The last `last` records (None: all) in application order; with `offset`, the `last` before
     the newest `offset` ones (a page further back)."""
     named: list[tuple[str, str, int, str]] = []  # (object, rel, generation, reprocess request id)
-    for info in store.list_objects(f"{table.internal}results/"):
+    for info in store.list_entries(f"{table.internal}results/"):
         if (record := results.read_name(table, info.name)) is not None:
             named.append((info.name, record.rel, record.generation, record.request))
     # A failure with a result record of its own is that record's (the job's, with its counts).
     recorded = {(rel, generation) for _, rel, generation, request in named if not request}
-    for info in store.list_objects(table.failures):
-        failure = results.read_failure_name(table, info.name)
+    for failed in store.list_entries(table.failures):
+        failure = results.read_failure_name(table, failed.name)
         if failure is not None and (failure.rel, failure.generation) not in recorded:
-            named.append((info.name, failure.rel, failure.generation, ""))
+            named.append((failed.name, failure.rel, failure.generation, ""))
     # A reprocess follows the commit it repeats (request ids sort by the time they were made).
     named.sort(key=lambda item: (table.pointer(item[1], success_filename), item[2], item[3]))
     end = max(len(named) - offset, 0)
@@ -152,8 +152,8 @@ def last_result(store: ObjectStore, table: Table) -> tuple[ResultView | None, st
     last in one listing of `results/`, then one read; not the batch last in rel order, which a
     late batch let through, a retried unordered batch or a reprocess would not be. Returns
     (record, error)."""
-    newest: ObjectInfo | None = None
-    for info in store.list_objects(f"{table.internal}results/"):
+    newest: ListedObject | None = None
+    for info in store.list_entries(f"{table.internal}results/"):
         if results.read_name(table, info.name) is None:
             continue
         if newest is None or (info.updated, info.name) > (newest.updated, newest.name):

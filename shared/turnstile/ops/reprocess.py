@@ -76,7 +76,7 @@ def request(inv: Invocation, success_name: str, reason: str | None = None) -> Re
     success = inv.settings.success_filename
     queued = [
         info.name
-        for info in inv.store.list_objects(table.backlog)
+        for info in inv.store.list_entries(table.backlog)
         if info.name.endswith(f"/{success}") or info.name == table.backlog + success
     ]
     after = queued[-1] if queued else None

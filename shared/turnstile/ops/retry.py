@@ -53,7 +53,7 @@ DOES = (
 def failures(inv: Invocation, table: Table, limit: int | None = None) -> list[BatchFailure]:
     """The table's failure records (the first `limit`), in rel order."""
     found = []
-    for info in inv.store.list_objects(table.failures, limit=limit):
+    for info in inv.store.list_entries(table.failures, limit=limit):
         read = inv.store.read(info.name)
         if read is not None:
             found.append(BatchFailure.decode(read.data, object_uri(inv.store, info.name)))
@@ -109,7 +109,7 @@ def _no_batch(inv: Invocation, rel: str, table: Table, success_name: str) -> str
             f"{where} names table {table.dataset}.{table.table}, not a batch; pass the failed batch's "
             f"folder, {where}/REL (turnstile status {where} lists the failed batches)"
         )
-    if not inv.store.list_objects(f"{table.prefix}/", limit=1):
+    if not inv.store.list_entries(f"{table.prefix}/", limit=1):
         return f"nothing is stored under {where}: no table there; check the name"
     return (
         f"{object_uri(inv.store, success_name)} does not exist: no batch there; check the path "

@@ -286,13 +286,13 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         errors=tuple(errors),
         failed_batches=failed_batches,
         retrying=len(failed_batches) - len(waiting),
-        reprocess_pending=len(inv.store.list_objects(reprocess.folder(table), limit=BACKLOG_CAP)),
+        reprocess_pending=len(inv.store.list_entries(reprocess.folder(table), limit=BACKLOG_CAP)),
         watermark=mark,
         watermark_lag_seconds=state.age(mark),
         waiting_for=waits,
         waiting_batches=status_lineage.queued_waits(inv, state, errors) if waits else {},
         paused=PauseView(pause.reason, pause.at, f"turnstile resume {where}") if pause else None,
-        held=len(inv.store.list_objects(table.held, limit=BACKLOG_CAP)) if pause else 0,
+        held=len(inv.store.list_entries(table.held, limit=BACKLOG_CAP)) if pause else 0,
         open_jobs=running,
     )
 

@@ -35,7 +35,7 @@ def open_jobs(inv: Invocation, table: Table, now: datetime, errors: list[str]) -
     """The table's open unordered jobs, in job id order: one listing, one read each (the first
     SHOWN). A marker that does not decode is reported in `errors`."""
     found = []
-    for info in inv.store.list_objects(table.open_jobs, limit=SHOWN):
+    for info in inv.store.list_entries(table.open_jobs, limit=SHOWN):
         read = inv.store.read(info.name)
         if read is None:
             continue  # its end was handled meanwhile

@@ -78,7 +78,7 @@ def plan(local_dir: Path, store: ObjectStore, settings: Settings, folder: str, *
     files, skipped = _nested_files(local_dir, success) if nested else _own_files(local_dir, success)
     if not files:
         raise Refused(f"{local_dir} holds no data file to upload; put the batch's files in it")
-    if not force and store.list_objects(batch.folder, limit=1):
+    if not force and store.list_entries(batch.folder, limit=1):
         raise Refused(
             f"{object_uri(store, batch.folder)} already holds objects; choose a new batch path, or pass "
             "--force to upload into it and publish it again (its old files are part of the batch too)"

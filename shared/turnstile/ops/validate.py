@@ -53,7 +53,7 @@ from turnstile.ops import validate_mapping
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.protocol import publisher
 from turnstile.spark import sql
-from turnstile.store.port import ObjectInfo, ObjectStore, object_uri
+from turnstile.store.port import ListedObject, ObjectStore, object_uri
 
 
 @dataclass(frozen=True)
@@ -70,18 +70,18 @@ class Report:
     warnings: list[Problem] = field(default_factory=list)
 
 
-def objects_to_check(store: ObjectStore, prefix: str) -> list[ObjectInfo]:
+def objects_to_check(store: ObjectStore, prefix: str) -> list[ListedObject]:
     """Everything under the prefix, plus the `_config/` files of the levels above it."""
     folder = _folder(prefix)
     above = [level for level in levels(folder) if level != folder]
-    found = [info for level in above for info in store.list_objects(f"{level}{CONFIG}/")]
-    return found + store.list_objects(folder)
+    found = [info for level in above for info in store.list_entries(f"{level}{CONFIG}/")]
+    return found + store.list_entries(folder)
 
 
 def validate(
     store: ObjectStore,
     settings: Settings,
-    objects: list[ObjectInfo],
+    objects: list[ListedObject],
     advance: Callable[[], None] = lambda: None,
     prefix: str = "",
 ) -> Report:

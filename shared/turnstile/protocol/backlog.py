@@ -17,7 +17,7 @@ from turnstile.protocol import publisher, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
-from turnstile.store.port import ObjectInfo, StoredObject, object_uri
+from turnstile.store.port import ListedObject, ObjectInfo, StoredObject, object_uri
 
 log = logs.get("backlog")
 LOOKAHEAD = 100  # pointers listed per turn: the most one job may cover (max_batches_per_job <= 100)
@@ -50,6 +50,12 @@ def live_generation(inv: Invocation, table: Table, rel: str) -> int | None:
     stale, its data overwritten); None when upstream deleted it. One stat, only off the hot path
     (the subscriber takes the covered batches' generations from its listing)."""
     info = inv.store.stat(table.success(rel, inv.settings.success_filename))
+    return None if info is None else info.generation
+
+
+def success_generation(inv: Invocation, name: str) -> int | None:
+    """The live generation of a listed `_SUCCESS` whose listing did not carry it (S3): one stat."""
+    info = inv.store.stat(name)
     return None if info is None else info.generation
 
 
@@ -106,7 +112,7 @@ def dropped(record: BatchResult) -> bool:
 def earlier_commit(inv: Invocation, table: Table, rel: str) -> BatchResult | None:
     """The newest result record of the batch, of any `_SUCCESS` generation, saying it was applied."""
     applied = []
-    for info in inv.store.list_objects(f"{table.internal}results/{rel}/"):
+    for info in inv.store.list_entries(f"{table.internal}results/{rel}/"):
         name = results.read_name(table, info.name)
         found = inv.store.read(info.name) if name and name.rel == rel and not name.request else None
         try:
@@ -162,14 +168,19 @@ def remove_applied(inv: Invocation, applied: tuple[CoveredBatch, ...]) -> None:
 
 def pending_objects(
     inv: Invocation, table: Table, position: str | None, first_rel: str, last_rel: str
-) -> list[ObjectInfo]:
+) -> list[ListedObject]:
     """Every object from just past the last applied batch to the end of the last covered one,
     skipping the reserved `_` folders: the covered batches' files, and the `_SUCCESS` of any batch
-    upstream wrote in between whose event has not arrived yet. One or two listings."""
+    upstream wrote in between whose event has not arrived yet. One or two listings, and no request
+    per object: generations only where the store's listing carries them (not on S3)."""
     prefix = f"{table.prefix}/"
     after_position = prefix if position is None else _past(table.batch_folder(position))
     start = min(after_position, table.batch_folder(first_rel))  # an operator may let a late head through
-    return batch_objects(inv, table, start, _past(table.batch_folder(last_rel)))
+    return [
+        entry
+        for low, high in _unreserved(table, start, _past(table.batch_folder(last_rel)))
+        for entry in inv.store.list_entries(prefix, start_offset=low, end_offset=high)
+    ]
 
 
 def batch_objects(
@@ -179,17 +190,24 @@ def batch_objects(
     end: str | None = None,
     only: Callable[[str], bool] | None = None,
 ) -> list[ObjectInfo]:
-    """The table's objects with names in [start, end) (and accepted by `only`), skipping the
-    reserved folders (those whose first segment starts with `_`): one or two listings."""
+    """The table's objects with names in [start, end) accepted by `only`, with their generations,
+    skipping the reserved folders (those whose first segment starts with `_`): one or two listings
+    (and on S3 a HEAD per object kept)."""
+    return [
+        info
+        for low, high in _unreserved(table, start, end)
+        for info in inv.store.list_objects(f"{table.prefix}/", start_offset=low, end_offset=high, only=only)
+    ]
+
+
+def _unreserved(table: Table, start: str, end: str | None) -> list[tuple[str, str]]:
+    """The name ranges [low, high) of [start, end) in the table's folder outside its reserved `_`
+    folders (`end` None: to the end of the folder)."""
     prefix = f"{table.prefix}/"
     reserved_start, reserved_end = prefix + "_", prefix + "`"  # "`" follows "_"
-    top = _past(prefix)
-    end = top if end is None else end
-    found: list[ObjectInfo] = []
-    for low, high in ((start, min(end, reserved_start)), (max(start, reserved_end), end)):
-        if low < high:
-            found.extend(inv.store.list_objects(prefix, start_offset=low, end_offset=high, only=only))
-    return found
+    end = _past(prefix) if end is None else end
+    ranges = ((start, min(end, reserved_start)), (max(start, reserved_end), end))
+    return [(low, high) for low, high in ranges if low < high]
 
 
 def dropped_by_operator(inv: Invocation, table: Table, first: str, last: str) -> set[tuple[str, int]]:
@@ -201,7 +219,7 @@ def dropped_by_operator(inv: Invocation, table: Table, first: str, last: str) ->
     start = f"{root}{first}/" if first else root
     end = _past(f"{root}{last}/") if last else None
     found = set()
-    for info in inv.store.list_objects(root, start_offset=start, end_offset=end):
+    for info in inv.store.list_entries(root, start_offset=start, end_offset=end):
         name = results.read_name(table, info.name)
         read = inv.store.read(info.name) if name is not None and not name.request else None
         if name is None or read is None:
@@ -220,7 +238,7 @@ def _past(folder: str) -> str:
 
 
 def unannounced(
-    inv: Invocation, table: Table, listing: list[ObjectInfo], queued: set[str], position: str | None = None
+    inv: Invocation, table: Table, listing: list[ListedObject], queued: set[str], position: str | None = None
 ) -> list[str]:
     """Names of the ordered `_SUCCESS` objects of this table in a listing whose rel is not among
     `queued`: batches upstream wrote whose events have not arrived yet. Batches at or before the
@@ -246,7 +264,10 @@ def unannounced(
         # Its result record: applied (no position after a `_bqlock` deleted by hand, or a new
         # table), or failed and its pointer removed since: an operator dropped it (the original's
         # way to skip a batch applied by hand); its `_SUCCESS` uploaded again applies it.
-        outcome = recorded_outcome(inv, table, batch.rel, info.generation)
+        generation = info.generation if info.generation is not None else success_generation(inv, info.name)
+        if generation is None:
+            continue  # deleted since listed
+        outcome = recorded_outcome(inv, table, batch.rel, generation)
         if outcome is BatchOutcome.FAILED:
             log.warning(
                 f"{object_uri(inv.store, info.name)} failed and its backlog pointer was removed: it is "

@@ -14,10 +14,10 @@ from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.jobids import ordered_job_id
 from turnstile.state.records import Lock
-from turnstile.store.port import ObjectInfo, object_uri
+from turnstile.store.port import ListedObject, object_uri
 
 
-def config_levels_from(inv: Invocation, table: Table, listing: list[ObjectInfo]) -> None:
+def config_levels_from(inv: Invocation, table: Table, listing: list[ListedObject]) -> None:
     """The listing covers each listed batch's folder whole: a folder with nothing in its own
     `_config/` need not be listed again to resolve its config. (A flat table's folder is the table
     prefix, whose `_config/` the listing skips with the reserved names: it is read as usual.)"""
@@ -43,8 +43,9 @@ def described(inv: Invocation, table: Table, success: str) -> tuple[Batch, Resol
 
 
 def live_generation(inv: Invocation, table: Table, rel: str, listed: dict[str, int]) -> int | None:
-    """The covered batch's live `_SUCCESS` generation, from the listing; a flat table's
-    `<table>/_SUCCESS` sorts among the reserved `_` names the listing skips: stat it."""
+    """The covered batch's live `_SUCCESS` generation, from the listing; stat it when the listing
+    has none: on S3 (whose listings carry no generations), and for a flat table's `<table>/_SUCCESS`,
+    which sorts among the reserved `_` names the listing skips."""
     name = table.success(rel, inv.settings.success_filename)
     return listed[name] if name in listed else backlog.live_generation(inv, table, rel)
 

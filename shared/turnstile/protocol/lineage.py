@@ -126,7 +126,7 @@ def holds_more_than_waits(store: ObjectStore, prefix: str) -> bool:
     source named before it exists, or a typo)."""
     if any(not f.endswith(f"/{INTERNAL}/") for f in store.list_folders(f"{prefix}/")):
         return True
-    first = store.list_objects(f"{prefix}/", limit=1)
+    first = store.list_entries(f"{prefix}/", limit=1)
     return bool(first) and not first[0].name.startswith(f"{prefix}/{INTERNAL}/dependents/")
 
 
@@ -245,7 +245,7 @@ def dependents(inv: Invocation, table: Table) -> list[str]:
     folder = dependents_folder(table)
     return [
         info.name[len(folder) :].removesuffix(".json").replace("~", "/")
-        for info in inv.store.list_objects(folder)
+        for info in inv.store.list_entries(folder)
     ]
 
 

@@ -19,7 +19,7 @@ def data_objects(inv: Invocation, batch: Batch, load: LoadConfig) -> tuple[tuple
     """URIs of the batch's data files (`turnstile.names.batchfiles`: its own files, or with `nested` every
     file below its folder; never `_`, `.` or `.crc` files) and their sizes, from one listing.
     ConfigError when files in sub-folders would be left out without the config saying so."""
-    listing = {info.name: info.size for info in inv.store.list_objects(batch.folder)}
+    listing = {info.name: info.size for info in inv.store.list_entries(batch.folder)}
     if (unread := unread_files(inv, batch.folder, listing, load)) is not None:
         raise ConfigError(unread)
     success = inv.settings.success_filename

@@ -107,7 +107,7 @@ def _recorded(state: TableState, success: ObjectInfo) -> bool:
 def _queued(inv: Invocation, table: Table) -> set[str]:
     """The rels with a pointer in the backlog (one listing, no reads)."""
     found = set()
-    for info in inv.store.list_objects(table.backlog):
+    for info in inv.store.list_entries(table.backlog):
         try:
             found.add(table.rel_of_pointer(info.name, inv.settings.success_filename))
         except PathError:

@@ -19,7 +19,7 @@ from turnstile.protocol import backlog, lock, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.jobids import is_unordered_job
 from turnstile.state.records import Lock
-from turnstile.store.port import ObjectInfo
+from turnstile.store.port import ListedObject
 
 log = logs.get("subscriber")
 MANIFEST, DONE = ".manifest.json", ".done"
@@ -59,9 +59,9 @@ def rebuild_lock(inv: Invocation, table: Table) -> Rebuilt:
 
 def _running_job(inv: Invocation, table: Table) -> str | None:
     folder = f"{table.internal}jobs/"
-    listed = inv.store.list_objects(folder)
+    listed = inv.store.list_entries(folder)
     ended = {i.name.removesuffix(DONE) for i in listed if i.name.endswith(DONE)}
-    open_: list[ObjectInfo] = [
+    open_: list[ListedObject] = [
         i for i in listed if i.name.endswith(MANIFEST) and i.name.removesuffix(MANIFEST) not in ended
     ]
     ids = (i.name[len(folder) :].removesuffix(MANIFEST) for i in sorted(open_, key=lambda i: i.updated))
@@ -77,7 +77,7 @@ def _running_job(inv: Invocation, table: Table) -> str | None:
 def last_applied(inv: Invocation, table: Table) -> str | None:
     """The rel of the last batch (in path order) whose result record says it was applied."""
     records: list[tuple[str, int, str]] = []  # (pointer, generation, rel): sorted as the backlog sorts
-    for info in inv.store.list_objects(f"{table.internal}results/"):
+    for info in inv.store.list_entries(f"{table.internal}results/"):
         record = results.read_name(table, info.name)
         if record is not None and not record.request:  # a reprocess's record repeats a commit
             pointer = table.pointer(record.rel, inv.settings.success_filename)

@@ -71,7 +71,7 @@ def result_name(table: Table, rel: str, success_generation: int, request_id: str
 
 
 def pending(inv: Invocation, table: Table) -> bool:
-    return bool(inv.store.list_objects(folder(table), limit=1))
+    return bool(inv.store.list_entries(folder(table), limit=1))
 
 
 def due(inv: Invocation, table: Table, head: tuple[PointerRef, ...]) -> tuple[PointerRef | None, str | None]:

@@ -30,7 +30,7 @@ from turnstile.state.records import (
     LockState,
     Pause,
 )
-from turnstile.store.port import ObjectInfo, StoredObject, object_uri
+from turnstile.store.port import ListedObject, ObjectInfo, StoredObject, object_uri
 
 log = logs.get("subscriber")
 
@@ -216,14 +216,14 @@ class TableState:
 
     # --- unordered batches: held while paused, failed ------------------------------------------
     @cached_property
-    def held(self) -> list[ObjectInfo]:
+    def held(self) -> list[ListedObject]:
         """The records of unordered batches held while the table is paused (one listing, no read)."""
-        return self.inv.store.list_objects(self.table.held)
+        return self.inv.store.list_entries(self.table.held)
 
     @cached_property
-    def failure_records(self) -> list[ObjectInfo]:
+    def failure_records(self) -> list[ListedObject]:
         """The failure records of unordered batches (one listing, no read)."""
-        return self.inv.store.list_objects(self.table.failures)
+        return self.inv.store.list_entries(self.table.failures)
 
     def age(self, then: datetime | None) -> float | None:
         return None if then is None else (self.now - then).total_seconds()

@@ -158,9 +158,9 @@ def _acquire(
     if late:  # upstream wrote these before the batches about to be covered: queue them first
         backlog.queue_unannounced(inv, late)
         return None
-    # The listing carries every covered `_SUCCESS` with its live generation (the one to apply: an
-    # event of an older one is stale) and every data file with its size: no pointer is read.
-    found = {o.name: o.generation for o in listing}
+    # Every data file with its size, every covered `_SUCCESS` with its live generation (on S3 each
+    # takes a stat): the one to apply (an event of an older one is stale). No pointer is read.
+    found = {o.name: o.generation for o in listing if o.generation is not None}
     sizes = {o.name: o.size for o in listing}
     success_filename = inv.settings.success_filename
     batches: list[ManifestBatch] = []

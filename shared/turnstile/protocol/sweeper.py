@@ -291,11 +291,15 @@ def _sweep_claims(inv: Invocation, table: Table, now: datetime) -> int:
     claims sit in the table folder: one listing of that prefix finds them all."""
     stale = now - timedelta(seconds=inv.settings.stale_claim_seconds)
     deleted = 0
-    for info in inv.store.list_objects(f"{table.prefix}/{CLAIM_PREFIX}"):
-        if info.updated < stale:
-            try:
-                inv.store.delete(info.name, if_generation=info.generation)
-                deleted += 1
-            except PreconditionFailed:
-                pass
+    for info in inv.store.list_entries(f"{table.prefix}/{CLAIM_PREFIX}"):
+        if info.updated >= stale:
+            continue
+        live = info if info.generation is not None else inv.store.stat(info.name)  # S3: one HEAD
+        if live is None or live.generation is None or live.updated >= stale:
+            continue
+        try:
+            inv.store.delete(info.name, if_generation=live.generation)
+            deleted += 1
+        except PreconditionFailed:
+            pass
     return deleted

@@ -33,7 +33,7 @@ from turnstile.state.records import (
     Manifest,
     OpenJob,
 )
-from turnstile.store.port import ObjectInfo, object_uri
+from turnstile.store.port import ListedObject, object_uri
 
 log = logs.get("unordered")
 
@@ -103,7 +103,7 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ..
     job committed stays; its batch, if not committed, waits for `turnstile retry` (BLOCK) or is
     submitted again at once (REQUEUE). Returns the ids of the jobs asked to cancel."""
     cancelled = []
-    for info in inv.store.list_objects(table.open_jobs):
+    for info in inv.store.list_entries(table.open_jobs):
         found = inv.store.read(info.name)
         if found is None:
             continue  # ended meanwhile
@@ -155,13 +155,13 @@ def _held_alert(table: Table, rel: str) -> None:
     )
 
 
-def release_held(inv: Invocation, table: Table, listed: list[ObjectInfo] | None = None) -> int:
+def release_held(inv: Invocation, table: Table, listed: list[ListedObject] | None = None) -> int:
     """Submit the jobs of the batches held while the table was paused (none while it still is);
     returns how many were submitted. A held batch whose `_SUCCESS` was uploaded again or deleted
     since is let go (a new generation has an event of its own); one whose config no longer resolves
     stays held, reported at every try, until it is fixed. `listed`: a listing of `held/` made
     already (the sweeper's)."""
-    held = inv.store.list_objects(table.held) if listed is None else listed
+    held = inv.store.list_entries(table.held) if listed is None else listed
     if not held or inv.store.stat(table.pause) is not None:
         return 0
     submitted = 0
@@ -269,7 +269,7 @@ def _clear_failures(inv: Invocation, table: Table, rel: str, *, up_to: int) -> N
     """Remove the batch's failure records up to this committed generation: an older generation's
     failure is fixed by the re-upload that committed, and would otherwise alarm for good."""
     folder = table.failure(rel, 0).removesuffix("0.json")
-    for info in inv.store.list_objects(folder):
+    for info in inv.store.list_entries(folder):
         generation = info.name[len(folder) :].removesuffix(".json")
         if generation.isdigit() and int(generation) <= up_to:
             inv.store.remove(info.name)

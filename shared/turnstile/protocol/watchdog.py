@@ -44,7 +44,7 @@ def watch(state: TableState) -> Watched:
     found = Watched()
     _watch_lock(state, found)
     inv, table = state.inv, state.table
-    for info in inv.store.list_objects(table.open_jobs):
+    for info in inv.store.list_entries(table.open_jobs):
         read = inv.store.read(info.name)
         if read is not None:
             _watch_open_job(state, OpenJob.decode(read.data, object_uri(inv.store, info.name)), found)

@@ -155,7 +155,7 @@ class IcebergApplier:
 
     def _no_data_files(self, batch: ManifestBatch) -> str:
         """Names the sub-folders holding the batch's data when it has none of its own files."""
-        listing = (info.name for info in self._stores(self._bucket).list_objects(batch.folder))
+        listing = (info.name for info in self._stores(self._bucket).list_entries(batch.folder))
         sub_folders = batchfiles.data_sub_folders(batch.folder, listing)
         uri = f"gs://{self._bucket}/{batch.folder}"
         return batchfiles.no_data_files(uri, sub_folders, nested=batch.load.nested_folders)

@@ -24,7 +24,7 @@ from google.cloud.storage.retry import DEFAULT_RETRY
 
 from turnstile.core.errors import PreconditionFailed, StoreRefused, StoreUnavailable
 from turnstile.store.emulated import WriteLock
-from turnstile.store.port import ObjectInfo, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, StoredObject
 
 _TRANSIENT = (
     gexc.TooManyRequests,
@@ -206,6 +206,21 @@ class GcsStore:
                 retry=self._retry,
             )
             return [_info(b) for b in blobs if only is None or only(b.name)]
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        return [
+            ListedObject(info.name, info.size, info.updated, info.generation)
+            for info in self.list_objects(
+                prefix, start_offset=start_offset, end_offset=end_offset, limit=limit
+            )
+        ]
 
     def list_folders(self, prefix: str) -> list[str]:
         with self._listing(prefix):

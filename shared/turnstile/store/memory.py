@@ -12,7 +12,7 @@ from sortedcontainers import SortedDict
 
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import PreconditionFailed
-from turnstile.store.port import ObjectInfo, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, StoredObject
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,10 @@ class _Entry:
 class MemoryStore:
     """One bucket held in a dict. Generations grow across the whole bucket, as GCS's do; stores
     given one `generations` counter never issue the same one (GCS stamps microseconds: a later
-    write in any bucket has a larger generation), as a data bucket and its state bucket need."""
+    write in any bucket has a larger generation), as a data bucket and its state bucket need.
+
+    `listed_generations=False` makes `list_entries` leave generations out, as S3's listings do, so
+    that the protocol's S3 path (a `stat` where a listing lacks a generation) runs here too."""
 
     def __init__(
         self,
@@ -34,9 +37,11 @@ class MemoryStore:
         *,
         scheme: str = "gs",
         generations: Iterator[int] | None = None,
+        listed_generations: bool = True,
     ) -> None:
         self._bucket = bucket
         self._scheme = scheme
+        self._listed_generations = listed_generations
         self._clock = clock or SystemClock()
         self._objects: SortedDict[str, _Entry] = SortedDict()
         self._generations = generations if generations is not None else count(1_700_000_000_000_001)
@@ -110,20 +115,38 @@ class MemoryStore:
         only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
         with self._lock:
-            low = max(prefix, start_offset or "")
-            # Names sharing a prefix are contiguous in sorted order: stop at the first one past it.
-            in_prefix = takewhile(
-                lambda n: n.startswith(prefix) and (end_offset is None or n < end_offset),
-                self._objects.irange(minimum=low),
-            )
-            names = islice(in_prefix, limit)
-            found = []
-            for n in names:
-                if only is not None and not only(n):
-                    continue
-                entry = self._objects[n]
-                found.append(ObjectInfo(n, entry.generation, len(entry.data), entry.updated))
-            return found
+            return [
+                ObjectInfo(n, entry.generation, len(entry.data), entry.updated)
+                for n, entry in self._range(prefix, start_offset, end_offset, limit)
+                if only is None or only(n)
+            ]
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        with self._lock:
+            return [
+                ListedObject(
+                    n, len(entry.data), entry.updated, entry.generation if self._listed_generations else None
+                )
+                for n, entry in self._range(prefix, start_offset, end_offset, limit)
+            ]
+
+    def _range(
+        self, prefix: str, start_offset: str | None, end_offset: str | None, limit: int | None
+    ) -> list[tuple[str, _Entry]]:
+        low = max(prefix, start_offset or "")
+        # Names sharing a prefix are contiguous in sorted order: stop at the first one past it.
+        in_prefix = takewhile(
+            lambda n: n.startswith(prefix) and (end_offset is None or n < end_offset),
+            self._objects.irange(minimum=low),
+        )
+        return [(n, self._objects[n]) for n in islice(in_prefix, limit)]
 
     def list_folders(self, prefix: str) -> list[str]:
         with self._lock:

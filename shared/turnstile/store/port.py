@@ -23,6 +23,18 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True)
+class ListedObject:
+    """An object as one listing request names it, without a request per object: its name, size and
+    time of last write, and its generation where the store's listing carries it (GCS, the
+    in-memory store); None where it does not (S3): `stat` the names whose generation is needed."""
+
+    name: str
+    size: int
+    updated: datetime
+    generation: int | None = None
+
+
+@dataclass(frozen=True)
 class StoredObject:
     """An object's bytes together with the generation they belong to."""
 
@@ -77,13 +89,25 @@ class ObjectStore(Protocol):
         limit: int | None = None,
         only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
-        """Objects under `prefix` in lexicographic name order.
+        """Objects under `prefix` in lexicographic name order, each with its generation.
 
         `start_offset` (inclusive), `end_offset` (exclusive) and `limit` let a caller read the head
         or a range of a long listing without paging through all of it. `only` keeps the names it
         accepts (`limit` bounds the listing before it): on S3 the generation of each object kept
-        takes a HEAD, so a caller that needs a few names of a long range says which.
+        takes a request of its own, so a caller that needs a few names of a long range says which,
+        and a caller that needs no generation lists with `list_entries`.
         """
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        """What `list_objects` lists, as the store's listing requests alone give it: no request per
+        object on any store, the generation only where the listing carries it (not on S3)."""
 
     def list_folders(self, prefix: str) -> list[str]:
         """The immediate sub-folders of `prefix` (each ending in "/"), lexicographically."""

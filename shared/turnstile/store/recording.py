@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from turnstile.core.errors import PreconditionFailed
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, ObjectStore, StoredObject
 
 Listener = Callable[[str, int], None]
 T = TypeVar("T")
@@ -102,6 +102,17 @@ class RecordingStore:
         return self.inner.list_objects(
             prefix, start_offset=start_offset, end_offset=end_offset, limit=limit, only=only
         )
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        self._count("list")
+        return self.inner.list_entries(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
 
     def list_folders(self, prefix: str) -> list[str]:
         self._count("list")

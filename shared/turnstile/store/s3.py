@@ -1,15 +1,13 @@
 """Object store adapter on boto3's S3 client: the same port, contract and preconditions as GCS.
 
-S3 has conditional writes but no integer generations, so this adapter maps them:
+S3 has conditional writes but no integer generations, so this adapter maps them
+(`turnstile.store.s3_generations`): turnstile's own objects carry theirs in user metadata; an
+object upstream wrote to a versioned bucket (docs/DEPLOY-AWS.md asks for one) gets one from its
+`LastModified` second and its place among its key's versions within that second, at the cost of a
+`ListObjectVersions` after its GET or HEAD; in a bucket without versioning, where two uploads of
+the same bytes within one second cannot be told apart, the store falls back to the ETag and logs
+the ERROR `s3_bucket_unversioned` (once per store) naming what is not guaranteed and the fix.
 
-- Every object turnstile writes carries its generation in user metadata
-  (`x-amz-meta-turnstile-generation`): microseconds since the epoch, like GCS's, issued by a
-  process-wide counter that never repeats or goes back (`max(now, last issued + 1)`, and above the
-  generation a compare-and-swap replaces). Across processes generations follow the clocks.
-- An object upstream wrote has no such metadata: its generation is derived from what S3 reports,
-  `LastModified` (whole seconds) * 1,000,000 + a hash of its ETag modulo 1,000,000. It is stable
-  across reads and listings, grows with every rewrite in a later second, and two different
-  contents written within the same second get different (unordered) generations.
 - Create-if-absent is `PutObject(IfNoneMatch="*")`. Compare-and-swap and conditional delete read
   the object's head first, check that its generation is the one expected, and then write or
   delete with `IfMatch=<ETag of that head>`: S3 rejects the call when the object changed in
@@ -17,10 +15,11 @@ S3 has conditional writes but no integer generations, so this adapter maps them:
   writes of an object carry the same bytes: every state object turnstile replaces or deletes
   conditionally is unique (the lock's `nonce`, `_BACKFILL`'s wake body, claims and pointers carry
   their owner and time).
-- Listings return names, sizes and ETags but no metadata: each listed object's generation takes
-  one HEAD request (made concurrently). The protocol's listings are bounded (the backlog head with
-  a limit, one batch folder), or name the objects they need (`only`: the sweep's reconciliation
-  HEADs the `_SUCCESS` objects of a table's pending range, not its data files).
+- A `ListObjectsV2` page gives names, sizes and times but no metadata and no version:
+  `list_entries` returns that (no request per object), and `list_objects` adds each listed
+  object's generation by a HEAD (made concurrently). The protocol lists generations only where it
+  needs them and bounds those listings (the backlog head with a limit, the `_SUCCESS` objects of a
+  table's pending range); a batch's data files are listed without them.
 
 Errors: a failed precondition (412 `PreconditionFailed`, or 409 `ConditionalRequestConflict` when a
 concurrent conditional write wins) becomes `PreconditionFailed` carrying what the bucket holds now;
@@ -32,14 +31,10 @@ throttling, 5xx and connection failures that outlast botocore's own retries beco
 
 from __future__ import annotations
 
-import hashlib
 import re
-import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import datetime
 from typing import Any
 
 import boto3
@@ -53,11 +48,18 @@ from botocore.exceptions import (
     ParamValidationError,
 )
 
+from turnstile.core import logs
 from turnstile.core.errors import PreconditionFailed, SettingsError, StoreRefused, StoreUnavailable
-from turnstile.store.port import ObjectInfo, StoredObject
-
-GENERATION_KEY = "turnstile-generation"
-"""User-metadata key (x-amz-meta-turnstile-generation) of the generation turnstile wrote."""
+from turnstile.store.port import ListedObject, ObjectInfo, StoredObject
+from turnstile.store.s3_generations import (
+    GENERATION_KEY,
+    NULL_VERSION,
+    UNVERSIONED,
+    Generations,
+    of_version,
+    unversioned_generation,
+    written_generation,
+)
 
 _CONFLICT = {"PreconditionFailed", "ConditionalRequestConflict"}
 _ABSENT = {"NoSuchKey", "404", "NotFound"}
@@ -72,6 +74,9 @@ _CREDENTIALS = {
 }
 _THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError", "503"}
 _HEAD_WORKERS = 8
+_VERSIONS_PAGE = 50  # versions of a key listed per request: a page usually reaches an earlier second
+_LOOKS = 3  # a version deleted for good between its HEAD and the listing of versions: look again
+log = logs.get("s3")
 
 TESTED_BOTO3 = "1.44.5"
 TESTED_BOTOCORE = "1.44.8"
@@ -101,33 +106,7 @@ def make_client(region: str | None, endpoint: str | None = None, *, max_attempts
     return boto3.session.Session().client("s3", region_name=region, endpoint_url=endpoint, config=config)
 
 
-class _Generations:
-    """Issues generations that grow within this process, in microseconds since the epoch."""
-
-    def __init__(self) -> None:
-        self._last = 0
-        self._lock = threading.Lock()
-
-    def issue(self, above: int = 0) -> int:
-        with self._lock:
-            self._last = max(time.time_ns() // 1000, self._last + 1, above + 1)
-            return self._last
-
-
-_GENERATIONS = _Generations()
-
-
-def derived_generation(last_modified: datetime, etag: str) -> int:
-    """The generation of an object without turnstile's metadata (written by upstream)."""
-    spread = int.from_bytes(hashlib.sha256(etag.encode()).digest()[:8], "big") % 1_000_000
-    return int(last_modified.timestamp()) * 1_000_000 + spread
-
-
-def generation_of(metadata: Mapping[str, str], last_modified: datetime, etag: str) -> int:
-    written = metadata.get(GENERATION_KEY)
-    if written is not None and written.isdigit():
-        return int(written)
-    return derived_generation(last_modified, etag)
+_GENERATIONS = Generations()
 
 
 class S3Store:
@@ -136,6 +115,8 @@ class S3Store:
     def __init__(self, client: Any, bucket: str) -> None:
         self._client = client
         self._bucket = bucket
+        self._versioning: str | None = None  # the bucket's versioning status, once asked
+        self._reported = False  # `s3_bucket_unversioned` logged by this store
 
     @property
     def bucket(self) -> str:
@@ -221,27 +202,79 @@ class S3Store:
             raise self._translated(name, exc) from exc
         return head
 
-    @staticmethod
-    def _generation(head: Mapping[str, Any]) -> int:
-        return generation_of(head.get("Metadata") or {}, head["LastModified"], str(head["ETag"]))
+    def _generation(self, name: str, head: Mapping[str, Any]) -> int | None:
+        """The generation of what a HEAD or GET of `name` returned; None when that version is gone
+        already (deleted for good since): the caller looks again."""
+        written = written_generation(head.get("Metadata") or {})
+        if written is not None:
+            return written
+        version = head.get("VersionId")
+        if version in (None, NULL_VERSION):  # stored while the bucket kept no versions
+            if not self._versioned():
+                self._report_unversioned()
+            return unversioned_generation(head["LastModified"], str(head["ETag"]))
+        return self._version_generation(name, version)
+
+    def _version_generation(self, name: str, version: str) -> int | None:
+        """`of_version`, from the key's versions: usually one `ListObjectVersions` page."""
+        return of_version(name, version, self._versions(name))
+
+    def _versions(self, name: str) -> Iterator[dict[str, Any]]:
+        """The versions of the keys with prefix `name`, newest first per key, a page at a time."""
+        request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": name, "MaxKeys": _VERSIONS_PAGE}
+        while True:
+            with self._translate(name):
+                page = self._client.list_object_versions(**request)
+            yield from page.get("Versions", [])
+            if not page.get("IsTruncated"):
+                return
+            request["KeyMarker"] = page["NextKeyMarker"]
+            request["VersionIdMarker"] = page["NextVersionIdMarker"]
+
+    def _versioned(self) -> bool:
+        if self._versioning is None:
+            with self._translate(""):
+                answer = self._client.get_bucket_versioning(Bucket=self._bucket)
+            self._versioning = str(answer.get("Status") or "off")
+        return self._versioning == "Enabled"
+
+    def _report_unversioned(self) -> None:
+        if self._reported:
+            return
+        self._reported = True
+        message = UNVERSIONED.format(bucket=self._bucket, status=self._versioning or "off")
+        log.error(message, extra={"event": "s3_bucket_unversioned", "bucket": f"s3://{self._bucket}"})
 
     def read(self, name: str) -> StoredObject | None:
-        try:
-            got = self._client.get_object(Bucket=self._bucket, Key=name)
-            data = got["Body"].read()
-        except ClientError as exc:
-            if _code(exc) in _ABSENT:
-                return None
-            raise self._translated(name, exc) from exc
-        except BotoCoreError as exc:
-            raise self._translated(name, exc) from exc
-        return StoredObject(name, self._generation(got), bytes(data))
+        for _ in range(_LOOKS):
+            try:
+                got = self._client.get_object(Bucket=self._bucket, Key=name)
+                data = got["Body"].read()
+            except ClientError as exc:
+                if _code(exc) in _ABSENT:
+                    return None
+                raise self._translated(name, exc) from exc
+            except BotoCoreError as exc:
+                raise self._translated(name, exc) from exc
+            generation = self._generation(name, got)
+            if generation is not None:
+                return StoredObject(name, generation, bytes(data))
+        raise self._changing(name)
 
     def stat(self, name: str) -> ObjectInfo | None:
-        head = self._head_or_none(name)
-        if head is None:
-            return None
-        return ObjectInfo(name, self._generation(head), int(head["ContentLength"]), head["LastModified"])
+        for _ in range(_LOOKS):
+            head = self._head_or_none(name)
+            if head is None:
+                return None
+            generation = self._generation(name, head)
+            if generation is not None:
+                return ObjectInfo(name, generation, int(head["ContentLength"]), head["LastModified"])
+        raise self._changing(name)
+
+    def _changing(self, name: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{self._where(name)}: its versions were deleted while being read, {_LOOKS} times; retrying later"
+        )
 
     def _put(self, name: str, data: bytes, generation: int, expected: int | None, **condition: str) -> int:
         with self._translate(name, expected):
@@ -259,7 +292,7 @@ class S3Store:
         head = self._head_or_none(name)
         if head is None:
             raise PreconditionFailed(name, expected, None)
-        if self._generation(head) != expected:
+        if self._generation(name, head) != expected:
             raise PreconditionFailed(name, expected, self.read(name))
         return str(head["ETag"])
 
@@ -286,29 +319,35 @@ class S3Store:
             self._client.delete_object(Bucket=self._bucket, Key=name)
         return True
 
-    def _keys(
-        self, prefix: str, start_offset: str | None, end_offset: str | None, limit: int | None
-    ) -> list[str]:
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        """One `ListObjectsV2` per 1,000 keys, and nothing per object: no generations."""
         request: dict[str, Any] = {"Bucket": self._bucket, "Prefix": prefix}
         if start_offset and start_offset > prefix:
             request["StartAfter"] = _just_before(start_offset)
-        keys: list[str] = []
+        found: list[ListedObject] = []
         while True:
             if limit is not None:
-                request["MaxKeys"] = min(1000, limit - len(keys))
+                request["MaxKeys"] = min(1000, limit - len(found))
             with self._translate(prefix):
                 page = self._client.list_objects_v2(**request)
             for item in page.get("Contents", []):
                 key = str(item["Key"])
                 if end_offset is not None and key >= end_offset:
-                    return keys
+                    return found
                 if start_offset is not None and key < start_offset:
                     continue
-                keys.append(key)
-                if limit is not None and len(keys) >= limit:
-                    return keys
+                found.append(ListedObject(key, int(item.get("Size") or 0), item["LastModified"]))
+                if limit is not None and len(found) >= limit:
+                    return found
             if not page.get("IsTruncated"):
-                return keys
+                return found
             request["ContinuationToken"] = page["NextContinuationToken"]
 
     def list_objects(
@@ -320,7 +359,9 @@ class S3Store:
         limit: int | None = None,
         only: Callable[[str], bool] | None = None,
     ) -> list[ObjectInfo]:
-        keys = [k for k in self._keys(prefix, start_offset, end_offset, limit) if only is None or only(k)]
+        """`list_entries`, then a HEAD of each name `only` keeps, for its generation."""
+        listed = self.list_entries(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
+        keys = [e.name for e in listed if only is None or only(e.name)]
         if len(keys) <= 1:
             found = [self.stat(k) for k in keys]
         else:

@@ -41,7 +41,7 @@ from turnstile.names.placement import (
     listing_places,
     marker_text,
 )
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, writable
+from turnstile.store.port import ListedObject, ObjectInfo, ObjectStore, StoredObject, writable
 
 
 class MovedBuckets:
@@ -338,6 +338,46 @@ class SplitStore:
             if bound is None or (limit is not None and len(found) >= limit):
                 return found if limit is None else found[:limit]
             start = bound + "\x00"  # the first name after the bound
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        """As `list_objects`, without generations where the buckets' listings lack them. While the
+        data bucket's old copies count, the listing that merges them (`list_objects`'s) is taken."""
+        if self._with_old(prefix):
+            listed = self._list_with_old(prefix, start_offset, end_offset, limit, None)
+            return [ListedObject(i.name, i.size, i.updated, i.generation) for i in listed]
+        places = listing_places(prefix)
+        listings = []
+        for store, wanted in ((self.data, places.data), (self.state, places.state)):
+            if not wanted:
+                continue
+            entries = store.list_entries(
+                prefix, start_offset=start_offset, end_offset=end_offset, limit=limit
+            )
+            in_state = store is self.state
+            listings.append(
+                [
+                    entry
+                    for entry in entries
+                    if in_state == is_state(entry.name) and not (in_state and self._is_tombstone_entry(entry))
+                ]
+            )
+        merged = list(heapq.merge(*listings, key=lambda entry: entry.name))
+        return merged if limit is None else merged[:limit]
+
+    def _is_tombstone_entry(self, entry: ListedObject) -> bool:
+        """`_is_tombstone` for a listing's entry, whose generation S3 does not give."""
+        if entry.size != len(TOMBSTONE):
+            return False
+        found = self.state.read(entry.name)
+        same = entry.generation is None or (found is not None and found.generation == entry.generation)
+        return found is not None and same and is_tombstone(found.data)
 
     def list_folders(self, prefix: str) -> list[str]:
         stores = [self.data] if listing_places(prefix).data or self._with_old(prefix) else []

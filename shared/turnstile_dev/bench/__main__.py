@@ -34,6 +34,7 @@ from turnstile_dev.bench import (
     machine,
     policy_replay,
     report,
+    s3_requests,
     scale,
     streaming,
     verify,
@@ -105,6 +106,7 @@ class Bench:
         self.deep = (2_000, 10, 100, 3) if quick else (10_000, 10, 1_000, 5)
         self.many = (20, 2) if quick else (20, 10)  # tables, batches each
         self.console_size = (26, 260, 1) if quick else (200, 10_000, 5)  # tables, batches, loads per page
+        self.big_batch_files = 200 if quick else 2_000  # the S3 part's batch of many files
         self.sweep_every = float(args.sweep_every)
         self.out: Path = args.out
         self.work: Path = args.work.resolve()
@@ -145,6 +147,10 @@ class Bench:
         self.jars_built = jars
         say(f"workload: {self.workload.describe()}")
         counts = self.phase("in-process counts (functions/main.py, exact)", self.count)
+        s3 = self.phase(
+            "S3 requests (the Lambda handlers on moto)",
+            lambda: s3_requests.measure(self.workload, self.big_batch_files),
+        )
         depth, shallow, applied, repeats = self.deep
         deep = self.phase(
             "deep backlog",
@@ -233,6 +239,8 @@ class Bench:
         )
         self.results["metadata_growth"] = growth
         self.results["console"] = pages
+        self.results["s3"] = s3
+        self.results["s3_requests_per_batch"] = s3["coalesced_state_bucket"]["requests_per_batch"]
         self.phases["total"] = round(time.monotonic() - started, 1)
         self.results["phases_seconds"] = self.phases
         self.results["other_processes_cpu_seconds"] = self.other_cpu | {

@@ -189,6 +189,8 @@ def markdown(r: dict[str, Any]) -> str:
     add(_contenders(r))
     add("## Function invocations and storage operations per batch\n")
     add(_counting(r))
+    add("## S3 requests per batch\n")
+    add(_s3(r))
     add("## Scale\n")
     add(_scale(r))
     add("## The job against a bare read-and-append, and a local job's start-up (issue 4)\n")
@@ -366,7 +368,61 @@ def _headline(r: dict[str, Any]) -> str:
             "(a), in process",
         ]
     )
+    s3 = r["s3"]["coalesced_state_bucket"]["requests_by_operation_per_batch"]
+    sizes = r["s3"]["batch_of_files"]
+    many = max(sizes, key=int)
+    rows.append(
+        [
+            "`s3_requests_per_batch`",
+            f"{r['s3_requests_per_batch']:g}",
+            "-",
+            "-",
+            "(a)'s workload through the Lambda handlers on moto S3 (versioned data bucket, STATE_BUCKET), "
+            f"every API call counted; `HeadObject` {s3.get('HeadObject', 0):g} of them; one batch of "
+            f"{int(many):,} files: {sum(sizes[many].values())} requests, {sizes[many].get('HeadObject', 0)} "
+            f"`HeadObject` (one file: {sum(sizes['1'].values())}, {sizes['1'].get('HeadObject', 0)})",
+        ]
+    )
     return _table(["figure", "value", "target", "", "what"], rows) + "\n"
+
+
+def _s3(r: dict[str, Any]) -> str:
+    run, sizes = r["s3"]["coalesced_state_bucket"], r["s3"]["batch_of_files"]
+    many = max(sizes, key=int)
+    text = (
+        "The workload of (a) once more, as AWS runs it (`turnstile_dev.bench.s3_requests`; alone: "
+        "`python -m turnstile_dev.bench.s3_requests`): upstream's plain `PutObject` uploads (not "
+        "counted) to a versioned data bucket of a moto server, turnstile's own objects in a state "
+        "bucket, an S3 notification handed to `turnstile.entrypoints.lambda_entry` for each object the "
+        "bucket's suffix filters select (docs/DEPLOY-AWS.md), jobs in process between notifications (the "
+        "job's bucket side). Every S3 API call turnstile makes is counted at the boto3 client "
+        f"(botocore's `before-call`): **{run['requests_per_batch']:g}** requests per batch, "
+        f"{run['notifications_per_batch']:g} notifications per batch, {run['jobs']} jobs, applied in "
+        f"order, each once: {run['applied_in_order_once']}.\n\n"
+    )
+    if apart := r["s3"].get("measured_apart"):
+        text += (
+            f"(Measured apart from the rest of this run, by the S3 part alone on {apart}, with the same "
+            "workload; `make bench` measures it within its run.)\n\n"
+        )
+    rows = [[f"`{op}`", f"{n:g}"] for op, n in run["requests_by_operation_per_batch"].items()]
+    text += _table(["S3 operation", "per batch"], rows) + "\n\n"
+    ops = sorted({op for counts in sizes.values() for op in counts})
+    text += (
+        f"One ordered batch of one file against one of {int(many):,} files, each the first of its table "
+        "(the levels of config above cached alike): a batch's data files are listed, 1,000 a page, "
+        "never fetched or HEADed one by one; each `_SUCCESS` is stat'ed (`HeadObject`, and "
+        "`ListObjectVersions` for its generation).\n\n"
+    )
+    text += (
+        _table(
+            ["S3 operation", *(f"{int(n):,} file(s)" for n in sorted(sizes, key=int))],
+            [[f"`{op}`", *(str(sizes[n].get(op, 0)) for n in sorted(sizes, key=int))] for op in ops]
+            + [["total", *(str(sum(sizes[n].values())) for n in sorted(sizes, key=int))]],
+        )
+        + "\n"
+    )
+    return text
 
 
 def _contenders(r: dict[str, Any]) -> str:

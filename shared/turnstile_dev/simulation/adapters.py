@@ -9,7 +9,7 @@ from turnstile.core.errors import BatchFailed, JobServiceUnavailable
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.state.execution import execute, read_manifest
 from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, ObjectStore, StoredObject
 from turnstile_dev.simulation.engine import Crash, Loop, SimClock, Task
 
 
@@ -84,6 +84,17 @@ class FaultyStore:
         return self.inner.list_objects(
             prefix, start_offset=start_offset, end_offset=end_offset, limit=limit, only=only
         )
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        self._before()
+        return self.inner.list_entries(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
 
     def list_folders(self, prefix: str) -> list[str]:
         self._before()
