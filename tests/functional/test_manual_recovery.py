@@ -14,6 +14,7 @@ import pytest
 from tests.functional.harness import Host, start_host
 from tests.functional.scenario import ORDERED, TABLE, commits_in, invocation, put_all, table
 from turnstile.jobs.inline import InlineRunner
+from turnstile.ops import reprocess as reprocess_ops
 from turnstile.ops import skip as skip_ops
 from turnstile.protocol import operator
 from turnstile.state.execution import read_manifest
@@ -122,6 +123,33 @@ def test_a_lock_deleted_while_its_job_runs_is_not_taken_by_a_second_job(
         host.drain()
     assert host.tables.commits[TABLE] == commits_in(generations, ["a", "b", "c"])
     assert host.lock(TABLE).state is LockState.FREE and host.backlog(TABLE) == []
+
+
+def test_a_lock_deleted_while_a_reprocess_job_runs_is_not_taken_by_a_second_one(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    host = start_host(monkeypatch, gcs_store, ORDERED, synchronous=False)
+    assert isinstance(host.runner, InlineRunner)
+    generations = put_all(host, ["a"])
+    host.drain()
+    for job in host.runner.pending():
+        host.runner.run(job)
+        host.drain()
+    reprocess_ops.request(invocation(host), f"{TABLE}/a/_SUCCESS", reason="a fixed transform")
+    host.drain()
+    [running] = host.runner.pending()
+    delete_lock_by_hand(host)
+    host.upload(f"{TABLE}/_BACKFILL")
+    host.drain()
+    assert host.runner.pending() == [running]  # its request is still there: a second job would apply it again
+    assert [e["job_id"] for e in events(host, "lock_missing")] == [running]
+    host.runner.run(running)
+    host.drain()
+    for job in host.runner.pending():
+        host.runner.run(job)
+        host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["a", "a"])
+    assert host.lock(TABLE).state is LockState.FREE
 
 
 def test_a_failed_batch_whose_pointer_an_operator_removed_is_dropped_after_the_lock_is_deleted(

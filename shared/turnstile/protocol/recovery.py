@@ -32,9 +32,11 @@ class Rebuilt:
     restored: bool = False  # a FREE lock at the last batch applied was written: decide again
 
 
-def rebuild_lock(inv: Invocation, table: Table) -> Rebuilt:
-    """For a table with no lock object, before it is locked: the job that still runs, or the FREE
-    lock at the position the result records give (nothing for a table that applied nothing)."""
+def rebuild_lock(inv: Invocation, table: Table, *, restore: bool = True) -> Rebuilt:
+    """For a table with no lock object, before it is locked: the job that still runs, or (with
+    `restore`) the FREE lock at the position the result records give (nothing for a table that
+    applied nothing). A reprocess restores no position: its table may be unordered, whose lock is
+    removed after the reprocess."""
     running = _running_job(inv, table)
     if running is not None:
         log.warning(
@@ -43,7 +45,7 @@ def rebuild_lock(inv: Invocation, table: Table) -> Rebuilt:
             extra={"event": "lock_missing", "table": table.prefix, "job_id": running},
         )
         return Rebuilt(running_job=running)
-    position = last_applied(inv, table)
+    position = last_applied(inv, table) if restore else None
     if position is None:
         return Rebuilt()
     try:

@@ -80,6 +80,12 @@ def run(inv: Invocation, table: Table) -> Stopped:
         state = TableState(inv, table)
         action = decide(state.view())
         held, generation = state.lock, state.lock_generation
+        if generation == 0 and isinstance(action, Acquire | Reprocess):  # new, or deleted by hand
+            rebuilt = recovery.rebuild_lock(inv, table, restore=isinstance(action, Acquire))
+            if rebuilt.running_job is not None:
+                return Stopped.WAITING  # its done signal wakes the table
+            if rebuilt.restored:
+                continue  # decide again: a head at or before the position is late or applied
         match action:
             case Blocked():
                 lock.log_still_blocked(inv, table, held)
@@ -120,12 +126,6 @@ def run(inv: Invocation, table: Table) -> Stopped:
             case Late(head=head):
                 _block_late(inv, table, held, generation, head)
             case Acquire(covers=covers):
-                if generation == 0:  # no lock object: a new table, or `_bqlock` deleted by hand
-                    rebuilt = recovery.rebuild_lock(inv, table)
-                    if rebuilt.running_job is not None:
-                        return Stopped.WAITING  # its done signal wakes the table
-                    if rebuilt.restored:
-                        continue  # decide again: a head at or before the position is late or applied
                 submitted = _acquire(inv, table, held, generation, covers)
                 if submitted is not None and _still_running(inv, submitted):
                     # Its done signal wakes the next run: reading the lock and the done signal
