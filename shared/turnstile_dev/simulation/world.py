@@ -14,7 +14,8 @@ invariants every schedule must keep.
 - Odd seeds keep turnstile's own objects in a state bucket (STATE_BUCKET) from the start; half the
   even ones switch to one mid-run, with whatever the data bucket holds then (locks, failures, drops,
   pauses, reprocess requests, running jobs): invocations already running finish with the data bucket
-  alone, every later one uses both.
+  alone, every later one uses both. The sweep's housekeeping (moving old copies, then `_STATE_MOVED`)
+  runs at every sweep, at half of them or never, so both buckets are read for a while or all along.
 - Invariants, per table: the committed sequence equals the sorted set of published rels, each once;
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
   lock is FREE; each reprocess request is applied exactly once, after what was queued before it. A
@@ -89,6 +90,10 @@ class Plan:
     # pointer, and a failed one (`unlock --skip-head`).
     skips: bool = False
     switch_at: float | None = None  # when the functions switch to a state bucket (even seeds)
+    # How often the scheduled sweep's housekeeping runs with a state bucket: at every sweep (so a
+    # state bucket from the start is marked moved at once), at half of them, or never (the data
+    # bucket is read for old copies all along).
+    housekeeping: float = 1.0
 
     @staticmethod
     def draw(rng: random.Random) -> Plan:
@@ -118,6 +123,7 @@ class Plan:
             lineage=sim_lineage.LineagePlan.draw(rng, tables) if with_lineage else None,
             rewrites_success=rng.random() < 0.3,
             skips=rng.random() < 0.25 and not with_lineage,
+            housekeeping=rng.choice([1.0, 0.5, 0.0]),
         )
 
     @property
@@ -324,8 +330,10 @@ class World:
     def sweep(self) -> None:
         inv = self.invocation()
         sweeper.sweep(inv)
+        if self.state is None or self.loop.rng.random() >= self.plan.housekeeping:
+            return
         housekeeping.move_carried_over(inv)  # old state objects a day after they last changed: never here
-        if self.state is not None and self.loop.rng.random() < 0.5:  # an hour after, in simulated time
+        if self.loop.rng.random() < 0.5:  # an hour after, in simulated time
             moving = housekeeping.move_carried_over(inv, settled=MOVE_SETTLED)
             for step, _ in moving.done if moving is not None else ():
                 self.stats[f"old state objects: {step.value}"] += 1
@@ -662,6 +670,9 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
         stats["jobs"] += len(runner.jobs)
         stats["derived steps"] += sum(1 for c in tables.commits if c.table == sim_lineage.DERIVED)
         stats["failed jobs"] += sum(1 for j in runner.jobs.values() if j.state.value == "FAILED")
+        stats[f"state buckets with housekeeping at {plan.housekeeping:.0%} of sweeps"] += (
+            quiet is not None or plan.switch_at is not None
+        )
     return world.violations(settled)
 
 
