@@ -101,6 +101,13 @@ class ConfigReader:
         self._levels: dict[str, _Level] = {}
         self._cached = cached
 
+    def reading_through(self, store: ObjectStore) -> ConfigReader:
+        """A reader of the same bucket through `store` (a listed view of it) that shares this
+        one's levels: a level either reads is read once for both."""
+        other = ConfigReader(store, self._cached)
+        other._levels = self._levels
+        return other
+
     def _level(self, level: str) -> _Level:
         if level not in self._levels:
             found = self._cached.get(level) if self._cached else None
