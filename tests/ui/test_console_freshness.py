@@ -64,7 +64,7 @@ def test_an_action_reads_its_table_afresh_before_and_after_whatever_the_tables_p
     blocked(world)
     console = client(world, every=3600, max_age=3600)  # the tables page shows its first reading
     shown = world.lock_generation()
-    assert f"BLOCKED" in row_of(console.get("/").text)
+    assert "BLOCKED" in row_of(console.get("/").text)
     world.fail(HEAD, error="failed again")  # the lock changes behind the console's back
     now = world.lock_generation()
     assert now != shown
@@ -103,3 +103,17 @@ def test_a_listed_reading_serves_the_tables_page_as_the_per_table_one(
     together = client_of(console).get("/").text
     assert row_of(together) == row_of(apart)
     assert "BLOCKED" in row_of(together)
+
+
+def test_a_table_page_reads_the_tables_own_config_afresh(world: World) -> None:
+    """The levels above the table come from the tables page's reading (younger than its bound);
+    the table's own `_config/` is read again with its objects."""
+    world.store.write("_config/load.json", b'{"format": "csv", "max_batches_per_job": 3}')
+    world.queue(HEAD)
+    console = client(world, every=3600, max_age=3600)
+    assert console.get("/").status_code == 200  # the reading, with the levels it read
+    world.store.write("sales/orders/_config/load.json", b'{"max_batches_per_job": 7}')  # since
+    page = console.get("/table/sales/orders").text
+    resolved = re.search(r'<pre id="resolved-config">(.*?)</pre>', page, re.S)
+    assert resolved is not None
+    assert '"max_batches_per_job": 7' in text_of(resolved.group(1))

@@ -175,7 +175,7 @@ def listed(inv: Invocation, prefix: str) -> Invocation:
         return inv
     view = ListedStore.of(inv.store, prefix)
     through = replace(inv, store=view)
-    through.configs = inv.configs.reading_through(view)  # the levels above are read once for all
+    through.configs = inv.configs.reading_through(view, prefix)  # those above: once for all
     return through
 
 

@@ -179,7 +179,8 @@ def table(console: Console, table: Table, page: int = 1, configs: ConfigReader |
     """The table's objects read afresh: one listing of its state objects serves its status, its
     history and its dependents (`status_ops.listed`; on an emulator one listing of the table's
     folder, which serves the timeline's arrivals too). `configs`: the `_config/` levels of the
-    tables page's reading, younger than its bound, reused for those above the table and its own."""
+    tables page's reading, younger than its bound, reused for those above the table's folder (its
+    own are read again)."""
     inv = console.invocation()
     if configs is not None:
         inv.configs = configs

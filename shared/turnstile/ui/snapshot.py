@@ -65,17 +65,20 @@ class Snapshot:
                 self._thread = threading.Thread(target=self._loop, name="console-snapshot", daemon=True)
                 self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 60.0) -> None:
+        """Stop reading; wait (up to `wait` seconds) for a reading under way to end."""
         with self._changed:
             self._stopped = True
             self._changed.notify_all()
+            running = self._thread
+        if running is not None:
+            running.join(wait)
 
     def current(self) -> Reading:
         """The last reading if younger than `max_age`, else the next one (raises what it raised)."""
         asked = time.monotonic()
-        self.start()
         with self._changed:
-            self._asked = asked
+            self.start()  # under the same lock as the loop's check for idleness: it cannot miss this
             while True:
                 found = self._current
                 if found is not None and asked - found.began <= self.max_age:
@@ -109,7 +112,7 @@ class Snapshot:
             found = self._current
             if now - self._asked > self.idle:
                 return False  # nobody looks: stop until a page asks
-            wait = 0.0 if found is None else found.began + self.every - now
+            wait = 0.0 if found is None else found.began + found.seconds + self.every - now
             if wait <= 0 or (found is not None and self._asked - found.began > self.max_age):
                 return True
             self._changed.wait(wait)
