@@ -50,8 +50,11 @@ def markdown(result: dict[str, Any], before: str | None = None) -> str:
     text = f"""Page loads of the operator console (`turnstile ui`) on a bucket of {result["tables"]} tables
 and {result["batches"]:,} batches, rendered through the console's application (TestClient), on an
 in-memory store and on fake-gcs-server as the local stack runs it (filesystem backend, the real
-google-cloud-storage client). The first load of the tables page is timed from the console's start
-(it waits for the console's first reading of every table); then each page is loaded
+google-cloud-storage client). In memory each table is read through a listing of its own state
+objects, as on GCS; on the emulator, which walks the whole bucket for any listing, one listing of
+the bucket serves every table, as `turnstile ui` reads it there. The first load of the tables
+page is timed from the console's start (it waits for the console's first reading of every
+table); then each page is loaded
 {result["repeats"]} times: median and slowest. The tables page and the lineage graph are served from
 the console's last reading (renewed in the background, never older than its bound); a table's page
 is read afresh at each load. The slowest page's median (first loads apart) is {met} the
