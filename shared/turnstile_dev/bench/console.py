@@ -1,5 +1,6 @@
 """The operator console's page loads on a big bucket: `python -m turnstile_dev.bench.console
-[--tables 200 --batches 10000 --repeats 5 --out bench/console.md]` (and a phase of `make bench`).
+[--tables 200 --batches 10000 --repeats 5 --before bench/console-before.json --out bench/console.md]`
+(and a phase of `make bench`). `--before`: figures measured before a change, shown beside.
 
 Fills a bucket (`console_bucket`) with the records of `tables` tables and `batches` batches, on two
 stores: in memory, and on fake-gcs-server as the local stack runs it (its filesystem backend,
