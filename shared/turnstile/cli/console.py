@@ -70,6 +70,9 @@ def ui_command(
         runner=session.LazyRunner(lambda: target.runner(store)),
         refuse_jobs=lambda: target.refuse_local_jobs_on_cloud(store),
         describe=describe,
+        # fake-gcs-server walks the whole bucket for every listing, whatever its prefix: one
+        # listing of the prefix serves every table there; on GCS (and S3) one per table.
+        one_listing=bool(target.settings.storage_emulator_host),
     )
     sock = serve.bind(port)
     _audit_to_stderr()

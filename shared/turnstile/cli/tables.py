@@ -53,7 +53,10 @@ def status_command(
         # A table folder: not one of its batches, and not a typo with nothing under it.
         _target.require_table(store, _target.table_of(f"{SCHEME.get()}://{bucket}/{prefix}"))
     cache: dict[str, bool] = {}
-    found = status_ops.statuses(inv, prefix, cache)
+    # Tables read 8 at a time; on the emulator, one listing of the prefix serves them all (`ui` too).
+    found = status_ops.statuses(
+        inv, prefix, cache, workers=8, one_listing=bool(target.settings.storage_emulator_host)
+    )
     problems = any(s.health.is_problem for s in found)
     where = f"{SCHEME.get()}://{bucket}/{prefix}".rstrip("/")
     if output is Output.json:

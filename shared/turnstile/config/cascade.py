@@ -101,6 +101,17 @@ class ConfigReader:
         self._levels: dict[str, _Level] = {}
         self._cached = cached
 
+    def reading_through(self, store: ObjectStore, fresh: str) -> ConfigReader:
+        """A reader of the same bucket through `store` (a listed view of it) that shares this
+        one's levels, a level either reads being read once for both; but those whose `_config/`
+        folder is under `fresh` (what `store` lists) are read again, through it."""
+        for level in list(self._levels):  # a copy: other threads may add levels meanwhile
+            if f"{level}{CONFIG}/".startswith(fresh):
+                self._levels.pop(level, None)
+        other = ConfigReader(store, self._cached)
+        other._levels = self._levels
+        return other
+
     def _level(self, level: str) -> _Level:
         if level not in self._levels:
             found = self._cached.get(level) if self._cached else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turnstile.names.paths import Table
-from turnstile.ops.status import unlock_command
+from turnstile.ops.status_views import unlock_command
 from turnstile.protocol import lineage, operator
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lock import read as read_lock

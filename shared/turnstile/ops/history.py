@@ -9,11 +9,13 @@ from that record, as `status` lists it. A batch an operator dropped (`unlock --s
 has a FAILED record whose error says so: DROPPED, as in `status`.
 
 One listing of each folder gives every name; records are sorted as the backlog sorts pointers (by the
-name `<rel>/_SUCCESS`, then by `_SUCCESS` generation), and only the last `last` of them are read.
+name `<rel>/_SUCCESS`, then by `_SUCCESS` generation), and only the last `last` of them are read,
+READERS at a time.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -23,6 +25,8 @@ from turnstile.names.paths import Table
 from turnstile.protocol import backlog, results
 from turnstile.state.records import BatchFailure, BatchOutcome, BatchResult
 from turnstile.store.port import ListedObject, ObjectStore, object_uri
+
+READERS = 8  # records read at once
 
 
 @dataclass(frozen=True)
@@ -71,8 +75,9 @@ def history(
     end = max(len(named) - offset, 0)
     chosen = named[max(end - last, 0) : end] if last else named[:end]
     entries = []
-    for name, rel, generation, _ in chosen:
-        found = store.read(name)
+    with ThreadPoolExecutor(READERS, thread_name_prefix="history") as pool:
+        read = list(pool.map(lambda item: store.read(item[0]), chosen))
+    for (name, rel, generation, _), found in zip(chosen, read, strict=True):
         if found is None:
             continue  # deleted since listed
         where = object_uri(store, name)

@@ -1,15 +1,16 @@
 """`turnstile status`: what each table's state objects say, read-only.
 
-Per table, about a dozen small reads: the lock, the head of the backlog (a listing capped at
-`BACKLOG_CAP` + 1 names, so a long backlog shows as "1000+") and the pointer at its head (its age:
-the oldest pending batch's), `_BACKFILL` and its claim, the gate file, the ORDERME files of the
-cascade down to the table's `incremental/` and `historical/` folders, and the result record written
-last (one listing of `_turnstile/results/`, whose update times say which, then one read)."""
+Per table, one listing of its state objects (`<table>/_`) says what exists, and only that is read:
+the lock, the pointer at the head of the backlog (its age: the oldest pending batch's; a backlog
+longer than `BACKLOG_CAP` shows as "1000+"), `_BACKFILL`'s claim, the result record written last
+(the listing's update times say which), the watermark, a pause; besides, the gate file and the
+ORDERME files of the table's `incremental/` and `historical/` folders, and the config levels above
+it (read once per invocation)."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -21,14 +22,16 @@ from turnstile.ops import retry as retry_ops
 from turnstile.ops import status_lineage
 from turnstile.ops.history import ResultView, last_result
 from turnstile.ops.status_jobs import OpenJobView, open_jobs
+from turnstile.ops.status_views import FailedView, LockView, failed_view, lock_view
 from turnstile.protocol import reprocess, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.protocol.state import TableState
 from turnstile.protocol.sweeper import oldest_pending_age
 from turnstile.protocol.sweeper import tables as all_tables
-from turnstile.state.records import BatchFailure, BatchOutcome, Lock, LockState
-from turnstile.store.port import object_uri
+from turnstile.state.records import BatchOutcome, Lock, LockState
+from turnstile.store.listed import ListedStore
+from turnstile.store.port import PlacedStore, object_uri
 
 BACKLOG_CAP = 1000
 FAILED_SHOWN = 100  # failure records listed per table
@@ -55,45 +58,6 @@ class Health(StrEnum):
 
 
 @dataclass(frozen=True)
-class UnlockOption:
-    option: str
-    does: str
-
-
-# What `turnstile unlock` can add to the command `status` prints for a BLOCKED table.
-UNLOCK_OPTIONS = (
-    UnlockOption(
-        "--skip-head",
-        "drop the failed batch's pointer instead of applying it again (it was applied or repaired by hand)",
-    ),
-)
-
-
-def unlock_command(table: Table, generation: int, scheme: str = "gs") -> str:
-    """`turnstile unlock gs://BUCKET/DS/TABLE --expect-generation N`, runnable as it is; its options
-    are UNLOCK_OPTIONS. The generation shown makes it refuse a lock that changed since."""
-    return f"turnstile unlock {scheme}://{table.bucket}/{table.prefix} --expect-generation {generation}"
-
-
-@dataclass(frozen=True)
-class LockView:
-    state: str
-    generation: int  # 0: no lock object yet; pass it to `unlock --expect-generation`
-    job_id: str | None
-    updated_at: datetime | None
-    age_seconds: float | None
-    covers: tuple[str, ...]
-    failed_rel: str | None
-    error: str | None
-    unlock_command: str | None  # a FAILED lock's: runnable as printed, options apart
-    unlock_options: tuple[UnlockOption, ...]
-    position: str | None
-    attempt: int = 0  # transient failures of the head batch so far
-    retry_at: datetime | None = None  # when the head's job is tried again after one
-    last_error: str | None = None  # the transient failure being retried
-
-
-@dataclass(frozen=True)
 class SubscriberView:
     state: str  # idle | pending | running | stopped | abandoned | lost
     live: bool
@@ -101,19 +65,6 @@ class SubscriberView:
     backfill_age_seconds: float | None = None
     claim_owner: str | None = None
     claim_expires_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class FailedView:
-    rel: str
-    success_generation: int
-    job_id: str
-    error: str
-    transient: bool
-    attempt: int
-    retry_at: datetime | None  # None: waits for `turnstile retry`
-    failed_at: datetime
-    retry_command: str
 
 
 @dataclass(frozen=True)
@@ -180,12 +131,23 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
 
 
 def statuses(
-    inv: Invocation, prefix: str, orderme_cache: dict[str, bool], *, workers: int = 1
+    inv: Invocation,
+    prefix: str,
+    orderme_cache: dict[str, bool],
+    *,
+    workers: int = 1,
+    one_listing: bool = False,
 ) -> list[TableStatus]:
     """The status of each table `tables_under` the prefix, but a folder that holds nothing but the
     waits of other tables on it (a `depends_on` naming a table with no batches or config yet).
-    `workers` tables are read at once (each table's reads are a dozen round trips to storage, and
-    tables share nothing but the invocation's caches of config levels and ORDERME files)."""
+    `workers` tables are read at once (tables share nothing but the invocation's caches of config
+    levels and ORDERME files). Each table is read through one listing of its state objects
+    (`table_status`); with `one_listing`, one listing of the whole prefix serves every table and
+    the search for them (fewer requests where a listing costs the same whatever it holds, as on
+    fake-gcs-server, which walks the whole bucket for each; not on a split store, whose state
+    bucket is listed per table folder)."""
+    if one_listing:
+        inv = prefix_listing(inv, prefix)
     tables = tables_under(inv, prefix)
     if workers > 1 and len(tables) > 1:
         with ThreadPoolExecutor(min(workers, len(tables)), thread_name_prefix="status") as pool:
@@ -206,7 +168,36 @@ def statuses(
     return found
 
 
+def listed(inv: Invocation, prefix: str) -> Invocation:
+    """The invocation reading through one listing of `prefix` (`ListedStore`), or itself when its
+    store already is a listing that covers the prefix."""
+    if isinstance(inv.store, ListedStore) and inv.store.covers(prefix):
+        return inv
+    view = ListedStore.of(inv.store, prefix)
+    through = replace(inv, store=view)
+    through.configs = inv.configs.reading_through(view, prefix)  # those above: once for all
+    return through
+
+
+def prefix_listing(inv: Invocation, prefix: str) -> Invocation:
+    """The invocation reading every table under `prefix` through one listing of it; itself on a
+    split store (a folder with no reserved segment is listed in its data bucket only)."""
+    if isinstance(inv.store, PlacedStore):
+        return inv
+    parts = [p for p in prefix.split("/") if p]
+    return listed(inv, f"{'/'.join(parts)}/" if parts else "")
+
+
 def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None = None) -> TableStatus:
+    """One listing of the table's state objects (`<table>/_`: its lock, `_BACKFILL` and claims,
+    backlog, `_config/`, `_turnstile/` records) answers every stat and listing under it, and says
+    which of them exist: only those are read (the lock, the head pointer, the result written last,
+    the watermark...). Objects elsewhere (the dataset's and bucket's `_config/`, the gate, the
+    ORDERME files of `incremental/` and `historical/`, a source's watermark) are asked for."""
+    return _status(listed(inv, f"{table.prefix}/_"), table, orderme_cache)
+
+
+def _status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None) -> TableStatus:
     state = TableState(inv, table)
     errors: list[str] = []
     lock: Lock | None
@@ -240,14 +231,14 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
         ordered_by.append("lock")  # only the subscriber of an ordered table writes one
     if state.derived is not None:
         ordered_by.append("derived")  # ordered by definition, before its first lock too
-    view = _lock_view(state, lock, lock_generation)
+    view = lock_view(state, lock, lock_generation)
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)
     result, result_error = last_result(inv.store, table)
     if result_error:
         errors.append(result_error)
     where = object_uri(inv.store, table.prefix)
-    failed_batches = tuple(_failed_view(where, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
+    failed_batches = tuple(failed_view(where, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
     waiting = [f for f in failed_batches if f.retry_at is None]
     held = pause is not None
     running = open_jobs(inv, table, state.now, errors)
@@ -297,47 +288,10 @@ def table_status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] |
     )
 
 
-def _lock_view(state: TableState, lock: Lock | None, lock_generation: int) -> LockView | None:
-    if lock is None:
-        return None
-    table = state.table
-    failed = lock.state is LockState.FAILED
-    return LockView(
-        state=lock.state.value,
-        generation=lock_generation,
-        job_id=lock.job_id,
-        updated_at=lock.updated_at,
-        age_seconds=state.age(lock.updated_at),
-        covers=tuple(c.rel for c in lock.covers),
-        failed_rel=lock.failed_rel,
-        error=lock.error,
-        unlock_command=unlock_command(table, lock_generation, state.inv.store.scheme) if failed else None,
-        unlock_options=UNLOCK_OPTIONS if failed else (),
-        position=lock.position,
-        attempt=lock.attempt,
-        retry_at=lock.retry_at,
-        last_error=lock.last_error,
-    )
-
-
 def _commit_lag(state: TableState, result: ResultView | None) -> float | None:
     if result is None or result.outcome in (BatchOutcome.FAILED.value, results.DROPPED_OUTCOME):
         return None
     return state.age(result.finished_at)
-
-
-def _failed_view(where: str, failure: BatchFailure) -> FailedView:
-    return FailedView(
-        rel=failure.rel,
-        success_generation=failure.success_generation,
-        job_id=failure.job_id,
-        error=failure.error,
-        transient=failure.transient,
-        attempt=failure.attempt,
-        retry_at=failure.retry_at,
-        failed_at=failure.failed_at,
-        retry_command=f"turnstile retry {where}/{failure.rel}",
-    )
 
 
 def _config_error(inv: Invocation, table: Table) -> str | None:

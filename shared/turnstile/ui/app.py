@@ -1,6 +1,10 @@
 """The console's web application (Starlette): pages rendered on the server from Jinja templates,
 a little plain JavaScript to refresh the tables and copy commands, nothing from the internet.
 
+The tables page and the lineage graph are served from the last reading of every table, which the
+console renews in the background (`snapshot`); a table's page, an action's confirmation and the
+action itself read the table afresh, and the table read after an action replaces its row.
+
 Routes: `/` the tables (and `/fragment/tables`, their rows alone, for the refresh), `/table/<folder>`
 one table, `/lineage` the `depends_on` graph, `/confirm/<action>` what an action will do, and
 `POST /act/<action>` doing it. Every request passes `security.Guard` first.
@@ -8,6 +12,8 @@ one table, `/lineage` the `depends_on` graph, `/confirm/<action>` what an action
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -22,10 +28,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from turnstile.core import logs
+from turnstile.names.paths import Table
 from turnstile.ops import render
+from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
 from turnstile.ui import actions, graph, pages, security
 from turnstile.ui.context import Console
+from turnstile.ui.snapshot import Snapshot
 
 HERE = Path(__file__).parent
 log = logs.get("ui")
@@ -75,6 +84,7 @@ def environment() -> Environment:
 
 def create_app(console: Console) -> Starlette:
     env = environment()
+    snapshot = _snapshot(console)
 
     def page(name: str, request: Request, status_code: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(name).render(console=console, request=request, token=console.token, **values)
@@ -94,7 +104,7 @@ def create_app(console: Console) -> Starlette:
     async def tables(request: Request) -> Response:
         query = pages.TablesQuery.of(dict(request.query_params))
         try:
-            found = await run_in_threadpool(pages.tables, console, query)
+            found = await run_in_threadpool(pages.tables, snapshot, query)
         except Exception as exc:
             return failure(request, exc, "Tables")
         name = "tables_rows.html" if request.url.path.startswith("/fragment/") else "tables.html"
@@ -106,7 +116,7 @@ def create_app(console: Console) -> Starlette:
         try:
             chosen = console.table(prefix)
             found = await run_in_threadpool(
-                pages.table, console, chosen, int(number) if number.isdigit() else 1
+                _table_page, console, snapshot, chosen, int(number) if number.isdigit() else 1
             )
         except Exception as exc:
             return failure(request, exc, prefix)
@@ -114,7 +124,7 @@ def create_app(console: Console) -> Starlette:
 
     async def lineage(request: Request) -> Response:
         try:
-            found = await run_in_threadpool(pages.lineage_page, console)
+            found = await run_in_threadpool(pages.lineage_page, snapshot)
         except Exception as exc:
             return failure(request, exc, "Lineage")
         return page(
@@ -155,6 +165,7 @@ def create_app(console: Console) -> Starlette:
             done = await run_in_threadpool(action.perform, console, chosen, asked)
         except Exception as exc:
             return failure(request, exc, action.label)
+        await run_in_threadpool(_reread, console, snapshot, chosen)
         log.warning(
             "console action",
             extra={
@@ -175,7 +186,42 @@ def create_app(console: Console) -> Starlette:
         Route("/act/{action}", act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(security.Guard, token=console.token)])
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(security.Guard, token=console.token)],
+        lifespan=_lifespan(snapshot),
+    )
+
+
+def _table_page(console: Console, snapshot: Snapshot, table: Table, page: int) -> pages.TablePage:
+    """A table's page, read afresh; its status replaces the table's row of the tables page."""
+    recent = snapshot.recent()
+    found = pages.table(console, table, page, recent.configs if recent is not None else None)
+    snapshot.update(found.status)
+    return found
+
+
+def _snapshot(console: Console) -> Snapshot:
+    every, max_age = console.refresh_seconds, console.max_age_seconds
+    return Snapshot(lambda: pages.read_all(console), every=every, max_age=max_age)
+
+
+def _lifespan(snapshot: Snapshot) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        snapshot.start()  # the first reading begins before the first page asks for it
+        yield
+        snapshot.stop()
+
+    return lifespan
+
+
+def _reread(console: Console, snapshot: Snapshot, table: Table) -> None:
+    """The table as the action left it replaces its row of the tables page (read afresh)."""
+    try:
+        snapshot.update(status_ops.table_status(console.invocation(), table))
+    except Exception:  # the action is done; the next reading shows the table
+        log.exception("reading the table after the action failed")
 
 
 def _read_only(console: Console) -> str:

@@ -40,7 +40,10 @@ class Console:
     refuse_jobs: Callable[[], None] = _no_check  # raises when jobs must not run from here
     describe: Callable[[BaseException], str | None] = _plain  # an error as the CLI words it; None: a bug
     clock: Clock = field(default_factory=SystemClock)
-    workers: int = 8  # tables whose status is read at once: each is a dozen storage round trips
+    workers: int = 8  # tables whose status is read at once: each is a listing and a few reads
+    one_listing: bool = False  # one listing of the prefix serves every table (an emulator's)
+    refresh_seconds: float = 10.0  # the tables are read again so long after the last reading began
+    max_age_seconds: float = 30.0  # no page shows a reading older: it waits for a new one
 
     def invocation(self, *, jobs: bool = False) -> Invocation:
         """A fresh invocation, as a command builds per run: reads are cached within it only."""

@@ -1,5 +1,6 @@
 """What each page shows, read through the ops layer as `turnstile status`, `history` and `explain`
-read it: the tables, one table, the lineage graph."""
+read it: the tables and the lineage graph from the console's last reading of every table
+(`snapshot`), one table afresh."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from turnstile.ops import status as status_ops
 from turnstile.ops.history import History
 from turnstile.ops.status import Health, TableStatus
 from turnstile.protocol import lineage
+from turnstile.protocol.context import Invocation
 from turnstile.protocol.lock import read as read_lock
 from turnstile.state.records import Lock
 from turnstile.store.port import object_uri
 from turnstile.ui import graph as graph_layout
 from turnstile.ui import timeline as timeline_layout
 from turnstile.ui.context import Console
+from turnstile.ui.snapshot import Reading, Snapshot
 
 HISTORY_PAGE = 50
 SEVERITY = {health: index for index, health in enumerate(Health)}  # worst first, as Health lists them
@@ -110,18 +113,40 @@ class TablesPage:
     total: int
     counts: dict[str, int]  # per health, over every table
     query: TablesQuery
-    read_at: datetime
+    read_at: datetime  # when the reading shown began
+    age_seconds: float  # how long ago
+    reading_seconds: float  # how long the reading took
+    every_seconds: float  # how often the tables are read
 
 
-def tables(console: Console, query: TablesQuery) -> TablesPage:
+def read_all(console: Console) -> Reading:
+    """Every table's status and the lineage graph, from one reading of the bucket (`Snapshot`)."""
     inv = console.invocation()
+    read_at = inv.clock.now()
+    if console.one_listing:
+        inv = status_ops.prefix_listing(inv, console.prefix)
     found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers)
+    return Reading(tuple(found), lineage_graph.graph(inv, found), read_at, 0.0, 0.0, inv.configs)
+
+
+def tables(snapshot: Snapshot, query: TablesQuery) -> TablesPage:
+    reading = snapshot.current()
+    found = reading.statuses
     counts: dict[str, int] = {}
     for s in found:
         counts[s.health.value] = counts.get(s.health.value, 0) + 1
     kept = sorted((s for s in found if query.keeps(s)), key=lambda s: s.table)
     kept.sort(key=SORTS[query.sort], reverse=query.descending)
-    return TablesPage(tuple(kept), len(found), counts, query, inv.clock.now())
+    return TablesPage(
+        tuple(kept),
+        len(found),
+        counts,
+        query,
+        reading.read_at,
+        reading.age(),
+        reading.seconds,
+        snapshot.every,
+    )
 
 
 # -- one table -------------------------------------------------------------------------------------
@@ -150,23 +175,32 @@ class TablePage:
     commands: dict[str, str] = field(default_factory=dict)  # what to run, as `status` prints it
 
 
-def table(console: Console, table: Table, page: int = 1) -> TablePage:
+def table(console: Console, table: Table, page: int = 1, configs: ConfigReader | None = None) -> TablePage:
+    """The table's objects read afresh: one listing of its state objects serves its status, its
+    history and its dependents (`status_ops.listed`; on an emulator one listing of the table's
+    folder, which serves the timeline's arrivals too). `configs`: the `_config/` levels of the
+    tables page's reading, younger than its bound, reused for those above the table's folder (its
+    own are read again)."""
     inv = console.invocation()
+    if configs is not None:
+        inv.configs = configs
+    inv = status_ops.prefix_listing(inv, table.prefix) if console.one_listing else inv
+    inv = status_ops.listed(inv, f"{table.prefix}/_")
     status = status_ops.table_status(inv, table)
     success = console.settings.success_filename
-    first = history_ops.history(console.store, table, success_filename=success, last=HISTORY_PAGE)
+    first = history_ops.history(inv.store, table, success_filename=success, last=HISTORY_PAGE)
     pages = max(1, -(-first.total // HISTORY_PAGE))
     page = min(max(page, 1), pages)
     found = first
     if page > 1:
         found = history_ops.history(
-            console.store,
+            inv.store,
             table,
             success_filename=success,
             last=HISTORY_PAGE,
             offset=(page - 1) * HISTORY_PAGE,
         )
-    lock = _lock(console, table)
+    lock = _lock(inv, table)
     spans = timeline.spans(inv, table, found.entries, lock if page == 1 else None)
     where = status.uri
     commands = {
@@ -188,25 +222,24 @@ def table(console: Console, table: Table, page: int = 1) -> TablePage:
         page=page,
         pages=pages,
         drawing=timeline_layout.draw(spans, inv.clock.now()),
-        config=_config(console, table),
+        config=_config(console, inv.configs, table),
         dependents=dependents,
         read_at=inv.clock.now(),
         commands=commands,
     )
 
 
-def _lock(console: Console, table: Table) -> Lock | None:
+def _lock(inv: Invocation, table: Table) -> Lock | None:
     try:
-        held, _ = read_lock(console.invocation(), table)
+        held, _ = read_lock(inv, table)
     except ConfigError:
         return None
     return held
 
 
-def _config(console: Console, table: Table) -> ConfigView:
+def _config(console: Console, reader: ConfigReader, table: Table) -> ConfigView:
     """load.json as the cascade resolves it for the table's folder (a batch folder's own `_config/`
     may still override it), with the files it comes from."""
-    reader = ConfigReader(console.store)
     try:
         resolved = reader.resolve(f"{table.prefix}/", partial=True)
     except ConfigError as exc:
@@ -234,10 +267,9 @@ class LineagePage:
     layout: graph_layout.Layout
     graph: lineage_graph.Graph
     read_at: datetime
+    age_seconds: float
 
 
-def lineage_page(console: Console) -> LineagePage:
-    inv = console.invocation()
-    found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers)
-    drawn = lineage_graph.graph(inv, found)
-    return LineagePage(graph_layout.layout(drawn), drawn, inv.clock.now())
+def lineage_page(snapshot: Snapshot) -> LineagePage:
+    reading = snapshot.current()
+    return LineagePage(graph_layout.layout(reading.graph), reading.graph, reading.read_at, reading.age())

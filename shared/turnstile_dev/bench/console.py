@@ -1,15 +1,18 @@
 """The operator console's page loads on a big bucket: `python -m turnstile_dev.bench.console
-[--tables 200 --batches 10000 --repeats 5 --out bench/console.md]` (and a phase of `make bench`).
+[--tables 200 --batches 10000 --repeats 5 --before bench/console-before.json --out bench/console.md]`
+(and a phase of `make bench`). `--before`: figures measured before a change, shown beside.
 
-Fills an in-memory bucket (`console_bucket`) with the records of `tables` tables and `batches`
-batches, then renders each page through the console's own application (Starlette's TestClient:
-routing, the token check, the reads through the ops layer, the templates), `repeats` times each,
-and reports the median and the slowest load per page, with where the time of the tables page goes
-(a profile of one load, by the functions that spend it).
+Fills a bucket (`console_bucket`) with the records of `tables` tables and `batches` batches, on two
+stores: in memory, and on fake-gcs-server as the local stack runs it (its filesystem backend,
+through the google-cloud-storage client, with the emulator's write lock, as `turnstile ui` on the
+local stack reads it). Each page is rendered through the console's own application (Starlette's
+TestClient, started as the served console starts: its first reading of every table begins then):
+routing, the token check, the reads through the ops layer, the templates.
 
-The in-memory store, as the scale figures of `make bench` use it: fake-gcs-server's listing time
-grows with the objects under the prefix whatever the limit, so over it the figure would measure
-the emulator (its writes alone take minutes for 30,000 objects on a 2-core machine).
+Per store: the first load of the tables page, from the console's start (it waits for the first
+reading), then the median and the slowest of `repeats` loads of each page; what one reading of
+every table costs (its seconds and its storage requests, by operation, at the store port); and on
+the in-memory store where the reading's time goes (a profile, by the functions that spend it).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ import cProfile
 import io
 import pstats
 import statistics
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,26 +33,92 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from turnstile.config.settings import Settings
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.local import emulator
+from turnstile.store.emulated import WriteLock
+from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.memory import MemoryStore
+from turnstile.store.port import ObjectStore
+from turnstile.store.recording import RecordingStore
 from turnstile.ui import pages
 from turnstile.ui.app import create_app
 from turnstile.ui.context import Console
-from turnstile_dev.bench.console_bucket import WriteClock, fill
+from turnstile_dev.bench.console_bucket import Filled, WriteClock, fill
+from turnstile_dev.bench.console_report import markdown
+
+__all__ = ["main", "markdown", "run"]
 
 TOKEN = "bench-token"
 TARGET_SECONDS = 1.0
+EMULATOR = "fake-gcs-server"
+STORES = ("memory", EMULATOR)
 
 
-def run(tables: int = 200, batches: int = 10_000, repeats: int = 5) -> dict[str, Any]:
+@contextmanager
+def _memory(tables: int, batches: int) -> Iterator[tuple[ObjectStore, Filled, Clock, bool]]:
     clock = WriteClock()
     store = MemoryStore("console-bench", clock)
-    started = time.perf_counter()
     filled = fill(store, tables, batches, clock=clock)
-    fill_seconds = time.perf_counter() - started
     clock.at = filled.end + timedelta(minutes=10)  # the console reads the bucket ten minutes later
-    console = Console(store, Settings.from_env({}), TOKEN, storage="memory", clock=clock)
-    client = TestClient(create_app(console), base_url="http://127.0.0.1:8765")
-    client.cookies.set("turnstile_console_8765", TOKEN)
+    yield store, filled, clock, False
+
+
+@contextmanager
+def _emulator(tables: int, batches: int) -> Iterator[tuple[ObjectStore, Filled, Clock, bool]]:
+    """The local stack's emulator: filesystem backend, the write lock of `wiring.object_store`;
+    the console reads it through one listing of the bucket, as `turnstile ui` does on it."""
+    with tempfile.TemporaryDirectory(prefix="console-bench-") as home:
+        server = emulator.start(Path(home), backend="filesystem")
+        try:
+            server.create_bucket("console-bench")
+            store = GcsStore(
+                make_client("local", server.url),
+                "console-bench",
+                emulator_writes=WriteLock.for_emulator(server.url),
+            )
+            yield store, fill(store, tables, batches, workers=8), SystemClock(), True
+        finally:
+            server.stop()
+
+
+def run(
+    tables: int = 200, batches: int = 10_000, repeats: int = 5, stores: Sequence[str] = STORES
+) -> dict[str, Any]:
+    measured: dict[str, dict[str, Any]] = {}
+    profile: list[dict[str, Any]] = []
+    last: Filled | None = None
+    for name in stores:
+        began = time.perf_counter()
+        with (_memory if name == "memory" else _emulator)(tables, batches) as (store, filled, clock, one):
+            fill_seconds = time.perf_counter() - began
+            counted = RecordingStore(store)
+            console = Console(
+                counted, Settings.from_env({}), TOKEN, storage=name, clock=clock, one_listing=one
+            )
+            measured[name] = _loads(console, filled, repeats) | {
+                "objects": filled.objects,
+                "fill_seconds": round(fill_seconds, 1),
+                "reading": _reading(console, counted, len_tables=filled.tables),
+            }
+            if name == "memory":
+                profile = _profile(console)
+            last = filled
+    assert last is not None
+    slowest = max(t["median_seconds"] for m in measured.values() for t in m["pages"].values())
+    return {
+        "tables": last.tables,
+        "batches": last.batches,
+        "repeats": repeats,
+        "stores": measured,
+        "slowest_median_seconds": round(slowest, 3),
+        "target_seconds": TARGET_SECONDS,
+        "met": slowest < TARGET_SECONDS,
+        "tables_page_profile": profile,
+    }
+
+
+def _loads(console: Console, filled: Filled, repeats: int) -> dict[str, Any]:
+    """The first load of the tables page from the console's start, then each page `repeats` times."""
     paths = {
         "tables": "/",
         "tables, refresh": "/fragment/tables?sort=lag&desc=1",
@@ -55,39 +126,56 @@ def run(tables: int = 200, batches: int = 10_000, repeats: int = 5) -> dict[str,
         "table (derived)": f"/table/{filled.derived[0]}" if filled.derived else "/table/src0/t000",
         "lineage": "/lineage",
     }
-    timings: dict[str, dict[str, float]] = {}
-    for name, path in paths.items():
-        seconds = []
-        for _ in range(repeats + 1):  # the first load compiles the templates: not counted
-            begun = time.perf_counter()
-            response = client.get(path)
-            seconds.append(time.perf_counter() - begun)
-            if response.status_code != 200:
-                raise RuntimeError(f"{path}: {response.status_code} {response.text[:500]}")
-        counted = seconds[1:]
-        timings[name] = {"median_seconds": statistics.median(counted), "max_seconds": max(counted)}
-    slowest = max(t["median_seconds"] for t in timings.values())
+    started = time.perf_counter()
+    with TestClient(create_app(console), base_url="http://127.0.0.1:8765") as client:
+        client.cookies.set("turnstile_console_8765", TOKEN)
+        first = _get(client, "/")
+        first_seconds = time.perf_counter() - started
+        for path in paths.values():  # each template compiled once: not counted
+            _get(client, path)
+        timings: dict[str, dict[str, float]] = {}
+        for name, path in paths.items():
+            seconds = []
+            for _ in range(repeats):
+                begun = time.perf_counter()
+                _get(client, path)
+                seconds.append(time.perf_counter() - begun)
+            timings[name] = {
+                "median_seconds": round(statistics.median(seconds), 3),
+                "max_seconds": round(max(seconds), 3),
+            }
+    del first
+    return {"first_load_seconds": round(first_seconds, 3), "pages": timings}
+
+
+def _get(client: TestClient, path: str) -> str:
+    response = client.get(path)
+    if response.status_code != 200:
+        raise RuntimeError(f"{path}: {response.status_code} {response.text[:500]}")
+    return response.text
+
+
+def _reading(console: Console, counted: RecordingStore, len_tables: int) -> dict[str, Any]:
+    """One reading of every table as the console makes it in the background: seconds, and storage
+    requests by operation at the store port (a listing counts once, whatever pages it takes)."""
+    counted.ops.clear()
+    began = time.perf_counter()
+    pages.read_all(console)
+    seconds = time.perf_counter() - began
+    ops = dict(sorted(counted.ops.items()))
     return {
-        "tables": filled.tables,
-        "batches": filled.batches,
-        "objects": filled.objects,
-        "fill_seconds": round(fill_seconds, 1),
-        "repeats": repeats,
-        "pages": {k: {m: round(v, 3) for m, v in t.items()} for k, t in timings.items()},
-        "slowest_median_seconds": round(slowest, 3),
-        "target_seconds": TARGET_SECONDS,
-        "met": slowest < TARGET_SECONDS,
-        "tables_page_profile": _profile(console),
+        "seconds": round(seconds, 3),
+        "requests": ops,
+        "requests_per_table": round(sum(ops.values()) / max(len_tables, 1), 1),
     }
 
 
 def _profile(console: Console, shown: int = 12) -> list[dict[str, Any]]:
-    """Where the tables page's reads go: one call of what it renders from (`pages.tables`, in this
-    thread: the application runs it on a worker thread the profiler does not see), turnstile's
-    functions by their cumulative time, the longest first."""
+    """Where a reading of every table goes (`pages.read_all`, what the tables page is served from,
+    called in this thread), turnstile's functions by their cumulative time, the longest first."""
     profile = cProfile.Profile()
     profile.enable()
-    pages.tables(console, pages.TablesQuery())
+    pages.read_all(console)
     profile.disable()
     stats = pstats.Stats(profile, stream=io.StringIO())
     rows = []
@@ -104,38 +192,10 @@ def _profile(console: Console, shown: int = 12) -> list[dict[str, Any]]:
             }
         )
     rows.sort(key=lambda r: -r["cumulative_seconds"])
-    total = max(rows[0]["cumulative_seconds"], 1e-9) if rows else 1.0  # the page's own call
+    total = max(rows[0]["cumulative_seconds"], 1e-9) if rows else 1.0  # the reading's own call
     for row in rows:
         row["share"] = round(row["cumulative_seconds"] / total, 3)
     return rows[:shown]
-
-
-def markdown(result: dict[str, Any]) -> str:
-    rows = "\n".join(
-        f"| {name} | {t['median_seconds']:.3f} | {t['max_seconds']:.3f} |"
-        for name, t in result["pages"].items()
-    )
-    profile = "\n".join(
-        f"| `{p['function']}` | {p['calls']} | {p['cumulative_seconds']:.3f} | {p['share'] * 100:.0f}% |"
-        for p in result["tables_page_profile"]
-    )
-    met = "under" if result["met"] else "NOT under"
-    return f"""Page loads of the operator console (`turnstile ui`) on an in-memory bucket of
-{result["tables"]} tables and {result["batches"]:,} batches ({result["objects"]:,} objects), rendered
-through the console's application (TestClient), median and slowest of {result["repeats"]} loads each:
-the slowest page's median is {met} the {result["target_seconds"]:g} s target.
-
-| page | median s | slowest s |
-| --- | --- | --- |
-{rows}
-
-Where one load of the tables page goes (under the profiler, which slows it down), the turnstile
-functions that take the longest with what they call:
-
-| function | calls | seconds | share |
-| --- | --- | --- | --- |
-{profile}
-"""
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -145,9 +205,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--tables", type=int, default=200)
     parser.add_argument("--batches", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--store", choices=STORES, action="append", help="default: both")
+    parser.add_argument("--before", type=Path, help="figures before a change (JSON), shown beside")
     parser.add_argument("--out", type=Path, help="also write the report there (bench/console.md)")
     args = parser.parse_args(argv)
-    text = markdown(run(args.tables, args.batches, args.repeats))
+    result = run(args.tables, args.batches, args.repeats, args.store or STORES)
+    text = markdown(result, args.before.read_text() if args.before else None)
     print(text)
     if args.out:
         args.out.write_text(f"# The operator console's page loads\n\n{text}")
