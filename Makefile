@@ -54,10 +54,14 @@ clean: ## Remove the virtualenv and local state
 CHECKOV_VENV := .venv-checkov
 CHECKOV_REQUIREMENTS := tests/terraform/requirements-checkov.txt
 
-.PHONY: package package-aws terraform-check
+.PHONY: package package-local package-aws terraform-check
 
 package: setup ## Build build/function.zip and build/job/ (main.py, turnstile.zip, deps.zip, jars) for terraform/
 	$(BIN)/python -m turnstile.deploy.packaging build
+
+package-local: setup ## Build build/local/job/ for this machine (local pyspark's Scala 2.12, this Python): the Dataproc emulator runs it
+	$(BIN)/python -m turnstile.deploy.packaging build/local --scala 2.12 \
+		--python-version $$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 package-aws: $(INSTALLED) ## Build build/aws/ (lambda.zip, job/main.py, job/turnstile.zip) for docs/DEPLOY-AWS.md
 	$(BIN)/python -m turnstile.deploy.packaging build --cloud aws

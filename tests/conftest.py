@@ -21,6 +21,7 @@ from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store
 from turnstile.store.s3 import make_client as make_s3_client
 from turnstile.store.split import SplitStore
+from turnstile_dev.dataproc_emulator import TURNSTILE_ARGS, DataprocEmulator, Runtime
 
 _buckets = itertools.count()
 
@@ -167,3 +168,20 @@ def spark(iceberg_jars: list[Path], warehouse: Path) -> Iterator[object]:
     print(f"\nspark session started in {time.perf_counter() - started:.1f}s")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def dataproc_emulator(
+    gcs_emulator: emu.Emulator, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DataprocEmulator]:
+    """The Dataproc emulator (turnstile_dev.dataproc_emulator): batches read `gs://` from
+    fake-gcs-server and run turnstile's job with its local seam (`--stage-to`)."""
+    runtime = Runtime(
+        root=tmp_path_factory.mktemp("dataproc"),
+        storage=lambda: make_client("local", gcs_emulator.url),
+        environment={"STORAGE_EMULATOR_HOST": gcs_emulator.url, "GOOGLE_CLOUD_PROJECT": "local"},
+        extra_args=TURNSTILE_ARGS,
+        cancel_grace=5.0,
+    )
+    with DataprocEmulator(runtime) as server:
+        yield server

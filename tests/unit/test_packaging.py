@@ -17,7 +17,7 @@ from packaging.requirements import Requirement
 
 from tests.dependencies import canonical, requirement_names, unprovided, with_dependencies
 from turnstile.core.errors import SettingsError
-from turnstile.deploy import importgraph, packaging
+from turnstile.deploy import importgraph, jars, packaging
 from turnstile.store import s3
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,22 +217,22 @@ def test_function_requirements_leave_out_spark() -> None:
 
 
 def test_runtime_jar_matches_the_scala_version() -> None:
-    assert packaging.iceberg_runtime_jar("2.13").name.startswith("iceberg-spark-runtime-3.5_2.13-")
-    assert packaging.iceberg_runtime_jar("2.12").name.startswith("iceberg-spark-runtime-3.5_2.12-")
+    assert jars.iceberg_runtime_jar("2.13").name.startswith("iceberg-spark-runtime-3.5_2.13-")
+    assert jars.iceberg_runtime_jar("2.12").name.startswith("iceberg-spark-runtime-3.5_2.12-")
     with pytest.raises(SettingsError, match="Scala"):
-        packaging.iceberg_runtime_jar("3")
+        jars.iceberg_runtime_jar("3")
 
 
 @pytest.mark.skipif(
     not Path("/usr/share/java/jarjar.jar").is_file(), reason="jarjar (libjarjar-java) missing"
 )
 def test_jars_for_dataproc(tmp_path: Path) -> None:
-    jars = packaging.build_jars(tmp_path)
-    names = sorted(j.name for j in jars)
+    built = jars.build_jars(tmp_path)
+    names = sorted(j.name for j in built)
     assert len(names) == 2
     assert any(re.fullmatch(r"iceberg-spark-runtime-3\.5_2\.13-[\d.]+\.jar", n) for n in names)
     assert any("shaded-jackson" in n for n in names)
-    with zipfile.ZipFile(next(j for j in jars if "shaded-jackson" in j.name)) as jar:
+    with zipfile.ZipFile(next(j for j in built if "shaded-jackson" in j.name)) as jar:
         assert any(n.startswith("org/apache/iceberg/shaded/com/fasterxml/jackson/") for n in jar.namelist())
 
 
@@ -504,3 +504,28 @@ def test_shipped_dependencies_come_first_on_the_path(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(shipped), "shipped", "None"]
+
+
+def test_job_dependencies_for_another_python(tmp_path: Path) -> None:
+    """`--python-version 3.11`: deps.zip for this machine's interpreter (the Dataproc emulator runs
+    the job on it), not for the runtime's 3.12."""
+    calls: list[list[str]] = []
+    packaging.build_job_dependencies(tmp_path, _fake_pip(calls), python="3.11")
+    assert calls[0][calls[0].index("--python-version") + 1] == "3.11"
+
+
+def test_main_builds_the_job_dependencies_for_the_python_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(packaging, "_pip", _fake_pip(calls))
+    assert packaging.main([str(tmp_path), "--no-jars", "--python-version", "3.11"]) == 0
+    assert calls[0][calls[0].index("--python-version") + 1] == "3.11"
+    assert (tmp_path / "job" / "deps.zip").is_file()
+
+
+def test_a_python_version_that_is_not_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        packaging.main(["--python-version", "python3"])
+    error = capsys.readouterr().err
+    assert "--python-version" in error and "'python3'" in error and "3.11" in error

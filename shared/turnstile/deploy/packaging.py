@@ -1,7 +1,8 @@
 """Build what a deployment uploads: the functions' source and the job's files, for Google Cloud
 (what the Terraform deployment reads) or for AWS (docs/DEPLOY-AWS.md).
 
-    python -m turnstile.deploy.packaging [BUILD_DIR] [--scala 2.13] [--no-jars] [--no-deps]
+    python -m turnstile.deploy.packaging [BUILD_DIR] [--scala 2.13] [--python-version 3.12]
+                                         [--no-jars] [--no-deps]
     python -m turnstile.deploy.packaging [BUILD_DIR] --cloud aws [--no-deps]
 
 BUILD_DIR (default `build/`) receives:
@@ -15,8 +16,8 @@ BUILD_DIR (default `build/`) receives:
     job/turnstile.zip    for python_file_uris: the turnstile modules the job's main file reaches
     job/deps.zip         the job's dependencies (pydantic, google-cloud-storage, python-json-logger
                          at the versions of requirements.txt) installed for the Dataproc runtime's
-                         Python, for archive_uris (see turnstile.spark.dependencies); needs PyPI,
-                         or --no-deps
+                         Python (or --python-version's), for archive_uris (see
+                         turnstile.spark.dependencies); needs PyPI, or --no-deps
     job/jars/            the Iceberg Spark runtime for the Dataproc runtime's Scala version and the
                          relocated Jackson classes it needs (see turnstile.jobs.local_spark)
 
@@ -48,12 +49,11 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 
 from turnstile.core.errors import SettingsError
 from turnstile.deploy import importgraph
-from turnstile.jobs import local_spark
+from turnstile.deploy.jars import DEFAULT_SCALA, SCALA_VERSIONS, build_jars
 from turnstile.spark.dependencies import SHIPPED_DIR
 
 _SKIPPED_DIRS = {"__pycache__"}
@@ -78,10 +78,6 @@ LAMBDA_PYTHON = "3.12"
 LAMBDA_PLATFORM = "manylinux2014_x86_64"
 """The Lambda runtime the package's dependencies are installed for (python3.12 on x86_64; for arm64
 functions build with `--platform manylinux2014_aarch64` yourself)."""
-
-SCALA_VERSIONS = ("2.12", "2.13")
-DEFAULT_SCALA = "2.13"
-"""Dataproc Serverless runtime 2.x (Spark 3.5, Scala 2.13); runtime 1.2 would need 2.12."""
 
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -256,16 +252,16 @@ def install_wheels(
         ) from exc
 
 
-def build_job_dependencies(out: Path, pip: Pip = _pip) -> Path:
-    """`out/job/deps.zip`: JOB_DEPENDENCIES and theirs, installed for the runtime's Python and
-    platform, entries at the archive's root."""
+def build_job_dependencies(out: Path, pip: Pip | None = None, *, python: str = DATAPROC_PYTHON) -> Path:
+    """`out/job/deps.zip`: JOB_DEPENDENCIES and theirs, installed for Python `python` (the runtime's,
+    DATAPROC_PYTHON, unless another is asked) and the runtime's platform, entries at the archive's root."""
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp) / "site"
         install_wheels(
-            pip,
+            pip or _pip,
             site,
             job_dependency_pins(),
-            python=DATAPROC_PYTHON,
+            python=python,
             platform=DATAPROC_PLATFORM,
             what="the job's dependencies",
         )
@@ -304,53 +300,20 @@ def build_aws(out: Path = DEFAULT_BUILD, *, with_deps: bool = True, pip: Pip = _
     return BuiltAws(lambda_dir, lambda_zip, job_main, job_package)
 
 
-# -- Iceberg jars for Dataproc ---------------------------------------------------------------------
-
-
-def iceberg_runtime_jar(scala: str) -> Path:
-    """The Iceberg Spark 3.5 runtime for `scala` from the snowpark-connect-deps-iceberg package."""
-    if scala not in SCALA_VERSIONS:
-        raise SettingsError(f"Scala {scala!r} is not one of {', '.join(SCALA_VERSIONS)}")
-    spec = find_spec("snowpark_connect_deps_iceberg")
-    if spec is None or not spec.submodule_search_locations:
-        raise SettingsError(
-            "Python package snowpark_connect_deps_iceberg is not installed; pip install -r requirements.txt"
-        )
-    folder = Path(next(iter(spec.submodule_search_locations))) / "jars"
-    pattern = re.compile(rf"iceberg-spark-runtime-3\.5_{re.escape(scala)}-(\d[\w.]*)\.jar")
-    found = sorted(p for p in folder.glob("*.jar") if pattern.fullmatch(p.name))
-    if not found:
-        raise SettingsError(f"no Iceberg Spark runtime for Scala {scala} in {folder}")
-    return found[-1]
-
-
-def build_jars(out: Path, scala: str = DEFAULT_SCALA) -> tuple[Path, ...]:
-    """`out/job/jars/`: the Iceberg runtime for `scala` and the relocated Jackson jar.
-
-    The relocated Jackson classes do not depend on Scala, so the jar built for local Spark serves
-    Dataproc too; it is (re)built only when missing or stale."""
-    folder = out / "job" / "jars"
-    folder.mkdir(parents=True, exist_ok=True)
-    runtime = iceberg_runtime_jar(scala)
-    jackson = local_spark.ensure_jars(folder)[-1]
-    wanted = {runtime.name, jackson.name}
-    for stale in folder.glob("*.jar"):
-        if stale.name not in wanted:
-            stale.unlink()
-    staged = folder / runtime.name
-    if not staged.is_file() or staged.stat().st_size != runtime.stat().st_size:
-        shutil.copy2(runtime, staged)
-    return tuple(sorted((staged, jackson)))
-
-
 def build(
-    out: Path = DEFAULT_BUILD, *, scala: str = DEFAULT_SCALA, with_jars: bool = True, with_deps: bool = True
+    out: Path = DEFAULT_BUILD,
+    *,
+    scala: str = DEFAULT_SCALA,
+    with_jars: bool = True,
+    with_deps: bool = True,
+    python: str = DATAPROC_PYTHON,
 ) -> Built:
-    """Everything the Terraform configuration reads from `out`."""
+    """Everything the Terraform configuration reads from `out`; `scala` and `python` are the
+    runtime's (the defaults: Dataproc's), for the jars and the job's dependencies."""
     function_dir, function_zip = build_function(out)
     job_main, job_package = build_job(out)
     jars = build_jars(out, scala) if with_jars else ()
-    deps = build_job_dependencies(out) if with_deps else None
+    deps = build_job_dependencies(out, python=python) if with_deps else None
     return Built(function_dir, function_zip, job_main, job_package, jars, deps)
 
 
@@ -365,6 +328,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--scala", choices=SCALA_VERSIONS, default=DEFAULT_SCALA, help="Scala of the Dataproc runtime"
+    )
+    parser.add_argument(
+        "--python-version",
+        type=_python_version,
+        default=DATAPROC_PYTHON,
+        help=f"Python the job's dependencies are installed for (default {DATAPROC_PYTHON}, the "
+        "Dataproc runtime's; this machine's for the Dataproc emulator, docs/DEVELOPING.md)",
     )
     parser.add_argument("--no-jars", action="store_true", help="skip the Iceberg jars (no Java needed)")
     parser.add_argument(
@@ -383,11 +353,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _python_version(text: str) -> str:
+    if not re.fullmatch(r"3\.\d{1,2}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python version such as 3.11 or 3.12")
+    return text
+
+
 def _built_paths(args: argparse.Namespace) -> list[Path]:
     if args.cloud == "aws":
         aws = build_aws(args.build_dir, with_deps=not args.no_deps)
         return [aws.lambda_zip, aws.job_main, aws.job_package]
-    built = build(args.build_dir, scala=args.scala, with_jars=not args.no_jars, with_deps=not args.no_deps)
+    built = build(
+        args.build_dir,
+        scala=args.scala,
+        with_jars=not args.no_jars,
+        with_deps=not args.no_deps,
+        python=args.python_version,
+    )
     deps = [built.job_dependencies] if built.job_dependencies is not None else []
     return [built.function_zip, built.job_main, built.job_package, *built.jars, *deps]
 
