@@ -38,6 +38,8 @@ def test_listings_and_stats_below_the_prefix_are_the_stores(filled: ObjectStore)
     for prefix in prefixes + (["ds/", "ds/t/", "ds/none/"] if whole else []):
         assert view.list_objects(prefix) == filled.list_objects(prefix), prefix
         assert view.list_folders(prefix) == filled.list_folders(prefix), prefix
+        entries = [(e.name, e.size) for e in view.list_entries(prefix)]
+        assert entries == [(e.name, e.size) for e in filled.list_entries(prefix)], prefix
     head = "ds/t/_backlog/"
     assert view.list_objects(head, limit=2) == filled.list_objects(head, limit=2)
     ranged = {"start_offset": "ds/t/_backlog/2024/02", "end_offset": "ds/t/_backlog/2024/03"}

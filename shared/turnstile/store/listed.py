@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable
 
-from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject
+from turnstile.store.port import ListedObject, ObjectInfo, ObjectStore, StoredObject
 
 
 class ReadOnlyView(RuntimeError):
@@ -78,6 +78,20 @@ class ListedStore:
                 break
             found.append(info)
         return found if only is None else [i for i in found if only(i.name)]
+
+    def list_entries(
+        self,
+        prefix: str,
+        *,
+        start_offset: str | None = None,
+        end_offset: str | None = None,
+        limit: int | None = None,
+    ) -> list[ListedObject]:
+        if not self.covers(prefix):
+            ranged = {"start_offset": start_offset, "end_offset": end_offset}
+            return self.inner.list_entries(prefix, **ranged, limit=limit)
+        listed = self.list_objects(prefix, start_offset=start_offset, end_offset=end_offset, limit=limit)
+        return [ListedObject(i.name, i.size, i.updated, i.generation) for i in listed]
 
     def list_folders(self, prefix: str) -> list[str]:
         if not self.covers(prefix):

@@ -665,15 +665,18 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
     loop.at(plan.fault_end, stop_faults)
     settled = loop.run(plan.fault_end + 4 * 3600 + 1, world.settled)
     if stats is not None:
-        stats.update(world.stats)
-        stats["batches"] += sum(len(rels) for rels in plan.tables.values())
-        stats["jobs"] += len(runner.jobs)
-        stats["derived steps"] += sum(1 for c in tables.commits if c.table == sim_lineage.DERIVED)
-        stats["failed jobs"] += sum(1 for j in runner.jobs.values() if j.state.value == "FAILED")
-        stats[f"state buckets with housekeeping at {plan.housekeeping:.0%} of sweeps"] += (
-            quiet is not None or plan.switch_at is not None
-        )
+        _count(stats, world, runner, state_bucket=quiet is not None or plan.switch_at is not None)
     return world.violations(settled)
+
+
+def _count(stats: Counter[str], world: World, runner: SimRunner, *, state_bucket: bool) -> None:
+    plan, commits = world.plan, world.tables.commits
+    stats.update(world.stats)
+    stats["batches"] += sum(len(rels) for rels in plan.tables.values())
+    stats["jobs"] += len(runner.jobs)
+    stats["derived steps"] += sum(1 for c in commits if c.table == sim_lineage.DERIVED)
+    stats["failed jobs"] += sum(1 for j in runner.jobs.values() if j.state.value == "FAILED")
+    stats[f"state buckets with housekeeping at {plan.housekeeping:.0%} of sweeps"] += state_bucket
 
 
 def run_many(seeds: int, seed_base: int, stats: Counter[str]) -> tuple[int, list[tuple[int, list[str]]]]:
