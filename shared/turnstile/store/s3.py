@@ -1,32 +1,24 @@
 """Object store adapter on boto3's S3 client: the same port, contract and preconditions as GCS.
 
-S3 has conditional writes but no integer generations, so this adapter maps them
-(`turnstile.store.s3_generations`): turnstile's own objects carry theirs in user metadata; an
-object upstream wrote to a versioned bucket (docs/DEPLOY-AWS.md asks for one) gets one from its
-`LastModified` second and its place among its key's versions within that second, at the cost of a
-`ListObjectVersions` after its GET or HEAD; in a bucket without versioning, where two uploads of
-the same bytes within one second cannot be told apart, the store falls back to the ETag and logs
-the ERROR `s3_bucket_unversioned` (once per store) naming what is not guaranteed and the fix.
+S3 has conditional writes but no integer generations; `turnstile.store.s3_generations` maps them:
+turnstile's own objects carry theirs in user metadata; an upstream object in a versioned bucket
+(docs/DEPLOY-AWS.md asks for one) gets one from its `LastModified` second and its place among its
+key's versions, at the cost of a `ListObjectVersions` after its GET or HEAD; in a bucket without
+versioning the ETag stands in, and the ERROR `s3_bucket_unversioned` (once per store) says what is
+not guaranteed and the fix.
 
 - Create-if-absent is `PutObject(IfNoneMatch="*")`. Compare-and-swap and conditional delete read
-  the object's head first, check that its generation is the one expected, and then write or
-  delete with `IfMatch=<ETag of that head>`: S3 rejects the call when the object changed in
-  between. An ETag is a hash of the content, so the ETag identifies the generation only if no two
-  writes of an object carry the same bytes: every state object turnstile replaces or deletes
-  conditionally is unique (the lock's `nonce`, `_BACKFILL`'s wake body, claims and pointers carry
-  their owner and time).
-- A `ListObjectsV2` page gives names, sizes and times but no metadata and no version:
-  `list_entries` returns that (no request per object), and `list_objects` adds each listed
-  object's generation by a HEAD (made concurrently). The protocol lists generations only where it
-  needs them and bounds those listings (the backlog head with a limit, the `_SUCCESS` objects of a
-  table's pending range); a batch's data files are listed without them.
+  the head, check its generation, then write or delete with `IfMatch=<its ETag>`: S3 rejects the
+  call when the object changed in between. This needs no two writes of an object to carry the
+  same bytes: every state object turnstile replaces or deletes conditionally is unique (the lock's
+  `nonce`, `_BACKFILL`'s wake body, claims and pointers carry their owner and time).
+- `list_entries` is what a `ListObjectsV2` page has (no metadata, no version); `list_objects` adds
+  each object's generation by a HEAD (made concurrently), only where the protocol needs them.
 
-Errors: a failed precondition (412 `PreconditionFailed`, or 409 `ConditionalRequestConflict` when a
-concurrent conditional write wins) becomes `PreconditionFailed` carrying what the bucket holds now;
-throttling, 5xx and connection failures that outlast botocore's own retries become
-`StoreUnavailable`; a missing bucket, missing or wrong credentials and access denied become
-`StoreRefused` with what to fix, and so does a botocore too old to send the conditional requests
-(it refuses `IfMatch` / `IfNoneMatch` before sending anything: retrying cannot help).
+Errors: 412 `PreconditionFailed` (or 409 `ConditionalRequestConflict`) becomes `PreconditionFailed`
+with what the bucket holds now; throttling, 5xx and connection failures that outlast botocore's
+retries become `StoreUnavailable`; a missing bucket, bad or missing credentials, access denied and
+a botocore too old for conditional requests become `StoreRefused` with what to fix.
 """
 
 from __future__ import annotations
