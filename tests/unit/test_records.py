@@ -170,7 +170,9 @@ RECORD_TYPES = [
 
 def test_examples_cover_every_record_type() -> None:
     assert {type(r) for r in EXAMPLES.values()} == set(RECORD_TYPES)
-    assert set(Record.__subclasses__()) == set(RECORD_TYPES)
+    # This module's records (the spool's, in turnstile.state.spoolrecords, have tests of their own).
+    here = {c for c in Record.__subclasses__() if c.__module__ == Record.__module__}
+    assert here == set(RECORD_TYPES)
 
 
 @pytest.mark.parametrize("record", list(EXAMPLES.values()), ids=list(EXAMPLES))

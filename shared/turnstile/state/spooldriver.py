@@ -198,7 +198,9 @@ class SpoolDriver:
     def _reject(self, found: StoredObject) -> None:
         """A request object nobody can read: recorded as failed under its name, then removed."""
         error = f"{found.name} does not hold a turnstile spool request; it was written by something else"
-        log.error(error, extra={"event": "spool_request_rejected", "request": found.name})
+        # A warning: the job it stood for (if its name says which) is reported FAILED, and the
+        # table's own `batch_failed` alert is what calls someone.
+        log.warning(error, extra={"event": "spool_request_rejected", "request": found.name})
         rejected = RejectedRequest(
             request=found.name, error=error, driver_id=self.driver_id, rejected_at=self.clock.now()
         )
