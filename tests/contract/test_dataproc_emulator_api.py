@@ -9,7 +9,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import dataproc_v1
 
-from turnstile.jobs.dataproc import _already_exists, make_client
+from turnstile.jobs.dataproc import DataprocBatchSpec, DataprocRunner, _already_exists, make_client
 from turnstile_dev.dataproc_emulator import DataprocEmulator
 from turnstile_dev.dataproc_emulator.batches import ApiError, BatchBook
 
@@ -96,3 +96,20 @@ def test_unknown_fields_and_other_batch_kinds_are_refused() -> None:
         )
     with pytest.raises(ApiError, match="PySpark batches only"):
         book.create(PARENT, '{"sparkBatch": {"mainClass": "Main"}}', "api-y", None)
+
+
+def test_a_batch_finishing_between_the_runners_describe_and_its_cancel_is_left_alone(
+    dataproc_emulator: DataprocEmulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Over REST, Dataproc's 400 FAILED_PRECONDITION ("the operation is done") arrives as a bare
+    # BadRequest, not as FailedPrecondition: the cancel must still see a job that already ended.
+    client = make_client("europe-west1", dataproc_emulator.url)
+    spec = DataprocBatchSpec(main_python_file_uri="gs://deploy-nowhere/job/main.py")
+    runner = DataprocRunner(client, "local", "europe-west1", spec)
+    _create(client, "api-cancel-race", "req-cancel-race")
+    ended = _finished(client, f"{PARENT}/batches/api-cancel-race")
+    assert ended.state == ended.State.FAILED
+    as_described = dataproc_v1.Batch(ended)
+    as_described.state = dataproc_v1.Batch.State.RUNNING  # what the describe saw, just before it ended
+    monkeypatch.setattr(runner, "_get", lambda job_id, what: as_described)
+    runner.cancel("api-cancel-race")  # no JobError: the batch ended on its own

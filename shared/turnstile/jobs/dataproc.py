@@ -304,7 +304,8 @@ class DataprocRunner:
             self._call(
                 job_id, "cancel batch", self._client.cancel_operation, request={"name": batch.operation}
             )
-        except (gexc.NotFound, gexc.FailedPrecondition):
-            return  # gone, or finished between the describe and the cancel
         except gexc.GoogleAPICallError as exc:
+            # Gone, or finished between the describe and the cancel (over REST a bare BadRequest).
+            if _error_status(exc) in ("NOT_FOUND", "FAILED_PRECONDITION"):
+                return
             raise JobError(f"dataproc: cancel batch {job_id}: {exc.message}") from exc
