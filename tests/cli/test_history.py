@@ -142,6 +142,7 @@ def test_a_failed_job_with_its_failure_record_is_listed_once(run: Run, world: Wo
         rel=f"{D}/13",
         submitted_at=datetime.now(UTC),
     )
+    world.store.create(world.table.open_job("j-13"), marker.encode())
     unordered.failed(world.inv, world.table, marker, "boom", transient=False)
     assert world.store.stat(world.table.failure(f"{D}/13", generation)) is not None
     report = json.loads(run("history", world.uri, "-o", "json").stdout)

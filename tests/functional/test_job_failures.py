@@ -22,9 +22,9 @@ from turnstile.jobs.port import JobRunner, JobState, JobStatus
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
-from turnstile.protocol import sweeper
+from turnstile.protocol import sweeper, unordered
 from turnstile.protocol.context import Invocation
-from turnstile.state.records import BatchFailure, LockState
+from turnstile.state.records import BatchFailure, LockState, OpenJob
 from turnstile.store.gcs import GcsStore
 
 
@@ -110,6 +110,63 @@ def test_an_unordered_batch_that_fails_is_recorded_alerted_shown_and_retried_by_
     assert host.tables.commits[TABLE] == commits_in(generations, ["01", "02"])
     assert gcs_store.read(t.failure("02", generations["02"])) is None
     assert status_ops.table_status(inv(host, runner), t).health is status_ops.Health.IDLE
+
+
+def test_a_handler_late_with_a_jobs_end_after_its_retry_applied_the_batch_leaves_no_failure(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """Two handlers read the open-job marker of a job that died after its commit; one recorded the
+    failure, the retry found the commit (SKIPPED) and cleared it; the other, stalled until now,
+    must not write the failure again: the table would show FAILED for a batch it holds."""
+    host = start_host(monkeypatch, gcs_store, {})
+    runner = with_runner(monkeypatch, host)
+    generations = put_all(host, ["01"])
+    host.drain()
+    assert host.tables.commits[TABLE] == commits_in(generations, ["01"])
+    t = table(host)
+    stale = OpenJob(
+        job_id="turnstile-ds-tbl-u0123456789abcdef",
+        success=f"{TABLE}/01/_SUCCESS",
+        success_generation=generations["01"],
+        rel="01",
+        submitted_at=ManualClock().now(),
+    )
+    unordered.failed(inv(host, runner), t, stale, "the job died", transient=True)
+    assert gcs_store.read(t.failure("01", generations["01"])) is None
+    assert status_ops.table_status(inv(host, runner), t).health is status_ops.Health.IDLE
+
+
+def test_of_two_handlers_of_a_jobs_failed_end_only_the_one_that_claims_its_marker_records_it(
+    monkeypatch: pytest.MonkeyPatch, gcs_store: GcsStore
+) -> None:
+    """A handler that finds the open-job marker claimed by another (a duplicate done event while
+    the first handles it) writes nothing; a claim older than the lease, whose handler died, is
+    taken over and the failure recorded once."""
+    host = start_host(monkeypatch, gcs_store, {})
+    runner = with_runner(monkeypatch, host)
+    generations = put_all(host, ["01"])
+    host.drain()
+    t = table(host)
+    clock = ManualClock()
+    operator = inv(host, runner, clock)
+    job_id = "turnstile-ds-tbl-u0123456789abcdef"
+    marker = OpenJob(
+        job_id=job_id,
+        success=f"{TABLE}/01/_SUCCESS",
+        success_generation=generations["01"],
+        rel="01",
+        submitted_at=clock.now(),
+        ending_at=clock.now(),
+    )
+    gcs_store.create(t.open_job(job_id), marker.encode())
+    assert unordered.failed(operator, t, marker, "the job died", transient=True) is None
+    assert gcs_store.read(t.failure("01", generations["01"])) is None
+    assert gcs_store.read(t.open_job(job_id)) is not None
+    clock.sleep((operator.lease + timedelta(seconds=1)).total_seconds())
+    failure = unordered.failed(inv(host, runner, clock), t, marker, "the job died", transient=True)
+    assert failure is not None and failure.attempt == 1
+    assert gcs_store.read(t.failure("01", generations["01"])) is not None
+    assert gcs_store.read(t.open_job(job_id)) is None
 
 
 class Refusing(Unreliable):

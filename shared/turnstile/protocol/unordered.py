@@ -234,9 +234,14 @@ def failed(
     *,
     transient: bool,
     config: ResolvedConfig | None = None,
-) -> BatchFailure:
+) -> BatchFailure | None:
     """Record the failure of the job `marker` names, schedule its retry when it is transient and
-    retries are left, raise the alert, and clear the marker."""
+    retries are left, raise the alert, and clear the marker. Only the handler that claims the marker
+    does (`_claim`); None for any other."""
+    claimed = _claim(inv, table, marker.job_id)
+    if claimed is None:
+        return None
+    marker, generation = claimed
     load = config.load if config is not None else _load(inv, marker)
     if marker.cancel is not None:  # an operator's cancel: retried at once (requeue) or not at all
         transient = marker.cancel is CancelChoice.REQUEUE
@@ -261,8 +266,42 @@ def failed(
         failed_at=now,
     )
     _record(inv, table, failure)
-    inv.store.remove(table.open_job(marker.job_id))
+    try:
+        inv.store.delete(table.open_job(marker.job_id), if_generation=generation)
+    except PreconditionFailed:
+        pass  # taken over after our lease: the taker clears it
     return failure
+
+
+_CLAIM_TRIES = 5
+
+
+def _claim(inv: Invocation, table: Table, job_id: str) -> tuple[OpenJob, int] | None:
+    """Take the handling of a job's failed end: mark its open-job marker ending, compare-and-swap,
+    so that of two handlers (a duplicate done event, the watchdog) only one records the failure,
+    and one stalled until after the retry applied the batch writes nothing. Returns the marker and
+    its claimed generation; None when the end is handled, or being handled, by another. A claim
+    older than the lease is taken over: its handler died, as no invocation outlives its timeout."""
+    name = table.open_job(job_id)
+    for _ in range(_CLAIM_TRIES):
+        found = inv.store.read(name)
+        if found is None:
+            return None
+        marker = OpenJob.decode(found.data, object_uri(inv.store, name))
+        now = inv.clock.now()
+        if marker.ending_at is not None and now - marker.ending_at < inv.lease:
+            return None
+        claim = marker.model_copy(update={"ending_at": now})
+        try:
+            return marker, inv.store.replace(name, claim.encode(), if_generation=found.generation)
+        except PreconditionFailed:
+            continue  # cancelled or claimed meanwhile: read it again
+    log.warning(
+        f"the end of job {job_id} of {table.uri} could not be claimed after {_CLAIM_TRIES} tries; the "
+        "sweeper's watchdog handles it",
+        extra={"event": "job_end_unclaimed", "table": table.prefix, "job_id": job_id},
+    )
+    return None
 
 
 def _clear_failures(inv: Invocation, table: Table, rel: str, *, up_to: int) -> None:

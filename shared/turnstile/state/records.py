@@ -280,6 +280,7 @@ class OpenJob(Record):
     attempt: int = 0
     submitted_at: AwareDatetime
     cancel: CancelChoice | None = None  # `turnstile cancel`: what its end means (block or retry)
+    ending_at: AwareDatetime | None = None  # when a handler of its failed end claimed it (`unordered`)
 
 
 class HeldBatch(Record):
