@@ -88,6 +88,27 @@ def test_skip_head_drops_the_pointer(run: Run, failed: World) -> None:
     assert (lock.state, lock.position) == (LockState.FREE, HEAD)
 
 
+@pytest.mark.parametrize("newer_upload", [False, True])
+def test_skip_head_drops_a_pointer_published_again_for_the_same_upload_but_not_for_a_newer_one(
+    run: Run, failed: World, newer_upload: bool
+) -> None:
+    """A duplicate event of the failed batch's `_SUCCESS` rewrote its pointer after the lock was
+    taken (a new pointer generation, the same upload): dropping the head drops it, or the
+    subscriber would apply the batch the operator dropped. A pointer of a newer upload stays."""
+    pointer = failed.table.pointer(HEAD)
+    found = failed.store.read(pointer)
+    assert found is not None
+    if newer_upload:
+        failed.queue(HEAD)  # uploaded again: a new _SUCCESS generation, its pointer replaced
+    else:
+        failed.store.write(pointer, found.data)  # the same upload, published again
+    result = run("unlock", failed.uri, "--yes", "--skip-head", "--output", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["dropped_pointer"] == (None if newer_upload else pointer)
+    assert (failed.store.stat(pointer) is None) is not newer_upload
+
+
 def test_skip_head_text(run: Run, failed: World) -> None:
     result = run("unlock", failed.uri, "--yes", "--skip-head")
     assert result.exit_code == 0

@@ -18,11 +18,14 @@ from turnstile.state.records import (
     BatchOutcome,
     BatchResult,
     CancelChoice,
+    CoveredBatch,
     Lock,
     LockState,
     Pause,
+    Pointer,
     wake_body,
 )
+from turnstile.store.port import object_uri
 
 log = logs.get("operator")
 
@@ -62,11 +65,7 @@ def unlock(
     if by_hand and head:
         skip_head, dropped = True, head.pointer
     elif skip_head and head:
-        try:
-            inv.store.delete(head.pointer, if_generation=head.pointer_generation)
-            dropped = head.pointer
-        except PreconditionFailed:
-            pass  # already gone, or re-published with a new generation that must still apply
+        dropped = _drop_pointer(inv, head)
     if dropped and head and not head.reprocess:
         why = f"{results.DROPPED} (unlock --skip-head), not applied: {lock.error}"
         record_dropped(inv, table, head.rel, head.success_generation, job_id=lock.job_id, error=why)
@@ -100,6 +99,31 @@ def unlock(
         },
     )
     return Unlocked(lock.failed_rel, lock.job_id, dropped, removed_by_hand=by_hand)
+
+
+_DROP_TRIES = 5
+
+
+def _drop_pointer(inv: Invocation, head: CoveredBatch) -> str | None:
+    """Delete the failed batch's pointer; its name, or None when it is gone or now queues a newer
+    upload of the batch, which must still apply. A pointer published again for the same upload (a
+    duplicate event of its `_SUCCESS`) has a new generation but is the same batch: dropped too."""
+    generation = head.pointer_generation
+    for _ in range(_DROP_TRIES):
+        try:
+            inv.store.delete(head.pointer, if_generation=generation)
+            return head.pointer
+        except PreconditionFailed:
+            found = inv.store.read(head.pointer)
+            if found is None:
+                return None
+            if Pointer.decode(found.data, found.name).success_generation != head.success_generation:
+                return None
+            generation = found.generation
+    raise UnlockRefused(
+        f"{object_uri(inv.store, head.pointer)} kept changing while it was dropped; run status again, "
+        "then retry"
+    )
 
 
 def record_dropped(
