@@ -11,7 +11,7 @@ from rich.console import Console
 from turnstile.cli import _target
 from turnstile.cli._errors import SCHEME, guarded, one_line
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
-from turnstile.ops import controls, render, session, status_jobs
+from turnstile.ops import controls, render, session, status_drivers, status_jobs
 from turnstile.ops import history as history_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops import unlock as unlock_ops
@@ -59,18 +59,63 @@ def status_command(
     )
     problems = any(s.health.is_problem for s in found)
     where = f"{SCHEME.get()}://{bucket}/{prefix}".rstrip("/")
+    warm = status_drivers.read(store, inv.clock.now())
     if output is Output.json:
         tables = [s.to_json() for s in found]
-        emit_json({"bucket": bucket, "prefix": prefix, "storage": target.storage, "tables": tables})
+        emit_json(
+            {
+                "bucket": bucket,
+                "prefix": prefix,
+                "storage": target.storage,
+                "tables": tables,
+                "warm_drivers": warm.to_json(),
+            }
+        )
         return EXIT_PROBLEMS if problems else EXIT_OK
     out = render.console()
     out.print(f"{where} on {target.storage}")
     if not found:
         out.print(f"no tables under {where} (tables are <dataset>/<table>/ folders)")
-        return EXIT_OK
-    render.show(out, render.table(STATUS_COLUMNS, (_status_row(s) for s in found)))
-    _status_details(out, found)
+    else:
+        render.show(out, render.table(STATUS_COLUMNS, (_status_row(s) for s in found)))
+        _status_details(out, found)
+    _show_drivers(out, warm)
     return EXIT_PROBLEMS if problems else EXIT_OK
+
+
+DRIVER_COLUMNS = (
+    "DRIVER",
+    "BATCH",
+    "STATE",
+    "AGE",
+    "JOBS SERVED",
+    "RUNNING",
+    "IDLE FOR",
+    "HEARTBEAT",
+    "DCU-S",
+)
+
+
+def _show_drivers(out: Console, warm: status_drivers.DriversView) -> None:
+    """The warm drivers and their queue, when the deployment has any (docs/DRIVER.md)."""
+    if warm.empty:
+        return
+    out.print(f"warm drivers: {len(warm.drivers)}, requests queued: {warm.queued}")
+    rows = (
+        (
+            d.driver_id,
+            d.batch,
+            f"{d.state} ({d.reason})" if d.reason else d.state,
+            render.age(d.age_seconds),
+            d.jobs_served,
+            d.serving,
+            render.age(d.idle_seconds),
+            f"{render.age(d.heartbeat_age_seconds)} ago",
+            f"{d.dcu_seconds:,.0f}",
+        )
+        for d in warm.drivers
+    )
+    render.show(out, render.table(DRIVER_COLUMNS, rows))
 
 
 STATUS_COLUMNS = (

@@ -101,6 +101,7 @@ class SpoolDriver:
             started_at=now,
             heartbeat_at=now,
             instance=self.instance,
+            idle_since=now,
         )
         found = self.store.read(self.name)
         current = None if found is None else decoded_driver(found)
@@ -176,7 +177,7 @@ class SpoolDriver:
         if request.state is RequestState.CLAIMED:
             orphan(self.store, self.clock, found, request, self.bounds)
             return None
-        self._write(serving=name)
+        self._write(serving=name, idle_since=None)
         claimed = request.model_copy(
             update={
                 "state": RequestState.CLAIMED,
@@ -267,7 +268,7 @@ class SpoolDriver:
             )
         discard(self.store, claimed.name, claimed.generation)
         served = self._record.jobs_served + 1 if self._record is not None else 1
-        self._write(serving=None, jobs_served=served)
+        self._write(serving=None, jobs_served=served, idle_since=self.clock.now())
         return standing
 
     def leave(self, reason: str) -> list[str]:

@@ -96,6 +96,7 @@ class DriverRecord(Record):
     instance: str | None = None  # the process that registered (a second start of the id leaves)
     serving: str | None = None  # the request it is about to claim or runs
     jobs_served: int = 0
+    idle_since: AwareDatetime | None = None  # when it last had nothing to run (None: running a job)
     reason: str | None = None  # why it left, or why it was declared dead
     nonce: str = Field(default_factory=new_nonce)
 

@@ -3,14 +3,18 @@ told to, serving on the way out every request it listed after saying LEAVING."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 
+from turnstile.core import logs
 from turnstile.core.clock import Clock
 from turnstile.state.spooldriver import Claimed, Fenced, SpoolDriver
 from turnstile.state.spoolrecords import Outcome, SpoolRequest
+
+log = logs.get("spool")
 
 Run = Callable[[SpoolRequest], tuple[Outcome, str | None]]
 """Runs one job: its outcome (SUCCEEDED or FAILED) and error."""
@@ -21,19 +25,26 @@ ShouldLeave = Callable[[datetime, datetime], str | None]
 def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock, poll_seconds: float) -> str:
     """Serve until `should_leave` says why; returns that reason (or why the driver had to stop)."""
     if not driver.register():
-        return f"another start of driver {driver.driver_id} holds its record"
+        refused = f"another start of driver {driver.driver_id} holds its record, or the id has ended"
+        _ended(driver, "driver_not_started", refused)
+        return refused
+    log.info(
+        f"warm driver {driver.driver_id} ({driver.batch}) started: it takes requests",
+        extra={"event": "driver_started", "driver": driver.driver_id, "batch": driver.batch},
+    )
     idle_since = clock.now()
     try:
         while True:
             driver.heartbeat()
-            reason = should_leave(idle_since, clock.now())
-            if reason is not None:
-                for name in driver.leave(reason):
+            leaving = should_leave(idle_since, clock.now())
+            if leaving is not None:
+                for name in driver.leave(leaving):
                     claimed = driver.claim(name)
                     if claimed is not None:
                         run_one(driver, claimed, run)
                 driver.gone()
-                return reason
+                _ended(driver, "driver_left", leaving)
+                return leaving
             claimed = driver.take()
             if claimed is None:
                 clock.sleep(poll_seconds)
@@ -41,7 +52,25 @@ def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock
             run_one(driver, claimed, run)
             idle_since = clock.now()
     except Fenced as exc:
+        _ended(driver, "driver_fenced", str(exc))
         return str(exc)
+
+
+def _ended(driver: SpoolDriver, event: str, reason: str) -> None:
+    """Why a driver stopped (or never started): INFO when it left as its policy said, WARNING when
+    it was fenced (declared dead while alive, or its record taken) or could not register."""
+    served = driver.record.jobs_served if driver.record is not None else 0
+    log.log(
+        logging.INFO if event == "driver_left" else logging.WARNING,
+        f"warm driver {driver.driver_id} ({driver.batch}) stopped after {served} jobs: {reason}",
+        extra={
+            "event": event,
+            "driver": driver.driver_id,
+            "batch": driver.batch,
+            "reason": reason,
+            "jobs_served": served,
+        },
+    )
 
 
 @contextmanager
