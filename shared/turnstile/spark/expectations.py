@@ -192,10 +192,8 @@ def _set_aside(
 def _log(batch: ManifestBatch, store: ObjectStore, count: ExpectationCount) -> None:
     """One line per expectation rows of the batch failed; its message begins the same whether Cloud
     Logging parses the line into fields or keeps it as text (the metric reads either)."""
-    table = object_uri(store, batch.table_prefix)
     log.warning(
-        f"{EVENT}: expectation {count.name} of {table}: {count.failed_rows} row(s) failed, on_fail "
-        f"{count.on_fail} (batch {batch.rel})",
+        message(object_uri(store, batch.table_prefix), count, batch.rel),
         extra={
             "event": EVENT,
             "table": batch.table_prefix,
@@ -205,4 +203,13 @@ def _log(batch: ManifestBatch, store: ObjectStore, count: ExpectationCount) -> N
             "on_fail": count.on_fail,
             "failed_rows": count.failed_rows,
         },
+    )
+
+
+def message(table: str, count: ExpectationCount, rel: str) -> str:
+    """`expectation_rows_failed: expectation NAME of gs://BUCKET/TABLE: N row(s) failed, on_fail
+    ACTION (batch REL)`: terraform/monitoring.tf reads the table, the name and the action from it."""
+    return (
+        f"{EVENT}: expectation {count.name} of {table}: {count.failed_rows} row(s) failed, "
+        f"on_fail {count.on_fail} (batch {rel})"
     )
