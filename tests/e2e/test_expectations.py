@@ -49,7 +49,7 @@ def test_a_failing_expectation_blocks_the_ordered_table_and_the_history_counts_e
     error = lock.error or ""
     assert lock.failed_rel == "2024/05/01/11"
     assert "expectation 'has_id' (expectations[1].check: id IS NOT NULL) failed on 1 row(s)" in error
-    assert '{"amount":2}' in error
+    assert '{"id":null,"amount":2}' in error
     assert f"gs://{store.bucket}/{name}/2024/05/01/11/part-0.csv" in error
     assert store.list_objects(f"{name}/_backlog/2024/05/01/11/")  # the batch is kept, as a bad batch is
     assert [tuple(r) for r in spark.sql("SELECT * FROM local.demo.checked ORDER BY id").collect()] == [(1, 5)]

@@ -127,7 +127,7 @@ def test_drop_loads_the_rest_and_sets_the_dropped_rows_aside_with_the_expectatio
         {
             "expectation": "positive_amount",
             "expectations": ["positive_amount"],
-            "row": {"id": 3},
+            "row": {"id": 3, "amount": None},
             "file": source,
         },
         {

@@ -119,6 +119,11 @@ def _passing(batch: ManifestBatch, rows: DataFrame, index: int, text: str) -> Co
     return f.coalesce(f.expr(text), f.lit(False))
 
 
+def _json(data: list[str]) -> Column:
+    """The row as a JSON object, its null columns included (a null is often why it failed)."""
+    return f.to_json(f.struct(*[f.col(quote(c)) for c in data]), {"ignoreNullFields": "false"})
+
+
 def _all(columns: list[Column]) -> Column:
     found = columns[0]
     for column in columns[1:]:
@@ -129,9 +134,7 @@ def _all(columns: list[Column]) -> Column:
 def _shown(first: DataFrame, data: list[str], where: Where) -> tuple[str, str | None]:
     """The first row of `first` as JSON, and the object it came from (None when unknown)."""
     source = f.col(SOURCE) if SOURCE in first.columns else f.lit(None).cast("string")
-    row = first.select(
-        f.to_json(f.struct(*[f.col(quote(c)) for c in data])).alias("row"), source.alias("file")
-    )
+    row = first.select(_json(data).alias("row"), source.alias("file"))
     found = row.collect()
     if not found:
         return "(none)", None
@@ -168,7 +171,7 @@ def _set_aside(
     file: per row, the first expectation it failed, all of them, the row and its object."""
     source = f.col(SOURCE) if SOURCE in dropped.columns else f.lit(None).cast("string")
     frame = dropped.select(
-        f.to_json(f.struct(*[f.col(quote(c)) for c in data])).alias("row"),
+        _json(data).alias("row"),
         source.alias("file"),
         *[(~passed).alias(f"e{i}") for i, (_, passed) in enumerate(failing)],
     )
