@@ -45,6 +45,14 @@
 #   unless the JSON line is parsed into fields, so the metric matches either form, scoped to this
 #   deployment by the bucket the message names, and reads the table from the message's fixed
 #   beginning, "snapshot expiry of gs://BUCKET/TABLE failed: " (turnstile.spark.hygiene.failure_message).
+# - expectation_rows_failed (WARNING, table, bucket, rel, expectation, on_fail, failed_rows): logged by the
+#   Spark job (turnstile.spark.expectations) once per expectation of load.json that rows of a batch
+#   failed (warned, dropped, or failed the batch, which table_blocked or batch_failed then reports).
+#   A data-quality signal, not an incident: a metric and a dashboard chart, no alert. Like
+#   snapshot_expiry_failed it sits in the Dataproc batch's output, parsed into fields or not, so the
+#   metric matches either form and reads its labels from the message's fixed shape,
+#   "expectation_rows_failed: expectation NAME of gs://BUCKET/TABLE: N row(s) failed, on_fail ACTION"
+#   (turnstile.spark.expectations.message).
 #
 # Backlog metrics and the dashboard: at every sweep the sweeper logs one table_backlog line (INFO) per
 # table with pending, oldest_pending_age_seconds and last_commit_lag_seconds (turnstile.protocol.sweeper,
@@ -307,6 +315,42 @@ resource "google_logging_metric" "snapshot_expiry_failed" {
 
   label_extractors = {
     table = "REGEXP_EXTRACT(jsonPayload.message, \"snapshot expiry of gs://[^/]+/([^ ]+) failed: \")"
+  }
+}
+
+resource "google_logging_metric" "expectation_rows_failed" {
+  project     = var.project_id
+  name        = "${var.name}/expectation_rows_failed"
+  description = "turnstile: rows of a batch failed one of its table's expectations (one count per batch and expectation)."
+  filter      = "resource.type=\"cloud_dataproc_batch\" AND (jsonPayload.event=\"expectation_rows_failed\" OR jsonPayload.message:\"expectation_rows_failed\") AND jsonPayload.message:\" of gs://${google_storage_bucket.inbound.name}/\""
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile batches with rows failing an expectation (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+    labels {
+      key         = "expectation"
+      value_type  = "STRING"
+      description = "the expectation's name in load.json"
+    }
+    labels {
+      key         = "on_fail"
+      value_type  = "STRING"
+      description = "warn, drop or fail"
+    }
+  }
+
+  label_extractors = {
+    table       = "REGEXP_EXTRACT(jsonPayload.message, \"expectation_rows_failed: expectation [^ ]+ of gs://[^/]+/([^ ]+): \")"
+    expectation = "REGEXP_EXTRACT(jsonPayload.message, \"expectation_rows_failed: expectation ([^ ]+) of \")"
+    on_fail     = "REGEXP_EXTRACT(jsonPayload.message, \" failed, on_fail ([a-z]+)\")"
   }
 }
 
@@ -999,6 +1043,7 @@ resource "google_monitoring_dashboard" "tables" {
     job_retry_scheduled  = google_logging_metric.job_retry_scheduled.name
     job_timed_out        = google_logging_metric.job_timed_out.name
     expiry_failed        = google_logging_metric.snapshot_expiry_failed.name
+    expectation_failures = google_logging_metric.expectation_rows_failed.name
     backlog_age_alert_at = var.backlog_age_alert_seconds
   })
 }

@@ -22,7 +22,15 @@ from turnstile.ops import session
 from turnstile.protocol import publisher
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lock import unlock_command
-from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Lock, LockState, Pointer
+from turnstile.state.records import (
+    BatchOutcome,
+    BatchResult,
+    CoveredBatch,
+    ExpectationCount,
+    Lock,
+    LockState,
+    Pointer,
+)
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import ObjectStore
 
@@ -149,6 +157,7 @@ class World:
         rows: int = 10,
         bad_rows: int = 0,
         snapshot_id: int | None = 42,
+        expectations: tuple[ExpectationCount, ...] = (),
     ) -> None:
         record = BatchResult(
             job_id="turnstile-sales-orders-0123456789abcdef",
@@ -162,6 +171,7 @@ class World:
             snapshot_id=snapshot_id,
             finished_at=datetime(2024, 5, 1, 14, 0, tzinfo=UTC),
             error="boom" if outcome is BatchOutcome.FAILED else None,
+            expectations=expectations,
         )
         self.store.write(self.table.result(rel, generation), record.encode())
 

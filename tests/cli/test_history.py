@@ -12,7 +12,7 @@ from turnstile.names.paths import ObjectRef
 from turnstile.ops import session
 from turnstile.protocol import handler, unordered
 from turnstile.protocol.handler import Handled
-from turnstile.state.records import BatchOutcome, OpenJob
+from turnstile.state.records import BatchOutcome, ExpectationCount, OpenJob
 
 D = "incremental/2024/05/01"
 
@@ -191,3 +191,35 @@ def test_a_page_further_back_holds_the_records_before_the_newest_ones(world: Wor
     assert page(2, 4) == ["10"]
     assert page(2, 5) == []
     assert page(None, 3) == ["10", "11"]
+
+
+def test_the_rows_failing_each_expectation_are_shown_as_text_and_json(run: Run, world: World) -> None:
+    counts = (
+        ExpectationCount(name="positive_amount", on_fail="drop", failed_rows=2),
+        ExpectationCount(name="has_id", on_fail="warn", failed_rows=0),
+        ExpectationCount(name="known_country", on_fail="warn", failed_rows=5),
+    )
+    world.result(f"{D}/12", 5, expectations=counts)
+    world.result(f"{D}/13", 6, expectations=tuple(c.model_copy(update={"failed_rows": 0}) for c in counts))
+    world.result(f"{D}/14", 7)  # written before the table had expectations
+    report = json.loads(run("history", world.uri, "-o", "json").stdout)
+    assert [e["expectations"] for e in report["entries"]] == [
+        [
+            {"name": "positive_amount", "on_fail": "drop", "failed_rows": 2},
+            {"name": "has_id", "on_fail": "warn", "failed_rows": 0},
+            {"name": "known_country", "on_fail": "warn", "failed_rows": 5},
+        ],
+        [
+            {"name": "positive_amount", "on_fail": "drop", "failed_rows": 0},
+            {"name": "has_id", "on_fail": "warn", "failed_rows": 0},
+            {"name": "known_country", "on_fail": "warn", "failed_rows": 0},
+        ],
+        [],
+    ]
+    text = run("history", world.uri, "--last", "0")
+    assert text.exit_code == 0, text.output
+    header, *lines = [line for line in text.stdout.splitlines() if line.strip()]
+    assert header.split()[-1] == "EXPECTATIONS"
+    assert "positive_amount 2 dropped, known_country 5 warned" in " ".join(lines[0].split())
+    assert lines[1].split()[-1] == "passed"
+    assert lines[2].split()[-1] == "-"  # no expectations: an empty cell

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
+
+import pytest
 
 from tests.cli.conftest import Run, World
 
@@ -659,3 +662,32 @@ def test_files_named_like_data_that_an_underscore_keeps_out_of_the_batch_are_a_w
     assert warning["object"].endswith("raw/clicks/b1/_SUCCESS")
     assert warning["message"].startswith("1 file(s) named like data are not read")
     assert warning["message"].count("gs://") == 1 and "raw/clicks/b1/_part-1.csv" in warning["message"]
+
+
+def test_without_spark_the_expectations_are_left_to_the_job_and_a_warning_says_so(
+    run: Run, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As where turnstile is installed without pyspark: importing it fails.
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    load = {"expectations": [{"name": "positive", "check": "amount >= 0", "on_fail": "warn"}]}
+    world.store.write("sales/orders/_config/load.json", json.dumps(load).encode())
+    world.upload("incremental/2024/05/01/13")
+    result = run("validate", f"gs://{world.store.bucket}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["problems"] == []
+    (warning,) = report["warnings"]
+    assert warning["object"] == f"gs://{world.store.bucket}/"
+    assert warning["message"].startswith("the expectations' checks were not parsed: Spark did not start here")
+    assert "install turnstile[job]" in warning["message"]
+
+
+def test_a_table_without_expectations_never_starts_spark(
+    run: Run, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    world.store.write("sales/orders/_config/load.json", b'{"format": "csv"}')
+    world.upload("incremental/2024/05/01/13")
+    result = run("validate", f"gs://{world.store.bucket}", "--output", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == []

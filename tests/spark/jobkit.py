@@ -16,6 +16,7 @@ from turnstile.spark.staging import LocalStaging
 from turnstile.state.execution import execute
 from turnstile.state.records import JobDone, Manifest, ManifestBatch
 from turnstile.store.memory import MemoryStore
+from turnstile.store.port import ObjectStore
 
 BUCKET = "spark-tests"
 _generations = itertools.count(1000)
@@ -25,9 +26,10 @@ _tables = itertools.count()
 class Kit:
     """One fresh table per kit: `ds.t<N>` in the session's `local` catalog."""
 
-    def __init__(self, spark: Any, tmp: Path, **load: Any) -> None:
+    def __init__(self, spark: Any, tmp: Path, *, store: ObjectStore | None = None, **load: Any) -> None:
         self.spark = spark
-        self.store = MemoryStore(BUCKET)
+        self.store = store or MemoryStore(BUCKET)
+        self.bucket = self.store.bucket
         self.dataset = "ds"
         self.name = f"t{next(_tables)}"
         self.prefix = f"{self.dataset}/{self.name}"
@@ -44,7 +46,7 @@ class Kit:
         for filename, data in files:
             name = f"{self.prefix}/{rel}/{filename}"
             self.store.write(name, data)
-            uris.append(f"gs://{BUCKET}/{name}")
+            uris.append(f"gs://{self.bucket}/{name}")
         config = LoadConfig.model_validate(self.load | load)
         gen = generation or next(_generations)
         return ManifestBatch(
@@ -70,15 +72,15 @@ class Kit:
         )
 
     def applier(self) -> IcebergApplier:
-        return IcebergApplier(self.spark, "local", self.staging, lambda bucket: self.store, BUCKET)
+        return IcebergApplier(self.spark, "local", self.staging, lambda bucket: self.store, self.bucket)
 
-    def run(self, *batches: ManifestBatch, job_id: str = "job-1") -> JobDone:
+    def run(self, *batches: ManifestBatch, job_id: str = "job-1", ordered: bool = True) -> JobDone:
         manifest = Manifest(
             job_id=job_id,
-            bucket=BUCKET,
+            bucket=self.bucket,
             batches=batches,
             done_signal=f"{self.prefix}/_turnstile/jobs/{job_id}.done",
-            ordered=True,
+            ordered=ordered,
         )
         return execute(self.store, manifest, self.applier(), SystemClock())
 

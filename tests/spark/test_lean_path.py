@@ -118,3 +118,33 @@ def test_a_schema_in_pysparks_colon_form_is_read_on_the_lean_path(
     assert done.succeeded, done.error
     assert reads == [True]
     assert kit.rows() == [(1, "a"), (2, "b")]
+
+
+def test_a_row_that_does_not_parse_while_the_expectations_count_sends_the_batch_to_the_careful_read(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    # The expectations' count is the lean read's first pass: its failure is the write's.
+    expectations = [{"name": "small", "check": "id < 3", "on_fail": "drop"}]
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING", max_bad_records=1, expectations=expectations)
+    batch = kit.batch("1", csv("id,v", "1,a", "two,b", "3,c"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert reads == [True, False]
+    got = result_of(kit, "1", batch.success_generation)
+    assert (got.rows_read, got.rows_written, got.bad_rows) == (3, 1, 1)
+    assert [(c.name, c.failed_rows) for c in got.expectations] == [("small", 1)]
+    assert kit.rows() == [(1, "a")]
+    assert len(kit.snapshots()) == 1
+
+
+def test_a_clean_lean_read_counts_the_rows_its_expectations_checked(
+    spark: Any, tmp_path: Path, reads: list[bool]
+) -> None:
+    expectations = [{"name": "small", "check": "id < 3", "on_fail": "drop"}]
+    kit = Kit(spark, tmp_path, schema="id INT, v STRING", expectations=expectations)
+    batch = kit.batch("1", csv("id,v", "1,a", "2,b", "3,c"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    assert reads == [True]
+    got = result_of(kit, "1", batch.success_generation)
+    assert (got.rows_read, got.rows_written) == (3, 2)

@@ -23,8 +23,9 @@ from tests.log_events import AWS_ONLY, WARNING_EVENTS_ALERTED, errors_to_alert, 
 from turnstile.config.settings import Settings
 from turnstile.deploy import packaging
 from turnstile.protocol.sweeper import BacklogMetrics
-from turnstile.spark import hygiene
+from turnstile.spark import expectations, hygiene
 from turnstile.spark.dependencies import SHIPPED_DIR
+from turnstile.state.records import ExpectationCount
 
 ROOT = Path(__file__).resolve().parents[2]
 TF_DIR = ROOT / "terraform"
@@ -1083,6 +1084,39 @@ def test_the_expiry_metric_counts_the_jobs_line_parsed_or_not_and_reads_its_tabl
     assert scope.group(1).replace("${google_storage_bucket.inbound.name}", bucket) not in other
 
 
+def test_the_expectation_metric_counts_the_jobs_line_parsed_or_not_and_reads_its_labels(tf: Config) -> None:
+    """expectation_rows_failed is the Spark job's line too (turnstile.spark.expectations): the metric
+    matches it parsed or not, scoped to this deployment's bucket, and reads table, expectation and
+    action from the message the library writes."""
+    body = tf.resource("google_logging_metric", "expectation_rows_failed")
+    assert body["filter"].startswith('resource.type="cloud_dataproc_batch" AND ')
+    either = 'jsonPayload.event="expectation_rows_failed" OR jsonPayload.message:"expectation_rows_failed"'
+    assert either in body["filter"]
+    assert expectations.EVENT == "expectation_rows_failed"
+    scope = re.search(r'AND jsonPayload\.message:"([^"]+)"$', body["filter"])
+    assert scope, body["filter"]
+    descriptor = one(body["metric_descriptor"], "metric_descriptor")
+    assert (descriptor["metric_kind"], descriptor["value_type"]) == ("DELTA", "INT64")
+    assert [label["key"] for label in descriptor["labels"]] == ["table", "expectation", "on_fail"]
+    bucket = "inbound-b"
+    count = ExpectationCount(name="positive_amount", on_fail="drop", failed_rows=12)
+    message = expectations.message(f"gs://{bucket}/sales/orders", count, "2024/05/01/13")
+    line = json.dumps({"message": message, "event": "expectation_rows_failed", "failed_rows": 12})
+    wanted = {"table": "sales/orders", "expectation": "positive_amount", "on_fail": "drop"}
+    for payload in (message, line):  # parsed: the message; not parsed: the whole line
+        assert scope.group(1).replace("${google_storage_bucket.inbound.name}", bucket) in payload
+        for label, value in wanted.items():
+            extractor = re.fullmatch(
+                r'REGEXP_EXTRACT\(jsonPayload\.message, "(.+)"\)', body["label_extractors"][label]
+            )
+            assert extractor, body["label_extractors"]
+            found = re.search(extractor.group(1), payload)
+            assert found and found.group(1) == value, (label, payload)
+    other = expectations.message("gs://other-bucket/sales/orders", count, "x")
+    assert scope.group(1).replace("${google_storage_bucket.inbound.name}", bucket) not in other
+    assert "expectation_rows_failed" in charted_metrics(tf, DASHBOARD_TEMPLATE.read_text())
+
+
 DASHBOARD_TEMPLATE = TF_DIR / "dashboard.json.tftpl"
 # What operators open the dashboard for: backlog, oldest pending age, commits and failures per table.
 DASHBOARD_NEEDS = {
@@ -1228,7 +1262,7 @@ def test_metrics_count_only_this_deployment(tf: Config) -> None:
 
 # Metrics charted on the dashboard with no alert of their own (the backlog's size and commit lag
 # vary too much between tables for one threshold; jobs applied is good news).
-DASHBOARD_ONLY = {"backlog_pending", "last_commit_lag", "jobs_applied"}
+DASHBOARD_ONLY = {"backlog_pending", "last_commit_lag", "jobs_applied", "expectation_rows_failed"}
 
 
 def alerting_table() -> list[dict[str, str]]:

@@ -365,6 +365,20 @@ def test_orderme(orderme: str | None, folder: str, ordered: bool) -> None:
         (b'{"merge_keys": "id"}', ("'merge_keys'", "'id'")),
         (b'{"reader_options": {"sep": [1]}}', ("reader_options.sep", "[1]")),
         (b'{"schema_evolution": true}', ("'schema_evolution'", "True")),
+        (
+            b'{"expectations": [{"name": "a", "check": "x > 0", "on_fail": "skip"}]}',
+            ("'expectations[0].on_fail'", "'skip'", "'warn', 'drop' or 'fail'"),
+        ),
+        (b'{"expectations": [{"name": "a", "check": "x > 0"}]}', ("'expectations[0].on_fail' is required",)),
+        (
+            b'{"expectations": [{"name": "a", "check": "x > 0", "on_fail": "warn"}, '
+            b'{"name": "a", "check": "y > 0", "on_fail": "drop"}]}',
+            ("expectations[1].name 'a' is used twice",),
+        ),
+        (
+            b'{"expectations": [{"name": "a b", "check": " ", "on_fail": "warn"}]}',
+            ("'expectations[0].name'", "'a b'", "'expectations[0].check'", "check is blank"),
+        ),
     ],
     ids=[
         "truncated-json",
@@ -382,6 +396,10 @@ def test_orderme(orderme: str | None, folder: str, ordered: bool) -> None:
         "string-for-list",
         "nested-wrong-type",
         "bool-for-enum",
+        "expectation-bad-on-fail",
+        "expectation-no-on-fail",
+        "expectation-names-repeated",
+        "expectation-bad-name-blank-check",
     ],
 )
 @pytest.mark.parametrize(

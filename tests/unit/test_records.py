@@ -22,6 +22,7 @@ from turnstile.state.records import (
     ClaimState,
     CoveredBatch,
     Dependent,
+    ExpectationCount,
     HeldBatch,
     JobDone,
     Lock,
@@ -108,6 +109,7 @@ EXAMPLES: dict[str, Record] = {
         time_min="2024-01-01T00:00:00Z",
         time_max="2024-01-31T23:59:59Z",
         finished_at=T0,
+        expectations=(ExpectationCount(name="positive_amount", on_fail="drop", failed_rows=2),),
     ),
     "result-failed": BatchResult(
         job_id="j", rel="x", success_generation=1, outcome=BatchOutcome.FAILED, error="bad rows"

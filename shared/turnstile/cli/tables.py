@@ -320,7 +320,7 @@ def history_command(
 ) -> None:
     """The table's result records, and the failure records of unordered batches that have none, in
     the order its batches apply: rel, generation, outcome, rows, bad rows, seconds, snapshot id,
-    finished at."""
+    finished at, and the rows that failed load.json's expectations when the table has any."""
     target = _target.current()
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
@@ -337,7 +337,9 @@ def history_command(
         out.print(f"no result records under {object_uri(store, table.internal)}results/ yet")
         return
     errors = any(e.error for e in found.entries)
+    expected = any(e.expectations for e in found.entries)
     columns = ["REL", "GENERATION", "OUTCOME", "ROWS", "BAD ROWS", "SECONDS", "SNAPSHOT", "FINISHED AT"]
+    columns += ["EXPECTATIONS"] if expected else []
     rows = [
         [
             e.rel,
@@ -349,6 +351,7 @@ def history_command(
             e.snapshot_id,
             e.finished_at,
         ]
+        + ([e.expectations_text()] if expected else [])
         + ([one_line(e.error or "", 120) or None] if errors else [])
         for e in found.entries
     ]

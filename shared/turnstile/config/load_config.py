@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from turnstile.config import ddl
+from turnstile.config import expectations as row_expectations
 from turnstile.config import mapping as field_mapping
 from turnstile.config.lineage_config import Dependency as _Dependency
 from turnstile.config.lineage_config import (
@@ -130,6 +131,11 @@ class LoadConfig(BaseModel):
     list order: rename/move, remove, cast, constant, default, a column from the path (see
     `turnstile.config.mapping`)."""
 
+    expectations: tuple[row_expectations.Expectation, ...] = ()
+    """Row-level checks run on each batch before its write: `[{"name": "positive_amount", "check":
+    "amount >= 0", "on_fail": "warn" | "drop" | "fail"}]`; a row passes only when its check is TRUE
+    (see `turnstile.config.expectations`)."""
+
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""
 
@@ -173,6 +179,13 @@ class LoadConfig(BaseModel):
         if value is not None:
             ddl.fields(value)  # ValueError naming the column and what is wrong with it
         return value
+
+    @field_validator("expectations")
+    @classmethod
+    def _unique_expectations(
+        cls, value: tuple[row_expectations.Expectation, ...]
+    ) -> tuple[row_expectations.Expectation, ...]:
+        return row_expectations.unique_names(value)
 
     @field_validator("partition_by")
     @classmethod

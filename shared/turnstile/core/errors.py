@@ -92,6 +92,16 @@ class CorruptRecord(BatchFailed):
         self.bad_rows = bad_rows
 
 
+class ExpectationFailed(BatchFailed):
+    """Rows of a batch failed an expectation whose `on_fail` is `fail`; `counts` holds (name,
+    on_fail, failed rows) of every expectation of the batch, for its result record."""
+
+    def __init__(self, message: str, *, counts: tuple[tuple[str, str, int], ...], rows_read: int) -> None:
+        super().__init__(message)
+        self.counts = counts
+        self.rows_read = rows_read
+
+
 @dataclass
 class PreconditionFailed(TurnstileError):
     """A generation precondition did not hold.

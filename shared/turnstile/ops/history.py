@@ -43,9 +43,25 @@ class Entry:
     job_id: str | None
     error: str | None
     object: str
+    # Per expectation of load.json: {"name", "on_fail", "failed_rows"} (rows whose check was not TRUE).
+    expectations: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def expectations_text(self) -> str | None:
+        """`positive_amount 2 dropped, has_id 1 warned` (expectations rows failed); `passed` when
+        every expectation passed on every row; None for a batch with no expectations."""
+        if not self.expectations:
+            return None
+        failed = [e for e in self.expectations if e["failed_rows"]]
+        said = {"warn": "warned", "drop": "dropped", "fail": "failed"}
+        return (
+            ", ".join(
+                f"{e['name']} {e['failed_rows']} {said.get(e['on_fail'], e['on_fail'])}" for e in failed
+            )
+            or "passed"
+        )
 
 
 @dataclass(frozen=True)
@@ -115,6 +131,7 @@ def _entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
         job_id=record.job_id,
         error=record.error,
         object=where,
+        expectations=tuple(count.model_dump() for count in record.expectations),
     )
 
 

@@ -49,7 +49,7 @@ from turnstile.names.batchfiles import (
     unreadable_files,
 )
 from turnstile.names.paths import CONFIG, Batch, ObjectKind, classify, parse_success
-from turnstile.ops import validate_mapping
+from turnstile.ops import validate_expectations, validate_mapping
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.protocol import publisher
 from turnstile.spark import sql
@@ -84,8 +84,13 @@ def validate(
     objects: list[ListedObject],
     advance: Callable[[], None] = lambda: None,
     prefix: str = "",
+    *,
+    checker: validate_expectations.Checker | None = None,
 ) -> Report:
+    """`checker` judges the expectations' checks (default: a local Spark session, started only
+    when a load.json has expectations)."""
     report = Report()
+    checker = checker or validate_expectations.SparkChecker()
     bucket = store.bucket
     configs = ConfigReader(store)
     bad_load_json: dict[str, str] = {}  # object name -> its problem
@@ -94,7 +99,7 @@ def validate(
         kind = classify(info.name, settings.success_filename, settings.start_backfill_filename)
         if kind is ObjectKind.CONFIG:
             report.configs += 1
-            problem = _check_config(store, info.name)
+            problem = _check_config(store, info.name, checker)
             if problem is not None:
                 warning, message = problem
                 (report.warnings if warning else report.problems).append(
@@ -131,7 +136,14 @@ def validate(
     for name in successes:  # after every load.json is known: a bad one is reported once, by name
         report.batches += 1
         found = _check_batch(
-            store, settings, configs, name, bad_load_json=bad_load_json, names=names, sizes=sizes
+            store,
+            settings,
+            configs,
+            name,
+            bad_load_json=bad_load_json,
+            names=names,
+            sizes=sizes,
+            checker=checker,
         )
         report.problems += [Problem(object_uri(store, name), message) for message in found]
         if not found and (untimed := natural_time_warning(configs, bucket, name, settings.destination_regex)):
@@ -141,6 +153,8 @@ def validate(
         if not found and (whole := _whole_table_overwrite(configs, name, warned)):
             report.warnings.append(Problem(object_uri(store, whole[0]), whole[1]))
         advance()
+    if checker.unavailable:
+        report.warnings.append(Problem(object_uri(store, _folder(prefix)), checker.unavailable))
     return report
 
 
@@ -157,7 +171,9 @@ def _tables_of(configs: ConfigReader, bucket: str, successes: list[str], regex: 
     return found
 
 
-def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
+def _check_config(
+    store: ObjectStore, name: str, checker: validate_expectations.Checker
+) -> tuple[bool, str] | None:
     """(is_warning, message) for a `_config/` object, None when it is fine."""
     base = name.partition(f"{CONFIG}/")[2]
     if (refused := refused_config_file(base)) is not None:
@@ -181,6 +197,8 @@ def _check_config(store: ObjectStore, name: str) -> tuple[bool, str] | None:
         load = check_load_json(object_uri(store, name), found.data)
     except ConfigError as exc:
         return False, _without_uri(str(exc), store, name)
+    if unparsed := validate_expectations.config_problems(load.get("expectations"), checker):
+        return False, "; ".join(unparsed)
     misspelt = reader_options.unknown(load.get("reader_options") or {})
     return (True, "; ".join(misspelt)) if misspelt else None
 
@@ -273,6 +291,7 @@ def _check_batch(
     bad_load_json: dict[str, str],
     names: list[str],
     sizes: dict[str, int],
+    checker: validate_expectations.Checker,
 ) -> list[str]:
     folder = name.rpartition("/")[0] + "/"
     inherited = [
@@ -308,6 +327,9 @@ def _check_batch(
     return (
         unreadable
         + header
+        + validate_expectations.batch_problems(
+            store, batch, resolved.load, (names, sizes), settings.success_filename, checker=checker
+        )
         + validate_mapping.problems(
             store,
             batch,

@@ -81,6 +81,17 @@ def _batch_fields(
     return fields, f"a sample of {object_uri(store, name)}"
 
 
+def batch_fields(
+    store: ObjectStore,
+    batch: Batch,
+    load: LoadConfig,
+    listing: tuple[list[str], dict[str, int]],
+    success_filename: str,
+) -> Fields | None:
+    """The batch's fields before its mapping, from `schema` or a sample (None when unknown)."""
+    return _batch_fields(store, batch, load, listing, success_filename)[0]
+
+
 def header_problems(
     store: ObjectStore,
     batch: Batch,

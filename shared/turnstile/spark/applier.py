@@ -17,16 +17,18 @@ from turnstile.spark import (
     badrows,
     commits,
     emptybatch,
+    expectations,
     mapping,
     messages,
     reading,
+    results,
     schema,
     sql,
     steps,
     transforms,
 )
 from turnstile.spark.staging import Staging, as_uploaded, base_path
-from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.state.records import BatchResult, ManifestBatch
 from turnstile.store.port import ObjectStore
 
 
@@ -95,25 +97,27 @@ class IcebergApplier:
                 why = as_uploaded(reading.failure_text(exc), batch.data_uris, located.paths)
                 raise BatchFailed(f"reading {batch.rel!r} failed: {why}") from exc
             try:
-                applied, read = (batch, read) if read.rows.columns else self._columnless(batch, table, read)
-                written, bad_rows, snapshot, (low, high) = self._apply(
-                    applied, job_id, applied.load, table, read
+                columns = set(read.rows.columns) - {reading.SOURCE}  # the rows' own columns
+                applied, read = (batch, read) if columns else self._columnless(batch, table, read)
+                written, bad_rows, snapshot, (low, high), checked = self._apply(
+                    applied, job_id, applied.load, table, read, paths=tuple(located.paths)
                 )
                 break
             except _StrictWriteFailed:
                 strict = False  # a row did not parse (or the write failed): nothing was committed
             finally:
                 read.release()
-        return _committed(
+        return results.committed(
             batch,
             job_id,
             started,
             snapshot,
             (low, high),
-            rows_read=written if read.strict else read.rows_read,
+            rows_read=(checked.rows_read if checked.counts else written) if read.strict else read.rows_read,
             rows_written=written,
             bad_rows=bad_rows,
             bytes_read=located.bytes,
+            expectations=checked.counts,
         )
 
     def _apply_step(self, batch: ManifestBatch, job_id: str) -> BatchResult:
@@ -130,13 +134,20 @@ class IcebergApplier:
         except Exception as exc:  # AnalysisException (parse, resolve) or a failure while it runs
             raise steps.transform_failed(batch, exc) from exc
         try:
-            written, _bad_rows, snapshot, (low, high) = self._apply(
+            written, _bad_rows, snapshot, (low, high), checked = self._apply(
                 steps.as_rows(batch), job_id, batch.load, table, read
             )
         finally:
             read.release()
-        return _committed(
-            batch, job_id, started, snapshot, (low, high), rows_read=read.rows_read, rows_written=written
+        return results.committed(
+            batch,
+            job_id,
+            started,
+            snapshot,
+            (low, high),
+            rows_read=read.rows_read,
+            rows_written=written,
+            expectations=checked.counts,
         )
 
     def _columnless(
@@ -161,15 +172,24 @@ class IcebergApplier:
         return batchfiles.no_data_files(uri, sub_folders, nested=batch.load.nested_folders)
 
     def _apply(
-        self, batch: ManifestBatch, job_id: str, load: LoadConfig, table: str, read: reading.ReadBatch
-    ) -> tuple[int, int, int, tuple[str | None, str | None]]:
-        """Map, set bad rows aside, write, and find the tagged commit: (rows written, bad rows,
-        snapshot, time range)."""
+        self,
+        batch: ManifestBatch,
+        job_id: str,
+        load: LoadConfig,
+        table: str,
+        read: reading.ReadBatch,
+        *,
+        paths: tuple[str, ...] = (),
+    ) -> tuple[int, int, int, tuple[str | None, str | None], expectations.Checked]:
+        """Map, set bad rows aside, check the expectations, write, and find the tagged commit: (rows
+        written, bad rows, snapshot, time range, the expectations' counts); `paths` are where Spark
+        read the batch's files."""
         where = mapping.BatchPath(batch.rel, batch.natural_time, batch.mapping_source or "load.json")
         mapped = mapping.apply(read.rows, load.mapping, where)  # the view `batch` is the mapped rows
         if read.bad is not None or mapped.bad is not None:
             badrows.set_aside(self._spark, self._stores(self._bucket), batch, (read, mapped), load)
-        rows = mapped.rows
+        checked = self._expect(batch, mapped.rows, read, paths)
+        rows = checked.rows
         if load.time_column and load.time_column.lower() not in {c.lower() for c in rows.columns}:
             # Checked before the commit: failing after it would end the job without a done signal.
             raise BatchFailed(
@@ -221,8 +241,27 @@ class IcebergApplier:
         bad_rows = read.bad_rows + mapped.bad_rows
         if load.mode == "merge" and not batch.transform_sql:
             # A copy-on-write MERGE adds whole rewritten files: the batch's rows are what it merged.
-            written = read.rows_read - bad_rows
-        return written, bad_rows, snapshot, commits.time_range(rows, load)
+            written = read.rows_read - bad_rows - checked.dropped
+        return written, bad_rows, snapshot, commits.time_range(rows, load), checked
+
+    def _expect(
+        self, batch: ManifestBatch, rows: DataFrame, read: reading.ReadBatch, paths: tuple[str, ...]
+    ) -> expectations.Checked:
+        """load.json's expectations over the mapped rows (`spark.expectations`)."""
+        where = expectations.Where(self._stores(self._bucket), batch.data_uris, paths)
+        checks = expectations.filled(batch, transforms.values(batch, self._catalog))
+        try:
+            return expectations.check(batch, rows, checks, where)
+        except BatchFailed:
+            raise
+        except Exception as exc:  # a row the lean read cannot parse, a check that errs on a value
+            if messages.machine_failure(exc):
+                raise
+            if read.strict:
+                raise _StrictWriteFailed from exc
+            raise BatchFailed(
+                f"checking the expectations of {batch.rel!r} failed: {messages.reason(exc)}"
+            ) from exc
 
     # --- writing ------------------------------------------------------------------------
     def _write(
@@ -335,35 +374,6 @@ class IcebergApplier:
 
 class _StrictWriteFailed(Exception):
     """The lean read's write failed, before any commit: read the batch again the careful way."""
-
-
-def _committed(
-    batch: ManifestBatch,
-    job_id: str,
-    started: float,
-    snapshot: int,
-    time_range: tuple[str | None, str | None],
-    *,
-    rows_read: int,
-    rows_written: int,
-    bad_rows: int = 0,
-    bytes_read: int = 0,
-) -> BatchResult:
-    """The result of a batch or step committed as `snapshot`, timed from `started` (monotonic)."""
-    return BatchResult(
-        job_id=job_id,
-        rel=batch.rel,
-        success_generation=batch.success_generation,
-        outcome=BatchOutcome.COMMITTED,
-        seconds=round(time.monotonic() - started, 3),
-        snapshot_id=snapshot,
-        time_min=time_range[0],
-        time_max=time_range[1],
-        rows_read=rows_read,
-        rows_written=rows_written,
-        bad_rows=bad_rows,
-        bytes_read=bytes_read,
-    )
 
 
 def _written_as_read(batch: ManifestBatch) -> bool:

@@ -20,12 +20,14 @@ from turnstile.config.ddl import Fields
 from turnstile.config.mapping import Cast, Constant, Default, Entry, FromPath, Remove, Rename, describe
 from turnstile.config.mapping_fields import check, lookup, missing, path_value, removal
 from turnstile.core.errors import BatchFailed
+from turnstile.spark.reading import SOURCE
 from turnstile.spark.sql import quote
 
 RAW = "_turnstile_raw_row"  # the row as it was read, as JSON: what a bad row's line holds
 FAILED = "_turnstile_failed_cast"  # the first cast that failed on the row: entry, field, type, value
 MOVING = "_turnstile_moving"  # a renamed field's value, while its old place is dropped
 _HIDDEN = (RAW, FAILED, MOVING)
+_CARRIED = (SOURCE,)  # kept through the mapping, never mapped (the expectations read it)
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def fields_of(schema: StructType) -> Fields:
     return {
         x.name: fields_of(x.dataType) if isinstance(x.dataType, StructType) else None
         for x in schema.fields
-        if x.name not in _HIDDEN
+        if x.name not in _HIDDEN + _CARRIED
     }
 
 
@@ -92,9 +94,10 @@ def _apply(frame: DataFrame, entries: tuple[Entry, ...], where: BatchPath) -> Ma
     casts = has_casts(entries)
     if casts:
         original = [f.col(quote(c)) for c in frame.columns]
+        raw = [f.col(quote(c)) for c in frame.columns if c not in _CARRIED]
         frame = frame.select(
             *original,
-            f.to_json(f.struct(*original)).alias(RAW),
+            f.to_json(f.struct(*raw)).alias(RAW),
             f.lit(None).cast("struct<entry:int,field:string,type:string,value:string>").alias(FAILED),
         )
     for index, entry in enumerate(entries):

@@ -17,6 +17,7 @@ from turnstile.spark.schema import widens
 from turnstile.spark.staging import literal
 
 CORRUPT = "_turnstile_unparsed"
+SOURCE = "_turnstile_source"  # each row's file, read when load.json has expectations (`spark.expectations`)
 _SPARK_FORMAT = {
     "csv": "csv",
     "json": "json",
@@ -52,6 +53,8 @@ class ReadBatch:
         the same plan: a batch re-uploaded under the same file names would read the stale cache."""
         if self.cached is not None:
             self.cached.unpersist()
+            if SOURCE in self.cached.columns:  # checkpointed (`_kept`): its blocks are the RDD's
+                self.cached._jdf.queryExecution().logical().rdd().unpersist(False)
 
 
 def _options(load: LoadConfig) -> dict[str, str]:
@@ -121,13 +124,15 @@ def read(
         if load.format == "avro" and "Failed to find data source: avro" in str(exc):
             raise ValueError(AVRO_MISSING) from exc
         raise
+    if load.expectations:  # input_file_name() is empty once cached: taken as the rows are read
+        frame = frame.withColumn(SOURCE, f.input_file_name())
     if strict:
         return ReadBatch(frame, None, 0, 0, strict=True)
     if CORRUPT not in frame.columns or schema is None:  # no text: nothing parsed row by row
-        frame = frame.cache()
+        frame = _kept(frame)
         count = frame.count()
         return ReadBatch(frame, None, count, 0, frame)
-    cached = frame.cache()  # Spark refuses queries on the corrupt-record column of an uncached read
+    cached = _kept(frame)  # Spark refuses queries on the corrupt-record column of an uncached read
     if load.jagged_rows:  # a row that is only short is not a bad row: its missing columns are null
         fields = [x.name for x in schema.fields if x.name != CORRUPT]  # not partition columns
         frame = cached.withColumn(CORRUPT, f.when(~_short_only(fields, load), f.col(CORRUPT)))
@@ -142,6 +147,14 @@ def read(
     return ReadBatch(
         rows, bad if bad_rows else None, total, bad_rows, cached, columns=parsed_as, paths=tuple(paths)
     )
+
+
+def _kept(frame: DataFrame) -> DataFrame:
+    """The read kept for the passes over it (counts, bad rows, the write): cached; with each row's
+    object (SOURCE) checkpointed instead (filled by the first pass, as a cache is), so that no later
+    plan holds input_file_name(): a MERGE refuses a source plan holding that nondeterministic
+    expression, and its check runs before a cache would stand in for the plan."""
+    return frame.localCheckpoint(eager=False) if SOURCE in frame.columns else frame.cache()
 
 
 def inferred_schema(

@@ -15,7 +15,18 @@ from turnstile.state.records import ManifestBatch
 def filled(batch: ManifestBatch, catalog: str, text: str) -> str:
     """transform.sql with its placeholders filled as the batch's values; BatchFailed naming the
     file when it cannot be."""
-    values = {
+    try:
+        return sql.transform(text, values(batch, catalog))
+    except BatchFailed as exc:
+        if batch.transform_source is None:
+            raise
+        # "transform.sql must hold one statement..." names the very object at fault.
+        raise BatchFailed(str(exc).replace("transform.sql", batch.transform_source, 1)) from exc
+
+
+def values(batch: ManifestBatch, catalog: str) -> dict[str, placeholders.Value]:
+    """What each `${...}` placeholder of the batch's SQL (transform.sql, expectations) stands for."""
+    return {
         "table": placeholders.name(catalog, batch.dataset, batch.table),
         "catalog": placeholders.name(catalog),
         "dataset": placeholders.name(batch.dataset),
@@ -23,13 +34,6 @@ def filled(batch: ManifestBatch, catalog: str, text: str) -> str:
         "rel": placeholders.string(batch.rel),
         "generation": placeholders.number(batch.success_generation),
     } | steps.window_placeholders(batch)
-    try:
-        return sql.transform(text, values)
-    except BatchFailed as exc:
-        if batch.transform_source is None:
-            raise
-        # "transform.sql must hold one statement..." names the very object at fault.
-        raise BatchFailed(str(exc).replace("transform.sql", batch.transform_source, 1)) from exc
 
 
 def parsed(spark: SparkSession, batch: ManifestBatch, statement: str) -> statements.Statement:

@@ -12,9 +12,16 @@ import time
 from typing import Protocol
 
 from turnstile.core.clock import Clock
-from turnstile.core.errors import BatchFailed, CorruptRecord, TurnstileError
+from turnstile.core.errors import BatchFailed, CorruptRecord, ExpectationFailed, TurnstileError
 from turnstile.names.uris import parse_bucket_uri
-from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.state.records import (
+    BatchOutcome,
+    BatchResult,
+    ExpectationCount,
+    JobDone,
+    Manifest,
+    ManifestBatch,
+)
 from turnstile.store.port import ObjectStore
 
 
@@ -82,8 +89,9 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
                     outcome=BatchOutcome.FAILED,
                     error=str(exc),
                     # Too many bad rows: the record counts them, as their rows in `_failed/` do.
-                    rows_read=exc.rows_read if isinstance(exc, CorruptRecord) else 0,
+                    rows_read=exc.rows_read if isinstance(exc, CorruptRecord | ExpectationFailed) else 0,
                     bad_rows=exc.bad_rows if isinstance(exc, CorruptRecord) else 0,
+                    expectations=_counts(exc),
                 )
         result = result.model_copy(
             update={
@@ -105,3 +113,10 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
     )
     store.write(manifest.done_signal, done.encode())
     return done
+
+
+def _counts(exc: BatchFailed) -> tuple[ExpectationCount, ...]:
+    """The expectation counts of a batch failed by an expectation (none for other failures)."""
+    if not isinstance(exc, ExpectationFailed):
+        return ()
+    return tuple(ExpectationCount(name=n, on_fail=a, failed_rows=rows) for n, a, rows in exc.counts)

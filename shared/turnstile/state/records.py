@@ -248,6 +248,17 @@ class BatchOutcome(StrEnum):
     FAILED = "FAILED"
 
 
+class ExpectationCount(BaseModel):
+    """The rows of a batch that did not pass one of load.json's `expectations` (its check not TRUE):
+    part of a `BatchResult`, not a record of its own."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name: str
+    on_fail: str  # warn (loaded) | drop (not loaded, in `_failed/`) | fail (the batch failed)
+    failed_rows: int
+
+
 class BatchResult(Record):
     """Per batch, written by the job right after its commit (or its failure)."""
 
@@ -267,6 +278,7 @@ class BatchResult(Record):
     time_max: str | None = None
     error: str | None = None
     finished_at: AwareDatetime | None = None
+    expectations: tuple[ExpectationCount, ...] = ()  # per expectation of load.json, in its order
 
 
 class OpenJob(Record):
