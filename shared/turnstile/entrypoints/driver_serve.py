@@ -128,12 +128,16 @@ def serve_driver(
         finally:
             policy.job_seconds = (clock.now() - started).total_seconds()
 
+    left_after: list[float] = []
+
     def should_leave(idle_since: datetime, now: datetime) -> str | None:
         reason = policy.should_leave(idle_since, now)
         if reason is not None:
-            store.write(names.HISTORY, policy.record((now - idle_since).total_seconds()).encode())
+            left_after.append((now - idle_since).total_seconds())
         return reason
 
     reason = serve(driver, run_request, should_leave, clock, poll_seconds)
+    if left_after:  # it left by the policy: after the requests it served on its way out
+        store.write(names.HISTORY, policy.record(left_after[0]).encode())
     log.info(f"driver {driver_id} leaves: {reason}", extra={"event": "driver_left", "driver": driver_id})
     return reason

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Protocol
+
+from google.cloud import dataproc_v1
 
 from turnstile.config.settings import Settings
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import SettingsError
-from turnstile.jobs.dataproc import DataprocRunner
+from turnstile.jobs.dataproc import DataprocBatchSpec, DataprocRunner
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool
 from turnstile.names.paths import INTERNAL
@@ -57,12 +60,25 @@ def table_of(manifest_uri: str) -> str:
     return table if found else path
 
 
+class Batches(Protocol):
+    """What the warm runner needs of Dataproc: `DataprocRunner`'s calls, for any batch id."""
+
+    @property
+    def spec(self) -> DataprocBatchSpec: ...
+
+    def create(self, job_id: str, batch: dataproc_v1.Batch) -> None: ...
+
+    def status(self, job_id: str) -> JobStatus | None: ...
+
+    def cancel(self, job_id: str) -> None: ...
+
+
 class WarmDataprocRunner:
     """Dataproc Serverless warm driver batches behind the `JobRunner` port."""
 
     def __init__(
         self,
-        batches: DataprocRunner,
+        batches: Batches,
         spool: ObjectStore,
         *,
         spool_bucket: str,
