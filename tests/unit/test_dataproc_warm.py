@@ -241,3 +241,21 @@ def test_an_unreadable_sequence_is_an_error_saying_what_to_do(store: MemoryStore
     store.write(names.SEQUENCE, b"not json")
     with pytest.raises(ConfigError, match=r"delete _turnstile/driver/sequence\.json"):
         spoollaunch.next_driver(store, clock)
+
+
+def test_a_status_poll_starts_no_driver_for_a_job_a_leaving_driver_listed(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    batches.states[batch_id] = JobState.RUNNING
+    served = driver(store, clock, batch_id)
+    assert served.register()
+    listed = served.leave("rent-or-buy")  # it serves these on its way out
+    assert len(listed) == 1
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert len(batches.created) == 1  # no second batch for a job the leaving driver serves
+    warm.submit("job-b", manifest("job-b"))  # queued after the listing: the next driver takes it
+    assert len(batches.created) == 2

@@ -155,7 +155,7 @@ class WarmDataprocRunner:
         if view.state is spoolsubmit.JobState.UNKNOWN:
             return self._batches.status(job_id)  # a batch of its own, from before DRIVER=warm
         if view.state is spoolsubmit.JobState.QUEUED:
-            if spoolsubmit.driver_needed(self._spool, self._clock, self._bounds):
+            if spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds):
                 self.start_driver()
             return JobStatus(job_id, JobState.PENDING)
         if view.state is not spoolsubmit.JobState.FINISHED and self._driver_ended(view.driver_id):
