@@ -18,6 +18,7 @@ from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, drive
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.local.emulator import Emulator
 from turnstile.names import driverspool as names
+from turnstile.state.spoollaunch import DriverSequence
 from turnstile.state.spoolrecords import DriverRecord, DriverState, JobStarted
 from turnstile.store.gcs import GcsStore
 from turnstile.store.gcs import make_client as gcs_client
@@ -105,6 +106,13 @@ def follow(
     raise AssertionError(f"{job_id}: {status} after {timeout}s")
 
 
+def launched(store: GcsStore) -> int:
+    """The number of the last driver launched (the driver sequence)."""
+    found = store.read(names.SEQUENCE)
+    assert found is not None
+    return DriverSequence.decode(found.data, "x").number
+
+
 def request(job: str, table: str, sleep: float = 0) -> str:
     """A manifest URI; the stand-in job sleeps the seconds of its fragment."""
     return f"gs://nowhere/ds/{table}/_turnstile/jobs/{job}.manifest.json#sleep={sleep}"
@@ -128,7 +136,7 @@ def test_racing_submits_start_one_driver_that_serves_every_job_and_rejects_garba
         thread.join()
     spool.racing.clear()
     (driver,) = sorted(set(driver_batches(dataproc_emulator)) - set(before))
-    assert driver == driver_batch_id("warm", gcs_store.bucket, 1)
+    assert driver == driver_batch_id("warm", gcs_store.bucket, launched(gcs_store))
 
     # While the driver runs the first job, a job submitted goes to it.
     follow(runner, "job-a", lambda s: s.state is JobState.RUNNING)
@@ -153,7 +161,7 @@ def test_a_driver_batch_cancelled_mid_job_makes_the_job_a_transient_failure(
     # The stand-in job sleeps as long as the request says.
     gcs_store.write(names.HISTORY, BURST)
     runner.submit("job-long", request("job-long", "orders", sleep=300))
-    driver = driver_batch_id("warm", gcs_store.bucket, 1)
+    driver = driver_batch_id("warm", gcs_store.bucket, launched(gcs_store))
     follow(runner, "job-long", lambda s: s.state is JobState.RUNNING)
     DataprocRunner(make_client(REGION, dataproc_emulator.url), PROJECT, REGION, runner_spec()).cancel(driver)
     status = follow(runner, "job-long", lambda s: s.state.finished, timeout=60)

@@ -17,6 +17,7 @@ from turnstile.entrypoints.wiring import job_runner
 from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool as names
+from turnstile.state.spoollaunch import DriverSequence
 from turnstile.state.spoolrecords import DriverRecord, DriverState, JobStarted
 from turnstile.store.gcs import GcsStore
 from turnstile_dev.dataproc_emulator import DataprocEmulator
@@ -56,7 +57,9 @@ def test_one_warm_driver_serves_two_tables_jobs_in_one_session_and_commits_both(
     before = _driver_batches(dataproc_emulator)
     for job_id, uri in jobs.items():
         runner.submit(job_id, uri)
-    driver = driver_batch_id("turnstile", gcs_store.bucket, 1)
+    found = gcs_store.read(names.SEQUENCE)
+    assert found is not None
+    driver = driver_batch_id("turnstile", gcs_store.bucket, DriverSequence.decode(found.data, "x").number)
     assert _driver_batches(dataproc_emulator) - before == {driver}
 
     deadline = time.monotonic() + 300

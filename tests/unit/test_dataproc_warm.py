@@ -13,7 +13,7 @@ import pytest
 from google.cloud import dataproc_v1
 
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
-from turnstile.core.errors import ConfigError, SettingsError
+from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocBatchSpec
 from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id, table_of
 from turnstile.jobs.port import JobState, JobStatus
@@ -91,6 +91,13 @@ def test_driver_batch_ids_keep_dataprocs_rule_and_differ_by_deployment() -> None
         driver_batch_id("Bad_Prefix", "inbound", 1)
 
 
+def launched(store: MemoryStore) -> int:
+    """The number of the last driver launched (the driver sequence)."""
+    found = store.read(names.SEQUENCE)
+    assert found is not None
+    return spoollaunch.DriverSequence.decode(found.data, "x").number
+
+
 def test_table_of_a_manifest() -> None:
     assert table_of(manifest("j")) == "ds/tbl"
     assert table_of("gs://b/odd.json") == "odd.json"
@@ -103,10 +110,11 @@ class Paused(MemoryStore):
     def __init__(self, clock: ManualClock, parties: int) -> None:
         super().__init__("spool", clock=clock)
         self.barrier = threading.Barrier(parties, timeout=10)
+        self.racing = True
 
     def read(self, name: str) -> StoredObject | None:
         found = super().read(name)
-        if name == names.SEQUENCE:
+        if name == names.SEQUENCE and self.racing:
             self.barrier.wait()
         return found
 
@@ -120,7 +128,10 @@ def test_two_submitters_that_race_start_one_driver(clock: ManualClock) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert [batch_id for batch_id, _ in batches.created] == [driver_batch_id("turnstile", "inbound", 1)]
+    store.racing = False
+    assert [batch_id for batch_id, _ in batches.created] == [
+        driver_batch_id("turnstile", "inbound", launched(store))
+    ]
     batch_id, batch = batches.created[0]
     assert batch.pyspark_batch.main_python_file_uri == "gs://artifacts/job/driver.py"
     assert list(batch.pyspark_batch.args) == [
@@ -179,7 +190,11 @@ def test_a_driver_whose_batch_failed_makes_its_running_job_a_transient_failure(
     assert store.list_objects(names.REQUESTS) == []
     # The next job starts the next driver.
     warm.submit("job-b", manifest("job-b"))
-    assert [b for b, _ in batches.created] == [batch_id, driver_batch_id("turnstile", "inbound", 2)]
+    assert [b for b, _ in batches.created] == [
+        batch_id,
+        driver_batch_id("turnstile", "inbound", launched(store)),
+    ]
+    assert launched(store) == int(batch_id.rsplit("-", 1)[1]) + 1
 
 
 def test_a_queued_job_whose_driver_never_started_gets_a_new_driver_on_status(
@@ -206,9 +221,10 @@ def test_a_failed_create_withdraws_its_announcement_so_the_next_submit_launches(
     with pytest.raises(RuntimeError):
         warm.submit("job-a", manifest("job-a"))
     assert store.list_objects(names.DRIVERS) == []
+    first = launched(store)
     del batches.create
     warm.submit("job-a", manifest("job-a"))  # the retry of the submit
-    assert [b for b, _ in batches.created] == [driver_batch_id("turnstile", "inbound", 2)]
+    assert [b for b, _ in batches.created] == [driver_batch_id("turnstile", "inbound", first + 1)]
 
 
 def test_cancel_withdraws_a_queued_job_and_leaves_a_running_one(
@@ -237,10 +253,22 @@ def test_cancel_withdraws_a_queued_job_and_leaves_a_running_one(
     assert batches.cancelled.count(batch_id) == 0
 
 
-def test_an_unreadable_sequence_is_an_error_saying_what_to_do(store: MemoryStore, clock: ManualClock) -> None:
+def test_a_sequence_removed_or_garbled_by_hand_never_reuses_a_batch_id(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """A batch id names one batch forever (CreateBatch of a used id attaches to the old, finished
+    batch): a new sequence starts from the clock's second, above every number launched before."""
+    first = spoollaunch.next_driver(store, clock)
+    assert first is not None and first >= int(clock.now().timestamp()) - 1
+    assert spoollaunch.next_driver(store, clock) == first + 1
+    store.remove(names.SEQUENCE)
+    clock.sleep(5)
+    again = spoollaunch.next_driver(store, clock)
+    assert again is not None and again > first + 1
     store.write(names.SEQUENCE, b"not json")
-    with pytest.raises(ConfigError, match=r"delete _turnstile/driver/sequence\.json"):
-        spoollaunch.next_driver(store, clock)
+    clock.sleep(5)
+    garbled = spoollaunch.next_driver(store, clock)
+    assert garbled is not None and garbled > again
 
 
 def test_a_status_poll_starts_no_driver_for_a_job_a_leaving_driver_listed(

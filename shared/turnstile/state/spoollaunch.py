@@ -4,7 +4,8 @@ policy's history handed from a driver to its successor.
 
 The sequence is one object, `sequence.json`, moved on by compare-and-swap: of the submitters that
 read number N and found no driver taking requests, the one whose write of N + 1 lands launches
-driver N + 1; the others see their write fail and leave the launch to it. A launch that stops
+driver N + 1 (a new sequence starts from the clock's second, so that a sequence removed by hand
+never names a batch again); the others see their write fail and leave the launch to it. A launch that stops
 between the two writes leaves no driver announced, or one announced that never starts (dead after
 `start_within`): the next submit or status read that finds no driver taking requests moves the
 sequence on again (docs/DRIVER.md, "The warm driver on Dataproc").
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from pydantic import AwareDatetime, Field
 
+from turnstile.core import logs
 from turnstile.core.clock import Clock
 from turnstile.core.errors import ConfigError, PreconditionFailed
 from turnstile.names import driverspool as names
@@ -21,6 +23,8 @@ from turnstile.state.records import Record, new_nonce
 from turnstile.state.spoolreap import Driver, decoded_driver, reap_one
 from turnstile.state.spoolrecords import DriverRecord, DriverState, SpoolBounds
 from turnstile.store.port import ObjectStore
+
+log = logs.get("spool")
 
 
 class DriverSequence(Record):
@@ -33,18 +37,23 @@ class DriverSequence(Record):
 
 def next_driver(store: ObjectStore, clock: Clock) -> int | None:
     """Move the driver sequence on by one: the number this caller launches, or None when another
-    caller moved it meanwhile (that one launches)."""
+    caller moved it meanwhile (that one launches).
+
+    A sequence that is absent (new, or removed by hand) or unreadable starts again from the clock's
+    second: above every number launched before, as long as the deployment launched fewer drivers
+    than seconds went by, so a batch id (which names one batch forever) is never used twice."""
     found = store.read(names.SEQUENCE)
-    current = 0
+    restart = max(1, int(clock.now().timestamp()))
+    number = restart
     if found is not None:
         try:
-            current = DriverSequence.decode(found.data, found.name).number
+            number = DriverSequence.decode(found.data, found.name).number + 1
         except ConfigError as exc:
-            raise ConfigError(
-                f'{exc}; delete {names.SEQUENCE} (or write {{"number": <above every driver id\'s number>, '
-                '"advanced_at": "<now>"}) and the next submit starts a driver'
-            ) from exc
-    advanced = DriverSequence(number=current + 1, advanced_at=clock.now()).encode()
+            log.warning(
+                f"{exc}; the driver sequence starts again at {restart}",
+                extra={"event": "driver_sequence_unreadable"},
+            )
+    advanced = DriverSequence(number=number, advanced_at=clock.now()).encode()
     try:
         if found is None:
             store.create(names.SEQUENCE, advanced)
@@ -52,7 +61,7 @@ def next_driver(store: ObjectStore, clock: Clock) -> int | None:
             store.replace(names.SEQUENCE, advanced, if_generation=found.generation)
     except PreconditionFailed:
         return None
-    return current + 1
+    return number
 
 
 def withdraw_announcement(store: ObjectStore, driver_id: str) -> None:
