@@ -287,3 +287,25 @@ def test_a_status_poll_starts_no_driver_for_a_job_a_leaving_driver_listed(
     assert len(batches.created) == 1  # no second batch for a job the leaving driver serves
     warm.submit("job-b", manifest("job-b"))  # queued after the listing: the next driver takes it
     assert len(batches.created) == 2
+
+
+def test_a_queued_jobs_status_replaces_a_driver_whose_batch_ended_without_leaving(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    served = driver(store, clock, batch_id)
+    assert served.register()  # up, heartbeat fresh: it takes requests as far as the spool says
+    batches.states[batch_id] = JobState.RUNNING
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert len(batches.created) == 1
+    batches.states[batch_id] = JobState.FAILED  # its Spark context died: the batch ended
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert [b for b, _ in batches.created] == [
+        batch_id,
+        driver_batch_id("turnstile", "inbound", launched(store)),
+    ]
+    record = DriverRecord.decode(store.read(names.driver_name(batch_id)).data, "x")  # type: ignore[union-attr]
+    assert record.state is DriverState.DEAD and "FAILED" in (record.reason or "")

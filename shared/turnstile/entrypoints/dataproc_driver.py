@@ -80,7 +80,7 @@ def run_request(
     import traceback  # noqa: PLC0415
 
     from turnstile.jobs.local_worker import failure_detail  # noqa: PLC0415
-    from turnstile.spark.warm import _run_job, output_to  # noqa: PLC0415
+    from turnstile.spark.warm import _run_job, _stopped, output_to  # noqa: PLC0415
     from turnstile.state.spoolrecords import Outcome  # noqa: PLC0415
 
     manifest = request.body.get("manifest")
@@ -98,6 +98,9 @@ def run_request(
             code = 1
     sys.stdout.write(log.read_text(errors="replace"))  # the driver's output keeps every job's
     sys.stdout.flush()
+    if _stopped(spark):  # every later job would fail: the batch ends, its job is reported transient
+        print("turnstile driver: the Spark context stopped; the next job starts a new driver", flush=True)
+        raise SystemExit(1)
     return (Outcome.SUCCEEDED, None) if code == 0 else (Outcome.FAILED, failure_detail(log, code))
 
 

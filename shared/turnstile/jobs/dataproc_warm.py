@@ -28,8 +28,8 @@ from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool
 from turnstile.names.paths import INTERNAL
 from turnstile.state import spoollaunch, spoolsubmit
-from turnstile.state.spoolreap import read_driver
-from turnstile.state.spoolrecords import Outcome, SpoolBounds
+from turnstile.state.spoolreap import drivers, read_driver
+from turnstile.state.spoolrecords import DriverState, Outcome, SpoolBounds
 from turnstile.store.port import ObjectStore
 
 DRIVER_LABEL = "turnstile-driver"
@@ -155,12 +155,25 @@ class WarmDataprocRunner:
         if view.state is spoolsubmit.JobState.UNKNOWN:
             return self._batches.status(job_id)  # a batch of its own, from before DRIVER=warm
         if view.state is spoolsubmit.JobState.QUEUED:
-            if spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds):
+            needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
+            if not needed and self._ended_drivers():
+                needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
+            if needed:
                 self.start_driver()
             return JobStatus(job_id, JobState.PENDING)
         if view.state is not spoolsubmit.JobState.FINISHED and self._driver_ended(view.driver_id):
             view = spoolsubmit.job_status(self._spool, self._clock, job_id, self._bounds)
         return _status(job_id, view)
+
+    def _ended_drivers(self) -> bool:
+        """Declare dead every registered driver whose batch ended without leaving (its heartbeat
+        would otherwise keep it "taking requests" for up to the stale bound); whether there was one.
+        An announced driver is left alone: its batch may not be created yet."""
+        ended = False
+        for driver in drivers(self._spool):
+            if driver.record.state is DriverState.RUNNING:
+                ended = self._driver_ended(driver.record.driver_id) or ended
+        return ended
 
     def _driver_ended(self, driver_id: str | None) -> bool:
         """Whether the batch of the driver that took the job has ended although the driver did not
