@@ -309,3 +309,19 @@ def test_a_queued_jobs_status_replaces_a_driver_whose_batch_ended_without_leavin
     ]
     record = DriverRecord.decode(store.read(names.driver_name(batch_id)).data, "x")  # type: ignore[union-attr]
     assert record.state is DriverState.DEAD and "FAILED" in (record.reason or "")
+
+
+def test_a_submit_replaces_a_driver_whose_batch_ended_without_leaving(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    assert driver(store, clock, batch_id).register()
+    batches.states[batch_id] = JobState.CANCELLED
+    warm.submit("job-b", manifest("job-b"))
+    assert [b for b, _ in batches.created] == [
+        batch_id,
+        driver_batch_id("turnstile", "inbound", launched(store)),
+    ]

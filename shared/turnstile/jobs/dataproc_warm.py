@@ -130,7 +130,10 @@ class WarmDataprocRunner:
             {"manifest": manifest_uri},
             bounds=self._bounds,
         )
-        if queued.driver_needed:
+        needed = queued.driver_needed
+        if not needed and self._ended_drivers():
+            needed = spoolsubmit.driver_needed(self._spool, self._clock, self._bounds)
+        if needed:
             self.start_driver()
 
     def start_driver(self) -> str | None:
