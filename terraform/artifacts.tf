@@ -10,6 +10,7 @@ locals {
   build_dir     = abspath(coalesce(var.build_dir, "${path.module}/../build"))
   function_zip  = "${local.build_dir}/function.zip"
   job_main_file = "${local.build_dir}/job/main.py"
+  job_driver    = "${local.build_dir}/job/driver.py"
   job_package   = "${local.build_dir}/job/turnstile.zip"
   job_deps      = "${local.build_dir}/job/deps.zip"
   job_jar_files = fileset("${local.build_dir}/job/jars", "*.jar")
@@ -20,12 +21,12 @@ locals {
   # batch would fail at its first Iceberg call (`--no-jars` builds); without deps.zip (`--no-deps`)
   # the job cannot import its dependencies.
   build_missing = concat(
-    [for file in [local.function_zip, local.job_main_file, local.job_package, local.job_deps] : file if !fileexists(file)],
+    [for file in [local.function_zip, local.job_main_file, local.job_driver, local.job_package, local.job_deps] : file if !fileexists(file)],
     length([for jar in local.job_jar_files : jar if startswith(jar, "iceberg-spark-runtime-")]) > 0 ? [] : ["${local.build_dir}/job/jars/iceberg-spark-runtime-*.jar"],
   )
-  build_hashes = { for file in [local.function_zip, local.job_main_file, local.job_package, local.job_deps] : file => fileexists(file) ? filesha256(file) : "missing" }
+  build_hashes = { for file in [local.function_zip, local.job_main_file, local.job_driver, local.job_package, local.job_deps] : file => fileexists(file) ? filesha256(file) : "missing" }
 
-  job_version = substr(sha256(join(",", [local.build_hashes[local.job_main_file], local.build_hashes[local.job_package], local.build_hashes[local.job_deps]])), 0, 16)
+  job_version = substr(sha256(join(",", [local.build_hashes[local.job_main_file], local.build_hashes[local.job_driver], local.build_hashes[local.job_package], local.build_hashes[local.job_deps]])), 0, 16)
   # (md5 as before: an unchanged function.zip keeps its deployed object's name)
   function_version = fileexists(local.function_zip) ? filemd5(local.function_zip) : "missing"
 }
@@ -38,7 +39,7 @@ resource "terraform_data" "build" {
   lifecycle {
     precondition {
       condition     = length(local.build_missing) == 0
-      error_message = "The build in build_dir lacks ${join(", ", local.build_missing)}: run `make package` (it builds function.zip, job/main.py, job/turnstile.zip, job/deps.zip and job/jars/), or point build_dir at a complete build."
+      error_message = "The build in build_dir lacks ${join(", ", local.build_missing)}: run `make package` (it builds function.zip, job/main.py, job/driver.py, job/turnstile.zip, job/deps.zip and job/jars/), or point build_dir at a complete build."
     }
   }
 }
@@ -57,6 +58,16 @@ resource "google_storage_bucket_object" "job_main" {
   name         = "job/${local.job_version}/main.py"
   bucket       = google_storage_bucket.artifacts.name
   source       = local.job_main_file
+  content_type = "text/x-python"
+
+  depends_on = [terraform_data.build]
+}
+
+# The warm driver's main file (DRIVER=warm): one batch serving the jobs queued in the bucket's spool.
+resource "google_storage_bucket_object" "job_driver" {
+  name         = "job/${local.job_version}/driver.py"
+  bucket       = google_storage_bucket.artifacts.name
+  source       = local.job_driver
   content_type = "text/x-python"
 
   depends_on = [terraform_data.build]

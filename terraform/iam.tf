@@ -62,12 +62,14 @@ resource "google_service_account" "build" {
 #   is_job_output what a batch writes: result records (_turnstile/results/), its done signal
 #                 (_turnstile/jobs/*.done) and rejected rows (_failed/); never a manifest, a lock,
 #                 a backlog pointer, a claim or upstream data (with not_a_config: nor such a
-#                 folder nested in a _config/ folder)
+#                 folder nested in a _config/ folder); and the warm drivers' spool at the
+#                 bucket's root (_turnstile/driver/: requests, job and driver records), which a
+#                 driver batch claims, records and removes (docs/DRIVER.md)
 locals {
   inbound_objects   = "projects/_/buckets/${google_storage_bucket.inbound.name}/objects/"
   is_inbound_object = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"${local.inbound_objects}\")"
   not_a_config      = "resource.name.extract(\"/_config/{rest}\") == \"\""
-  is_job_output     = "(resource.name.extract(\"/_turnstile/results/{rest}\") != \"\" || (resource.name.extract(\"/_turnstile/jobs/{rest}\") != \"\" && resource.name.endsWith(\".done\")) || resource.name.extract(\"/_failed/{rest}\") != \"\")"
+  is_job_output     = "(resource.name.extract(\"/_turnstile/results/{rest}\") != \"\" || (resource.name.extract(\"/_turnstile/jobs/{rest}\") != \"\" && resource.name.endsWith(\".done\")) || resource.name.extract(\"/_failed/{rest}\") != \"\" || resource.name.extract(\"/objects/_turnstile/driver/{rest}\") != \"\")"
 }
 
 # -- the functions ------------------------------------------------------------------------------------
@@ -211,7 +213,7 @@ resource "google_storage_bucket_iam_member" "batch_inbound_results" {
 
   condition {
     title       = "turnstile job outputs only"
-    description = "Result records (_turnstile/results/), done signals (_turnstile/jobs/*.done), rejected rows (_failed/)."
+    description = "Result records (_turnstile/results/), done signals (_turnstile/jobs/*.done), rejected rows (_failed/), the drivers' spool (_turnstile/driver/)."
     expression  = "${local.is_inbound_object} && ${local.not_a_config} && ${local.is_job_output}"
   }
 }
@@ -236,7 +238,7 @@ resource "google_storage_bucket_iam_member" "batch_state_results" {
 
   condition {
     title       = "turnstile job outputs only"
-    description = "Result records (_turnstile/results/); never a lock, a backlog pointer, a claim or a manifest."
+    description = "Result records (_turnstile/results/), the drivers' spool (_turnstile/driver/); never a lock, a backlog pointer, a claim or a manifest."
     expression  = "resource.type == \"storage.googleapis.com/Object\" && resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.state[0].name}/objects/\") && ${local.not_a_config} && ${local.is_job_output}"
   }
 }

@@ -347,6 +347,39 @@ variable "wait_for_validation" {
   default     = false
 }
 
+variable "driver" {
+  description = "DRIVER: how the Dataproc jobs run. warm (default): the functions queue each job in the bucket's spool (_turnstile/driver/) and one long-lived driver batch serves the jobs of every table, so a job pays its batches, not a 40-60 s start-up; the driver leaves when its stay-up policy says so (docs/DRIVER.md). per_job: one Dataproc Serverless batch per job."
+  type        = string
+  default     = "warm"
+
+  validation {
+    condition     = contains(["warm", "per_job"], var.driver)
+    error_message = "driver must be warm or per_job."
+  }
+}
+
+variable "driver_max_idle_seconds" {
+  description = "DRIVER_MAX_IDLE_SECONDS: no warm driver batch stays idle longer, whatever its stay-up policy predicts."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.driver_max_idle_seconds > 0
+    error_message = "driver_max_idle_seconds must be > 0."
+  }
+}
+
+variable "driver_max_lifetime_seconds" {
+  description = "DRIVER_MAX_LIFETIME_SECONDS: past this age a warm driver takes no new job and leaves (its successor runs the current code and config). Keep it below the batch TTL (4 hours) minus the longest job."
+  type        = number
+  default     = 3600
+
+  validation {
+    condition     = var.driver_max_lifetime_seconds > 0 && var.driver_max_lifetime_seconds <= 10800
+    error_message = "driver_max_lifetime_seconds must be > 0 and at most 10800 (3 hours: the batch TTL is 4)."
+  }
+}
+
 variable "job_prefix" {
   description = "JOB_PREFIX: prefix of every Dataproc batch id (1-20 lowercase letters, digits, hyphens); default: name (cut to 20), so two deployments in one project never share batch ids."
   type        = string

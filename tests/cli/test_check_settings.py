@@ -42,6 +42,10 @@ DEPLOYED = {
     "ICEBERG_CATALOG": "turnstile",
     "ICEBERG_CATALOG_TYPE": "biglake",
     "ICEBERG_WAREHOUSE": "gs://my-project-turnstile-warehouse/iceberg",
+    "DRIVER": "warm",
+    "DRIVER_MAIN_URI": "gs://my-project-turnstile-artifacts/job/0123456789abcdef/driver.py",
+    "DRIVER_MAX_IDLE_SECONDS": "300",
+    "DRIVER_MAX_LIFETIME_SECONDS": "3600",
     # The tests build the runner for real; an endpoint makes its client anonymous (no credentials).
     "DATAPROC_ENDPOINT": "http://127.0.0.1:1",
 }
@@ -126,6 +130,22 @@ def test_what_the_dataproc_runner_needs_is_checked_as_the_runner_builds_it(tmp_p
     assert "GOOGLE_CLOUD_PROJECT" in found
     with pytest.raises(SettingsError, match=r"GOOGLE_CLOUD_PROJECT|JOB_MAIN_URI"):
         wiring.job_runner(Settings.from_env(lacking), MemoryStore("b"))
+
+
+def test_warm_drivers_need_their_staged_main_file(tmp_path: Path) -> None:
+    lacking = {k: v for k, v in DEPLOYED.items() if k != "DRIVER_MAIN_URI"}
+    result = check("--env-file", env_file(tmp_path, lacking))
+    assert result.exit_code == 1
+    found = problem_lines(result)
+    assert set(found) == {"DRIVER_MAIN_URI"}
+    assert "DRIVER_MAIN_URI is not set" in found["DRIVER_MAIN_URI"]
+    with pytest.raises(SettingsError, match="DRIVER_MAIN_URI"):
+        wiring.job_runner(Settings.from_env(lacking), MemoryStore("b"))
+    wrong = DEPLOYED | {"DRIVER_MAIN_URI": "gs://my-project-turnstile-artifacts/job/driver.zip"}
+    found = problem_lines(check("--env-file", env_file(tmp_path, wrong)))
+    assert set(found) == {"DRIVER_MAIN_URI"} and "not a .py file" in found["DRIVER_MAIN_URI"]
+    per_job = lacking | {"DRIVER": "per_job"}
+    assert check("--env-file", env_file(tmp_path, per_job)).exit_code == 0
 
 
 def test_values_the_dataproc_api_or_gcs_refuse_are_reported(tmp_path: Path) -> None:

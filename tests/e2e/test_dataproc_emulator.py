@@ -5,7 +5,6 @@ a failed batch with its reason, a cancelled one."""
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,39 +18,14 @@ from turnstile.config.settings import Settings
 from turnstile.deploy import packaging
 from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.local.emulator import Emulator
 from turnstile.state.records import Manifest, ManifestBatch
-from turnstile.store.gcs import GcsStore, make_client
+from turnstile.store.gcs import GcsStore
 from turnstile_dev.dataproc_emulator import DataprocEmulator
 
 pytestmark = [pytest.mark.spark, pytest.mark.emulator]
 
 PROJECT, REGION = "local", "europe-west1"
 _jobs = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def job_uris(gcs_emulator: Emulator, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """`make package-local`'s job files (Scala 2.12 jars, deps.zip for this Python), uploaded as
-    terraform uploads `make package`'s: the settings the Dataproc runner reads them from."""
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    built = packaging.build(tmp_path_factory.mktemp("build"), scala="2.12", python=python)
-    assert built.job_dependencies is not None
-    bucket = "deploy-artifacts"
-    gcs_emulator.create_bucket(bucket)
-    store = GcsStore(make_client("local", gcs_emulator.url), bucket)
-
-    def upload(path: Path) -> str:
-        name = f"job/{path.name}"
-        store.write(name, path.read_bytes())
-        return f"gs://{bucket}/{name}"
-
-    return {
-        "JOB_MAIN_URI": upload(built.job_main),
-        "JOB_PYTHON_FILE_URIS": upload(built.job_package),
-        "JOB_JAR_URIS": ",".join(upload(jar) for jar in built.jars),
-        "JOB_ARCHIVE_URIS": f"{upload(built.job_dependencies)}#{packaging.JOB_DEPS_FRAGMENT}",
-    }
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +44,7 @@ def runner(dataproc_emulator: DataprocEmulator, job_uris: dict[str, str], wareho
     return DataprocRunner.from_settings(Settings.from_env(env))
 
 
-def _manifest(store: GcsStore, job_id: str, table: str, rows: str) -> str:
+def write_manifest(store: GcsStore, job_id: str, table: str, rows: str) -> str:
     data = f"ds/{table}/2024/05/01/part-0.csv"
     store.write(data, rows.encode())
     batch = ManifestBatch(
@@ -122,7 +96,7 @@ def test_the_job_package_commits_an_iceberg_table(
     runner: DataprocRunner, dataproc_emulator: DataprocEmulator, gcs_store: GcsStore, spark: Any
 ) -> None:
     job_id = f"turnstile-ok-{next(_jobs)}"
-    manifest = _manifest(gcs_store, job_id, "viaproc", "id,name\n1,a\n2,b\n")
+    manifest = write_manifest(gcs_store, job_id, "viaproc", "id,name\n1,a\n2,b\n")
     runner.submit(job_id, manifest)
     runner.submit(job_id, manifest)  # a retried submit attaches: its request id names the same operation
     seen = _follow(runner, job_id, lambda s: s.state.finished)
@@ -157,7 +131,7 @@ def test_cancel_of_a_running_batch_is_cancelled(
     runner: DataprocRunner, dataproc_emulator: DataprocEmulator, gcs_store: GcsStore
 ) -> None:
     job_id = f"turnstile-cancelled-{next(_jobs)}"
-    runner.submit(job_id, _manifest(gcs_store, job_id, "cancelled", "id\n1\n"))
+    runner.submit(job_id, write_manifest(gcs_store, job_id, "cancelled", "id\n1\n"))
     _follow(runner, job_id, lambda s: s.state is JobState.RUNNING, timeout=120)
     runner.cancel(job_id)
     status = _follow(runner, job_id, lambda s: s.state.finished, timeout=60)[-1]

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from turnstile.names import driverspool as names
-from turnstile.state import spoolreap, spoolrecords
+from turnstile.state import spoolreap, spoolrecords, spoolsubmit
 from turnstile.state.spooldriver import Claimed, SpoolDriver
 from turnstile.state.spoolrecords import DriverState
 from turnstile_dev.simulation.spoolrun import run_spool_many, run_spool_schedule
@@ -25,6 +25,7 @@ def test_three_hundred_spool_schedules_keep_every_invariant() -> None:
     assert stats["jobs ran, then reported failed (a stalled driver declared dead)"] > 5
     assert stats["drivers started twice"] > 50
     assert stats["launches lost"] > 50
+    assert stats["launches left to a racing submitter"] > 5  # the driver sequence's compare-and-swap
     assert stats["jobs WITHDRAWN"] > 100
     assert stats["spool objects removed by hand"] > 100
     assert stats["drivers ended: idle"] > 500 and stats["drivers ended: max lifetime"] > 50
@@ -80,3 +81,11 @@ def test_it_catches_a_spool_that_never_finds_a_driver_dead(monkeypatch: pytest.M
     for module in (spoolrecords, spoolreap):
         monkeypatch.setattr(module, "death", lambda record, now, bounds: None)
     assert any("not settled" in p for p in _violations(range(10)))
+
+
+def test_it_catches_a_status_poll_that_trusts_any_leaving_driver_to_serve_its_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(spoolsubmit, "listed_by_leaving", lambda records, queued_at, now, bounds: True)
+    # A launch lost while faults were on leaves a job to the runners' polls, which never start one.
+    assert any("waited" in p and "for a driver" in p for p in _violations(range(60, 150)))

@@ -252,6 +252,19 @@ def test_environment_has_what_the_dataproc_runner_needs(tf: Config) -> None:
     assert "google_storage_bucket_object.job_jars" in tf.locals["job_jar_uris"]
 
 
+def test_the_functions_run_warm_drivers_by_default_with_the_staged_driver_main(tf: Config) -> None:
+    env = tf.locals["function_env_all"]
+    assert env["DRIVER"] == "${var.driver}"
+    assert tf.variables["driver"]["default"] == "warm"
+    assert "google_storage_bucket_object.job_driver.name" in env["DRIVER_MAIN_URI"]
+    assert tf.resource("google_storage_bucket_object", "job_driver")["source"] == "${local.job_driver}"
+    assert "job/driver.py" in tf.locals["job_driver"]
+    for key in ("DRIVER", "DRIVER_MAIN_URI", "DRIVER_MAX_IDLE_SECONDS", "DRIVER_MAX_LIFETIME_SECONDS"):
+        assert key in Settings.variables(), key
+    # An operator's CLI reads a warm job from the spool: it needs DRIVER as the functions have it.
+    assert 'startswith(key, "DRIVER")' in tf.locals["operator_job_env"]
+
+
 def test_the_job_driver_gets_the_settings_the_job_reads(tf: Config) -> None:
     """turnstile.spark.main (through turnstile.spark.run) calls Settings.from_env() on the Dataproc
     driver, whose environment is set by spark.dataproc.driverEnv.* properties, not by the functions'."""
@@ -560,6 +573,8 @@ JOB_OUTPUTS = [
     "ds/tbl/_turnstile/results/2024/05/01/13/17.json",
     "ds/tbl/_turnstile/jobs/turnstile-ds-tbl-0123456789abcdef.done",
     "ds/tbl/_failed/2024/05/01/13/rows.csv",
+    "_turnstile/driver/requests/00000001732752000000000-turnstile-ds-tbl-0a.json",  # the warm drivers' spool
+    "_turnstile/driver/drivers/turnstile-drv-0a1b2c3d-1.json",
 ]
 DELETES = {"roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin"}
 
@@ -845,7 +860,7 @@ def _build_module(folder: Path, build_dir: Path) -> Any:
 
 def _complete_build(folder: Path) -> Path:
     (folder / "job" / "jars").mkdir(parents=True)
-    for name in ("function.zip", "job/main.py", "job/turnstile.zip", "job/deps.zip"):
+    for name in ("function.zip", "job/main.py", "job/driver.py", "job/turnstile.zip", "job/deps.zip"):
         (folder / name).write_bytes(name.encode())
     (folder / "job" / "jars" / "iceberg-spark-runtime-3.5_2.13-1.10.2.jar").write_bytes(b"jar")
     return folder
@@ -858,6 +873,7 @@ def _complete_build(folder: Path) -> Path:
         ("job/deps.zip", "job/deps.zip"),  # --no-deps
         ("job/jars/iceberg-spark-runtime-3.5_2.13-1.10.2.jar", "iceberg-spark-runtime-*.jar"),  # --no-jars
         ("function.zip", "function.zip"),
+        ("job/driver.py", "job/driver.py"),
     ],
 )
 def test_an_incomplete_build_is_refused_at_plan_naming_make_package(
@@ -877,7 +893,7 @@ def test_an_incomplete_build_is_refused_at_plan_naming_make_package(
 
 
 def test_every_staged_object_waits_for_the_build_check(tf: Config) -> None:
-    for name in ("function_source", "job_main", "job_package", "job_dependencies", "job_jars"):
+    for name in ("function_source", "job_main", "job_driver", "job_package", "job_dependencies", "job_jars"):
         body = tf.resource("google_storage_bucket_object", name)
         assert "${terraform_data.build}" in body["depends_on"], name
 

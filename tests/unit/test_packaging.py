@@ -170,9 +170,24 @@ def test_function_archive_holds_only_what_the_function_runs(built: packaging.Bui
 def test_job_package_holds_only_what_the_job_runs(built: packaging.Built) -> None:
     names = _names(built.job_package)
     assert not _unwanted(names, NOT_IN_JOB)
-    expected = {rel.as_posix() for rel in packaging.reached_files(packaging.JOB_MAIN)}
+    expected = {rel.as_posix() for rel in packaging.reached_files(packaging.JOB_MAIN, packaging.DRIVER_MAIN)}
     assert set(names) == expected | {"turnstile/__init__.py"}
     assert "turnstile/spark/applier.py" in names
+
+
+def test_the_warm_driver_main_file_is_built_beside_the_jobs_and_its_modules_are_zipped(
+    built: packaging.Built,
+) -> None:
+    assert built.job_driver == built.job_main.with_name("driver.py")
+    assert built.job_driver.read_bytes() == packaging.DRIVER_MAIN.read_bytes()
+    names = set(_names(built.job_package))
+    for module in (
+        "entrypoints/driver_serve.py",
+        "state/spoolserve.py",
+        "jobs/driver_policy.py",
+        "spark/warm.py",
+    ):
+        assert f"turnstile/{module}" in names
 
 
 def test_the_tooling_is_outside_the_package() -> None:
@@ -358,6 +373,7 @@ def test_main_prints_what_it_built(tmp_path: Path, capsys: pytest.CaptureFixture
     assert printed == [
         str(tmp_path / "function.zip"),
         str(tmp_path / "job" / "main.py"),
+        str(tmp_path / "job" / "driver.py"),
         str(tmp_path / "job" / "turnstile.zip"),
     ]
 

@@ -135,6 +135,24 @@ class Settings(BaseModel):
     dataproc_labels: JsonObject = Field(default_factory=dict, alias="DATAPROC_LABELS")
     """JSON object of labels put on every batch."""
 
+    driver: Literal["warm", "per_job"] = Field("per_job", alias="DRIVER")
+    """With JOB_RUNNER=dataproc: `warm`, jobs queue in the bucket's spool and a long-lived driver batch
+    serves them (docs/DRIVER.md); `per_job`, one Dataproc Serverless batch per job. Terraform sets
+    `warm`."""
+
+    driver_main_uri: str | None = Field(None, alias="DRIVER_MAIN_URI")
+    """gs:// URI of the staged warm driver's main file (DRIVER=warm)."""
+
+    driver_max_idle_seconds: float = Field(300.0, gt=0, alias="DRIVER_MAX_IDLE_SECONDS")
+    """No warm driver stays idle longer than this, whatever its stay-up policy predicts."""
+
+    driver_max_lifetime_seconds: float = Field(3600.0, gt=0, alias="DRIVER_MAX_LIFETIME_SECONDS")
+    """Past this age a warm driver takes no new job and leaves (its successor runs the current
+    code); keep it below the batch TTL (4 hours) minus the longest job."""
+
+    driver_poll_seconds: float = Field(2.0, gt=0, le=60, alias="DRIVER_POLL_SECONDS")
+    """How often an idle warm driver lists the spool for requests."""
+
     job_main_uri: str | None = Field(None, alias="JOB_MAIN_URI")
     """gs:// (Dataproc) or s3:// (EMR) URI of the staged PySpark main file."""
 

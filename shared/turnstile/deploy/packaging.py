@@ -13,7 +13,8 @@ BUILD_DIR (default `build/`) receives:
     function.zip         that folder zipped (Terraform uploads it; the buildpack installs the
                          requirements, which hold only the functions' dependencies, no pyspark)
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
-    job/turnstile.zip    for python_file_uris: the turnstile modules the job's main file reaches
+    job/driver.py        the warm driver's main file (entrypoints/dataproc_driver.py, DRIVER_MAIN_URI)
+    job/turnstile.zip    for python_file_uris: the turnstile modules the two main files reach
     job/deps.zip         the job's dependencies (pydantic, google-cloud-storage, python-json-logger
                          at the versions of requirements.txt) installed for the Dataproc runtime's
                          Python (or --python-version's), for archive_uris (see
@@ -65,6 +66,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The turnstile package (shared/turnstile)."""
 FUNCTIONS_DIR = ROOT / "functions"
 JOB_MAIN = PACKAGE_DIR / "spark" / "main.py"
+DRIVER_MAIN = PACKAGE_DIR / "entrypoints" / "dataproc_driver.py"
 AWS_JOB_MAIN = PACKAGE_DIR / "spark" / "main_aws.py"
 DEFAULT_BUILD = Path("build")
 
@@ -102,6 +104,7 @@ class Built:
     job_package: Path
     jars: tuple[Path, ...]
     job_dependencies: Path | None = None
+    job_driver: Path | None = None
 
 
 def reached_files(*starts: Path, package_dir: Path = PACKAGE_DIR) -> list[Path]:
@@ -166,9 +169,10 @@ def build_function(out: Path, functions_dir: Path = FUNCTIONS_DIR) -> tuple[Path
     return folder, _zip_folder(folder, out / "function.zip")
 
 
-def build_job(out: Path, main_file: Path = JOB_MAIN) -> tuple[Path, Path]:
+def build_job(out: Path, main_file: Path = JOB_MAIN, driver_file: Path | None = None) -> tuple[Path, Path]:
     """`out/job/main.py` (a copy of `main_file`) and `out/job/turnstile.zip` (the modules the job's
-    main file reaches, importable from the zip).
+    main file reaches, importable from the zip). With `driver_file`, `out/job/driver.py` too (the
+    warm driver's main file, DRIVER_MAIN_URI), and the zip holds what it reaches as well.
 
     turnstile is a namespace package (no `__init__.py`), which zipimport does not find; the zip
     gets an empty `turnstile/__init__.py` so Python imports it from python_file_uris."""
@@ -176,8 +180,12 @@ def build_job(out: Path, main_file: Path = JOB_MAIN) -> tuple[Path, Path]:
     job.mkdir(parents=True, exist_ok=True)
     main = job / "main.py"
     shutil.copy2(main_file, main)
+    starts = [main_file]
+    if driver_file is not None:
+        shutil.copy2(driver_file, job / "driver.py")
+        starts.append(driver_file)
     entries: list[tuple[str, Path | bytes]] = [
-        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in reached_files(main_file)
+        (rel.as_posix(), PACKAGE_DIR.parent / rel) for rel in reached_files(*starts)
     ]
     init = f"{PACKAGE_DIR.name}/__init__.py"
     if init not in {name for name, _ in entries}:
@@ -311,10 +319,12 @@ def build(
     """Everything the Terraform configuration reads from `out`; `scala` and `python` are the
     runtime's (the defaults: Dataproc's), for the jars and the job's dependencies."""
     function_dir, function_zip = build_function(out)
-    job_main, job_package = build_job(out)
+    job_main, job_package = build_job(out, JOB_MAIN, DRIVER_MAIN)
     jars = build_jars(out, scala) if with_jars else ()
     deps = build_job_dependencies(out, python=python) if with_deps else None
-    return Built(function_dir, function_zip, job_main, job_package, jars, deps)
+    return Built(
+        function_dir, function_zip, job_main, job_package, jars, deps, job_main.with_name("driver.py")
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -371,7 +381,8 @@ def _built_paths(args: argparse.Namespace) -> list[Path]:
         python=args.python_version,
     )
     deps = [built.job_dependencies] if built.job_dependencies is not None else []
-    return [built.function_zip, built.job_main, built.job_package, *built.jars, *deps]
+    driver = [built.job_driver] if built.job_driver is not None else []
+    return [built.function_zip, built.job_main, *driver, built.job_package, *built.jars, *deps]
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 from turnstile.config.settings import Settings
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
+from turnstile.jobs.dataproc_warm import WarmDataprocRunner
 from turnstile.jobs.local import LocalRunner
 from turnstile.jobs.port import JobRunner
 from turnstile.store.emulated import WriteLock
@@ -32,8 +33,11 @@ def object_store(settings: Settings, bucket: str) -> ObjectStore:
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
-    """The runner JOB_RUNNER names: Dataproc Serverless, or spark-submit on this machine."""
+    """The runner JOB_RUNNER names: Dataproc Serverless (warm drivers fed through `store`'s spool,
+    or one batch per job: DRIVER), or spark-submit on this machine."""
     if settings.job_runner == "dataproc":
+        if settings.driver == "warm":
+            return WarmDataprocRunner.from_settings(settings, store)
         return DataprocRunner.from_settings(settings)
     if settings.job_runner == "emr":
         raise SettingsError(

@@ -156,6 +156,12 @@ class DataprocBatchSpec:
 
     def batch(self, manifest_uri: str) -> dataproc_v1.Batch:
         """The Batch resource of one job, reading the manifest at `manifest_uri`."""
+        return self.program(self.main_python_file_uri, ["--manifest", manifest_uri])
+
+    def program(
+        self, main_uri: str, args: list[str], labels: Mapping[str, str] | None = None
+    ) -> dataproc_v1.Batch:
+        """The Batch resource running `main_uri` with `args` (a job's main, or the warm driver's)."""
         execution = dataproc_v1.ExecutionConfig()
         if self.service_account:
             execution.service_account = self.service_account
@@ -165,8 +171,8 @@ class DataprocBatchSpec:
             execution.staging_bucket = self.staging_bucket
         return dataproc_v1.Batch(
             pyspark_batch=dataproc_v1.PySparkBatch(
-                main_python_file_uri=self.main_python_file_uri,
-                args=["--manifest", manifest_uri],
+                main_python_file_uri=main_uri,
+                args=args,
                 python_file_uris=list(self.python_file_uris),
                 jar_file_uris=list(self.jar_file_uris),
                 archive_uris=list(self.archive_uris),
@@ -179,7 +185,7 @@ class DataprocBatchSpec:
             environment_config=dataproc_v1.EnvironmentConfig(execution_config=execution)
             if self.service_account or self.subnetwork or self.staging_bucket
             else None,
-            labels={**self.labels, JOB_LABEL: "true"},
+            labels={**self.labels, **(labels or {}), JOB_LABEL: "true"},
         )
 
 
@@ -247,7 +253,15 @@ class DataprocRunner:
         except _TRANSIENT as exc:
             raise JobServiceUnavailable(f"dataproc: {what} {job_id}: {exc}") from exc
 
+    @property
+    def spec(self) -> DataprocBatchSpec:
+        return self._spec
+
     def submit(self, job_id: str, manifest_uri: str) -> None:
+        self.create(job_id, self._spec.batch(manifest_uri))
+
+    def create(self, job_id: str, batch: dataproc_v1.Batch) -> None:
+        """CreateBatch of `batch` under the id `job_id`; an existing batch of that id attaches."""
         try:
             # Returns an operation future at once; waiting on it would block for the whole batch.
             self._call(
@@ -257,7 +271,7 @@ class DataprocRunner:
                 # request_id is not a flattened argument of create_batch: only the request has it.
                 request=dataproc_v1.CreateBatchRequest(
                     parent=self._parent,
-                    batch=self._spec.batch(manifest_uri),
+                    batch=batch,
                     batch_id=job_id,
                     request_id=request_id(job_id),
                 ),

@@ -4,7 +4,9 @@ Pure: names only; `turnstile.state.spoolrecords` says what each object holds.
 - `requests/<submitted, µs>-<job>.json`: one request per job, so that names sort in submission order;
 - `jobs/<job>/submitted.json`, `started.json`, `finished.json`: what a job's runner reads;
 - `drivers/<driver>.json`: one record per driver;
-- `rejected/<request name>`: what a driver found in a request object it could not read.
+- `rejected/<request name>`: what a driver found in a request object it could not read;
+- `sequence.json`: the number of the deployment's last driver launch (compare-and-swap);
+- `history.json`: the stay-up policy's history, handed from a driver to its successor.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ REQUESTS = f"{DRIVER_SPOOL}requests/"
 DRIVERS = f"{DRIVER_SPOOL}drivers/"
 JOBS = f"{DRIVER_SPOOL}jobs/"
 REJECTED = f"{DRIVER_SPOOL}rejected/"
+SEQUENCE = f"{DRIVER_SPOOL}sequence.json"
+HISTORY = f"{DRIVER_SPOOL}history.json"
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

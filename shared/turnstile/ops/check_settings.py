@@ -166,6 +166,7 @@ def dataproc_problems(settings: Settings) -> list[Problem]:
     except SettingsError as exc:
         problems.append(_refusal(exc, "terraform/main.tf renders it for the functions"))
     problems += _staged_uris(settings)
+    problems += _driver_main(settings)
     problems += _labels(settings.dataproc_labels)
     if settings.iceberg_catalog_type == "hadoop":
         problems.append(
@@ -286,6 +287,21 @@ def _staged_uris(settings: Settings) -> list[Problem]:
             )
         )
     return problems
+
+
+def _driver_main(settings: Settings) -> list[Problem]:
+    """DRIVER=warm: the warm driver's staged main file (`job/driver.py`)."""
+    main = settings.driver_main_uri
+    if settings.driver != "warm":
+        return []
+    fix = "name the staged driver main file (gs://ARTIFACTS/job/VERSION/driver.py), or set DRIVER=per_job"
+    if not main:
+        return [
+            Problem("DRIVER_MAIN_URI", "DRIVER_MAIN_URI is not set; DRIVER=warm starts driver batches", fix)
+        ]
+    if not STAGED_URI.fullmatch(main) or not main.endswith(".py"):
+        return [Problem("DRIVER_MAIN_URI", f"{main!r} is not a .py file in gs:// a batch can fetch", fix)]
+    return []
 
 
 def _labels(labels: Mapping[str, str]) -> list[Problem]:

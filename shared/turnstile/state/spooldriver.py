@@ -274,7 +274,7 @@ class SpoolDriver:
     def leave(self, reason: str) -> list[str]:
         """Say LEAVING, then list the queue: the requests this driver still serves (a request queued
         after that listing is seen by its submitter, which reads LEAVING and starts a driver)."""
-        self._write(state=DriverState.LEAVING, reason=reason)
+        self._write(state=DriverState.LEAVING, reason=reason, leaving_at=self.clock.now())
         return [info.name for info in self.store.list_objects(names.REQUESTS)]
 
     def gone(self) -> None:

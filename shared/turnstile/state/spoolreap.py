@@ -208,6 +208,5 @@ def release(store: ObjectStore, clock: Clock, record: DriverRecord, request: str
         return
     if (claim.driver_id, claim.instance) != (record.driver_id, record.instance):
         return
-    settle_request(
-        store, clock, found, claim, f"driver {record.driver_id} ({record.batch}) ended while it ran"
-    )
+    why = f"driver {record.driver_id} ({record.batch}) ended while it ran"
+    settle_request(store, clock, found, claim, f"{why}: {record.reason}" if record.reason else why)

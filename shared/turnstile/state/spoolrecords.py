@@ -98,6 +98,7 @@ class DriverRecord(Record):
     jobs_served: int = 0
     idle_since: AwareDatetime | None = None  # when it last had nothing to run (None: running a job)
     reason: str | None = None  # why it left, or why it was declared dead
+    leaving_at: AwareDatetime | None = None  # when it wrote LEAVING, just before it listed the queue
     nonce: str = Field(default_factory=new_nonce)
 
 
@@ -142,6 +143,21 @@ def taking(record: DriverRecord, now: datetime, bounds: SpoolBounds) -> bool:
 def needs_driver(records: Iterable[DriverRecord], now: datetime, bounds: SpoolBounds) -> bool:
     """Read after a request is queued: True when no driver will take it, so one must start."""
     return not any(taking(r, now, bounds) for r in records)
+
+
+def listed_by_leaving(
+    records: Iterable[DriverRecord], queued_at: datetime, now: datetime, bounds: SpoolBounds
+) -> bool:
+    """Whether a live driver said LEAVING after `queued_at`: it lists the queue after that, so it
+    serves a request queued then, and no driver needs to start for it. (A driver's clock ahead of
+    the reader's only makes the reader wait for that driver to leave: then none is LEAVING.)"""
+    return any(
+        r.state is DriverState.LEAVING
+        and r.leaving_at is not None
+        and r.leaving_at >= queued_at
+        and death(r, now, bounds) is None
+        for r in records
+    )
 
 
 def prunable(record: DriverRecord, now: datetime, bounds: SpoolBounds) -> bool:

@@ -37,6 +37,7 @@ from turnstile.state.spoolrecords import (
     SpoolRequest,
     Submitted,
     claimant_lost,
+    listed_by_leaving,
     needs_driver,
 )
 from turnstile.store.port import ObjectStore, StoredObject
@@ -96,6 +97,24 @@ def repair_needed(store: ObjectStore, submitted: Submitted) -> bool:
 def driver_needed(store: ObjectStore, clock: Clock, bounds: SpoolBounds) -> bool:
     """Whether no driver takes requests now (stale ones are declared dead on the way)."""
     return needs_driver(reap(store, clock, bounds), clock.now(), bounds)
+
+
+def driver_needed_for(store: ObjectStore, clock: Clock, job_id: str, bounds: SpoolBounds) -> bool:
+    """Read while a job waits (the runner's status poll): whether no driver takes requests and none
+    that is leaving listed the queue after the job was queued. Such a driver serves the job on its
+    way out; starting another for it would only start a batch that finds nothing to do."""
+    records = reap(store, clock, bounds)
+    now = clock.now()
+    if not needs_driver(records, now, bounds):
+        return False
+    found = store.read(names.submitted_name(job_id))
+    if found is None:
+        return True
+    try:
+        queued_at = Submitted.decode(found.data, found.name).submitted_at
+    except ConfigError:
+        return True
+    return not listed_by_leaving(records, queued_at, now, bounds)
 
 
 def announce(store: ObjectStore, clock: Clock, driver_id: str, batch: str) -> bool:

@@ -1,10 +1,12 @@
 """The warm drivers' spool in the bucket (`turnstile.state.spool*`), simulated.
 
-Submitters queue jobs and start a driver when told none takes requests; drivers serve, go idle and
+Submitters queue jobs and start a driver when told none takes requests, numbered by the driver
+sequence (`spoollaunch.next_driver`: of submitters that race, one launches); drivers serve, go idle and
 leave, pass their lifetime, crash, stall past the stale bound (and are declared dead while they
 still run), start twice under one id, or are announced and never launched; people withdraw queued
 jobs and remove spool objects by hand; the runners poll each job's status (which reports jobs
-whose driver died) and submit again now and then. Half the seeds keep the spool in a state bucket.
+whose driver died, and start a driver when none takes requests and no leaving one listed the job)
+and submit again now and then. Half the seeds keep the spool in a state bucket.
 
 Invariants: every job not withdrawn ran once or was reported failed, none lost (each ends with one
 end record, and the queue ends empty); no job runs twice; a withdrawn job never ran, and one whose
@@ -15,7 +17,6 @@ waiting for a runner's poll to start a driver ("queue, then look" against "LEAVI
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,10 +25,11 @@ from datetime import datetime, timedelta
 from turnstile.core.clock import Clock
 from turnstile.names import driverspool as names
 from turnstile.state.spooldriver import SpoolDriver
+from turnstile.state.spoollaunch import next_driver
 from turnstile.state.spoolreap import decoded_request
 from turnstile.state.spoolrecords import Outcome, RequestState, SpoolBounds, SpoolRequest
 from turnstile.state.spoolserve import serve
-from turnstile.state.spoolsubmit import JobState, announce, driver_needed, job_status, submit, withdraw
+from turnstile.state.spoolsubmit import JobState, announce, driver_needed_for, job_status, submit, withdraw
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import FaultyStore
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, Task
@@ -100,7 +102,6 @@ class SpoolWorld:
     queued: set[str] = field(default_factory=set)  # jobs whose submit returned
     running: int = 0  # driver tasks launched and not ended
     calm_after: float = 900.0  # after the faults, when leftovers (stalled calls, announced drivers) are over
-    drivers: itertools.count[int] = field(default_factory=itertools.count)
     unexpected: list[str] = field(default_factory=list)  # an actor ended with an error it should not raise
 
     def task(self, name: str, crash: float | None = None) -> Task:
@@ -132,7 +133,7 @@ class SpoolWorld:
                     return
                 if state is JobState.UNKNOWN:  # its submit never landed: the runner submits again
                     submit(self.store, self.clock, job, "ds/tbl", {"manifest": f"{job}.json"}, bounds=BOUNDS)
-                if driver_needed(self.store, self.clock, BOUNDS):
+                if driver_needed_for(self.store, self.clock, job, BOUNDS):
                     self.stats["drivers a runner's poll started"] += 1
                     self.start_driver()
                 self.loop.pause(self.loop.rng.uniform(*self.poll_every(job)))
@@ -157,7 +158,11 @@ class SpoolWorld:
     # Drivers
 
     def start_driver(self) -> None:
-        driver_id = f"drv-{next(self.drivers)}"
+        number = next_driver(self.store, self.clock)
+        if number is None:
+            self.stats["launches left to a racing submitter"] += 1
+            return
+        driver_id = f"drv-{number}"
         if not announce(self.store, self.clock, driver_id, f"batch-{driver_id}"):
             return
         rng = self.loop.rng

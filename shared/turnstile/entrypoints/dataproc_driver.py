@@ -1,0 +1,108 @@
+"""The warm driver's main file on Dataproc Serverless (DRIVER=warm): one Spark session that serves
+the jobs queued in the bucket's spool, of every table, one after another.
+
+    driver.py --spool-bucket BUCKET --driver-id ID [--max-idle-seconds S] [--max-lifetime-seconds S]
+        [--poll-seconds S] [--stage-to DIR]
+
+`turnstile.jobs.dataproc_warm` creates the batch; `turnstile.entrypoints.driver_serve` is its loop.
+Each job runs as the local warm driver runs one (`turnstile.spark.warm`): in a new session of the
+shared Spark context, its output collected per job (and then copied to the driver's output), its
+failure line read back as the job's error. `--stage-to` is the local seam of the Dataproc emulator
+(Spark there cannot read gs://): each job stages into a folder of its own under it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pyspark import SparkFiles
+from pyspark.sql import SparkSession
+
+from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
+
+if TYPE_CHECKING:
+    from turnstile.state.spoolrecords import Outcome, SpoolRequest
+
+
+def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="Serve turnstile jobs from the bucket's spool.")
+    parser.add_argument("--spool-bucket", required=True, help="the bucket that holds _turnstile/driver/")
+    parser.add_argument("--driver-id", required=True, help="this driver's id (its batch id)")
+    parser.add_argument("--max-idle-seconds", type=float, default=300.0)
+    parser.add_argument("--max-lifetime-seconds", type=float, default=3600.0)
+    parser.add_argument("--poll-seconds", type=float, default=2.0)
+    parser.add_argument("--stage-to", type=Path, help="copy batch files here before reading (emulator)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arguments(argv)
+    spark = SparkSession.builder.appName(f"turnstile-driver-{args.driver_id}").getOrCreate()
+    try:
+        # Before anything imports pydantic or a storage client: the shipped versions must win.
+        use_shipped([Path.cwd() / SHIPPED_DIR, Path(SparkFiles.getRootDirectory()) / SHIPPED_DIR])
+        return serve(spark, args)
+    finally:
+        spark.stop()
+
+
+def serve(spark: SparkSession, args: argparse.Namespace) -> int:
+    from turnstile.config.settings import Settings  # noqa: PLC0415 - after the dependencies
+    from turnstile.core.clock import SystemClock  # noqa: PLC0415
+    from turnstile.entrypoints.driver_serve import dataproc_costs, serve_driver  # noqa: PLC0415
+    from turnstile.store.emulated import WriteLock  # noqa: PLC0415
+    from turnstile.store.gcs import GcsStore, make_client  # noqa: PLC0415
+
+    settings = Settings.from_env()
+    host = settings.storage_emulator_host
+    writes = WriteLock.for_emulator(host) if host else None  # fake-gcs-server: see store.emulated
+    store = GcsStore(make_client(settings.gcp_project, host), args.spool_bucket, emulator_writes=writes)
+    logs = Path(tempfile.mkdtemp(prefix="turnstile-jobs-"))
+
+    def run(request: SpoolRequest) -> tuple[Outcome, str | None]:
+        return run_request(spark, request, args.stage_to, logs)
+
+    costs = dataproc_costs(args.max_idle_seconds, args.max_lifetime_seconds)
+    reason = serve_driver(store, SystemClock(), args.driver_id, run, costs, poll_seconds=args.poll_seconds)
+    print(f"turnstile driver {args.driver_id} left: {reason}", flush=True)
+    return 0
+
+
+def run_request(
+    spark: SparkSession, request: SpoolRequest, stage_root: Path | None, logs: Path
+) -> tuple[Outcome, str | None]:
+    """One job in a new session of the driver's Spark context, as the local warm driver runs it."""
+    import traceback  # noqa: PLC0415
+
+    from turnstile.jobs.local_worker import failure_detail  # noqa: PLC0415
+    from turnstile.spark.warm import _run_job, _stopped, output_to  # noqa: PLC0415
+    from turnstile.state.spoolrecords import Outcome  # noqa: PLC0415
+
+    manifest = request.body.get("manifest")
+    if not isinstance(manifest, str) or not manifest.startswith("gs://"):
+        return Outcome.FAILED, f"request of job {request.job_id} names no gs:// manifest: {manifest!r}"
+    log = logs / f"{request.job_id}.log"
+    stage_to = None if stage_root is None else stage_root / request.job_id
+    with output_to(log):
+        print(f"turnstile driver: job {request.job_id} ({request.table})", flush=True)
+        try:
+            code = _run_job(spark.newSession(), manifest, stage_to)
+        except Exception as exc:  # the job's failure, recorded; the driver goes on
+            traceback.print_exc()
+            print(f"turnstile job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            code = 1
+    sys.stdout.write(log.read_text(errors="replace"))  # the driver's output keeps every job's
+    sys.stdout.flush()
+    if _stopped(spark):  # every later job would fail: the batch ends, its job is reported transient
+        print("turnstile driver: the Spark context stopped; the next job starts a new driver", flush=True)
+        raise SystemExit(1)
+    return (Outcome.SUCCEEDED, None) if code == 0 else (Outcome.FAILED, failure_detail(log, code))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""JobRunner on Dataproc Serverless with warm drivers (DRIVER=warm): a job is a request in the
+bucket's spool (`turnstile.state.spoolsubmit`), served by a long-lived driver batch
+(`turnstile.entrypoints.dataproc_driver`) that runs many jobs in one Spark session.
+
+`submit` queues the request, then starts a driver batch when no driver takes requests: the
+deployment's driver sequence is moved on by compare-and-swap (`spoollaunch.next_driver`), so of
+submitters that race exactly one launches, under a batch id derived from the deployment and that
+number. `status` reads the job's records in the spool; a job whose driver's batch ended (FAILED,
+CANCELLED, or gone) without recording its end is FAILED, a transient failure the protocol retries.
+`cancel` withdraws a queued request; a job a driver already runs is left to finish (Spark cannot
+stop one job inside a driver that serves others). Jobs the spool does not know (submitted one batch
+per job, before the switch to DRIVER=warm) are read and cancelled as batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Protocol
+
+from google.cloud import dataproc_v1
+
+from turnstile.config.settings import Settings
+from turnstile.core.clock import Clock, SystemClock
+from turnstile.core.errors import SettingsError
+from turnstile.jobs.dataproc import DataprocBatchSpec, DataprocRunner
+from turnstile.jobs.port import JobState, JobStatus
+from turnstile.names import driverspool
+from turnstile.names.paths import INTERNAL
+from turnstile.state import spoollaunch, spoolsubmit
+from turnstile.state.spoolreap import drivers, read_driver
+from turnstile.state.spoolrecords import DriverState, Outcome, SpoolBounds
+from turnstile.store.port import ObjectStore
+
+DRIVER_LABEL = "turnstile-driver"
+"""Label put on every warm driver batch (value `true`), beside `turnstile-job`."""
+
+_BATCH_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
+
+
+def driver_batch_id(prefix: str, spool_bucket: str, number: int) -> str:
+    """The batch id (and spool driver id) of the deployment's driver `number`: JOB_PREFIX, `drv`,
+    8 hex digits of the spool's bucket (two deployments in one project never share an id) and the
+    number. Within Dataproc's rule: 4-63 lowercase letters, digits and hyphens, starting with a
+    letter and not ending with a hyphen."""
+    digest = hashlib.sha256(spool_bucket.encode()).hexdigest()[:8]
+    batch_id = f"{prefix}-drv-{digest}-{number}"
+    if not _BATCH_ID.fullmatch(batch_id):
+        raise SettingsError(
+            f"JOB_PREFIX {prefix!r} makes the driver batch id {batch_id!r}, which Dataproc refuses: "
+            "use 1-20 lowercase letters, digits and hyphens, starting with a letter"
+        )
+    return batch_id
+
+
+def table_of(manifest_uri: str) -> str:
+    """The table prefix a job's manifest sits under (`gs://b/ds/t/_turnstile/jobs/x.json`: `ds/t`)."""
+    path = manifest_uri.split("://", 1)[-1].partition("/")[2]
+    table, found, _ = path.partition(f"/{INTERNAL}/")
+    return table if found else path
+
+
+class Batches(Protocol):
+    """What the warm runner needs of Dataproc: `DataprocRunner`'s calls, for any batch id."""
+
+    @property
+    def spec(self) -> DataprocBatchSpec: ...
+
+    def create(self, job_id: str, batch: dataproc_v1.Batch) -> None: ...
+
+    def status(self, job_id: str) -> JobStatus | None: ...
+
+    def cancel(self, job_id: str) -> None: ...
+
+
+class WarmDataprocRunner:
+    """Dataproc Serverless warm driver batches behind the `JobRunner` port."""
+
+    def __init__(
+        self,
+        batches: Batches,
+        spool: ObjectStore,
+        *,
+        spool_bucket: str,
+        prefix: str,
+        driver_main_uri: str,
+        driver_args: tuple[str, ...] = (),
+        clock: Clock | None = None,
+        bounds: SpoolBounds | None = None,
+    ) -> None:
+        self._batches = batches
+        self._spool = spool
+        self._spool_bucket = spool_bucket
+        self._prefix = prefix
+        self._driver_main_uri = driver_main_uri
+        self._driver_args = driver_args
+        self._clock = clock or SystemClock()
+        self._bounds = bounds or SpoolBounds()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, store: ObjectStore) -> WarmDataprocRunner:
+        if not settings.driver_main_uri:
+            raise SettingsError(
+                "DRIVER_MAIN_URI is not set; DRIVER=warm needs the staged driver's main file "
+                "(build/job/driver.py, uploaded by terraform), or set DRIVER=per_job"
+            )
+        args = (
+            "--max-idle-seconds",
+            str(settings.driver_max_idle_seconds),
+            "--max-lifetime-seconds",
+            str(settings.driver_max_lifetime_seconds),
+            "--poll-seconds",
+            str(settings.driver_poll_seconds),
+        )
+        return cls(
+            DataprocRunner.from_settings(settings),
+            store,
+            spool_bucket=spool_bucket(store),
+            prefix=settings.job_prefix,
+            driver_main_uri=settings.driver_main_uri,
+            driver_args=args,
+        )
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        queued = spoolsubmit.submit(
+            self._spool,
+            self._clock,
+            job_id,
+            table_of(manifest_uri),
+            {"manifest": manifest_uri},
+            bounds=self._bounds,
+        )
+        needed = queued.driver_needed
+        if not needed and self._ended_drivers():
+            needed = spoolsubmit.driver_needed(self._spool, self._clock, self._bounds)
+        if needed:
+            self.start_driver()
+
+    def start_driver(self) -> str | None:
+        """Launch the next driver batch; its id, or None when another submitter launches it."""
+        number = spoollaunch.next_driver(self._spool, self._clock)
+        if number is None:
+            return None
+        batch_id = driver_batch_id(self._prefix, self._spool_bucket, number)
+        if not spoolsubmit.announce(self._spool, self._clock, batch_id, batch_id):
+            return None
+        args = ["--spool-bucket", self._spool_bucket, "--driver-id", batch_id, *self._driver_args]
+        batch = self._batches.spec.program(self._driver_main_uri, args, {DRIVER_LABEL: "true"})
+        try:
+            self._batches.create(batch_id, batch)
+        except Exception:
+            spoollaunch.withdraw_announcement(self._spool, batch_id)  # the next submit launches again
+            raise
+        return batch_id
+
+    def status(self, job_id: str) -> JobStatus | None:
+        view = spoolsubmit.job_status(self._spool, self._clock, job_id, self._bounds)
+        if view.state is spoolsubmit.JobState.UNKNOWN:
+            return self._batches.status(job_id)  # a batch of its own, from before DRIVER=warm
+        if view.state is spoolsubmit.JobState.QUEUED:
+            needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
+            if not needed and self._ended_drivers():
+                needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
+            if needed:
+                self.start_driver()
+            return JobStatus(job_id, JobState.PENDING)
+        if view.state is not spoolsubmit.JobState.FINISHED and self._driver_ended(view.driver_id):
+            view = spoolsubmit.job_status(self._spool, self._clock, job_id, self._bounds)
+        return _status(job_id, view)
+
+    def _ended_drivers(self) -> bool:
+        """Declare dead every registered driver whose batch ended without leaving (its heartbeat
+        would otherwise keep it "taking requests" for up to the stale bound); whether there was one.
+        An announced driver is left alone: its batch may not be created yet."""
+        ended = False
+        for driver in drivers(self._spool):
+            if driver.record.state is DriverState.RUNNING:
+                ended = self._driver_ended(driver.record.driver_id) or ended
+        return ended
+
+    def _driver_ended(self, driver_id: str | None) -> bool:
+        """Whether the batch of the driver that took the job has ended although the driver did not
+        leave: then it is declared dead, and the job it ran reported FAILED_TRANSIENT."""
+        record = None if driver_id is None else read_driver(self._spool, driver_id)
+        if driver_id is None or record is None:
+            return False
+        batch = self._batches.status(record.batch)
+        if batch is not None and not batch.state.finished:
+            return False
+        how = "is gone" if batch is None else f"ended {batch.state.value}: {batch.detail or 'no detail'}"
+        why = f"its Dataproc batch {record.batch} {how}"
+        spoollaunch.declare_dead(self._spool, self._clock, driver_id, why, self._bounds)
+        return True
+
+    def cancel(self, job_id: str) -> None:
+        """Withdraw the job if no driver took it yet; a job a driver runs is left to finish."""
+        withdrawal = spoolsubmit.withdraw(self._spool, self._clock, job_id)
+        if withdrawal.withdrawn or withdrawal.end is not None or withdrawal.driver_id is not None:
+            return
+        if self._spool.stat(driverspool.submitted_name(job_id)) is None:
+            self._batches.cancel(job_id)  # a batch of its own, from before DRIVER=warm
+
+
+def _status(job_id: str, view: spoolsubmit.JobView) -> JobStatus:
+    if view.state is spoolsubmit.JobState.RUNNING:
+        return JobStatus(job_id, JobState.RUNNING)
+    if view.state is not spoolsubmit.JobState.FINISHED or view.end is None:
+        return JobStatus(job_id, JobState.PENDING)  # claimed: about to start
+    end = view.end
+    if end.outcome is Outcome.SUCCEEDED:
+        return JobStatus(job_id, JobState.SUCCEEDED)
+    if end.outcome is Outcome.WITHDRAWN:
+        return JobStatus(job_id, JobState.CANCELLED, "cancelled: withdrawn before any warm driver took it")
+    where = f" (driver {end.driver_id})" if end.driver_id else ""
+    if end.outcome is Outcome.FAILED_TRANSIENT:
+        return JobStatus(
+            job_id, JobState.FAILED, f"the job did not finish{where}: {end.error} (a transient failure)"
+        )
+    return JobStatus(job_id, JobState.FAILED, f"{end.error or 'the job failed'}{where}")
+
+
+def spool_bucket(store: ObjectStore) -> str:
+    """The bucket that holds the spool: the state bucket when there is one, else the data bucket."""
+    placed = getattr(store, "bucket_of", None)
+    return str(placed(driverspool.SEQUENCE)) if placed is not None else store.bucket

@@ -1,0 +1,327 @@
+"""The warm Dataproc runner's logic on the in-memory store: driver batch ids, the driver sequence
+that makes racing submitters start one driver, status read from the spool, a driver whose batch
+ended making its job a transient failure, cancel as a withdraw. Dataproc itself is a recording
+double here; tests/contract/test_dataproc_warm.py runs the same against the Dataproc emulator."""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import timedelta
+
+import pytest
+from google.cloud import dataproc_v1
+
+from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
+from turnstile.core.errors import SettingsError
+from turnstile.jobs.dataproc import DataprocBatchSpec
+from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id, table_of
+from turnstile.jobs.port import JobState, JobStatus
+from turnstile.names import driverspool as names
+from turnstile.state import spoollaunch
+from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome
+from turnstile.state.spoolserve import serve
+from turnstile.store.memory import MemoryStore
+from turnstile.store.port import StoredObject
+
+DATAPROC_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")  # CreateBatch's batch_id rule
+
+
+class Batches:
+    """Records CreateBatch calls; batch states are set by the test."""
+
+    def __init__(self) -> None:
+        self.spec = DataprocBatchSpec(main_python_file_uri="gs://artifacts/job/main.py")
+        self.created: list[tuple[str, dataproc_v1.Batch]] = []
+        self.states: dict[str, JobState] = {}
+        self.cancelled: list[str] = []
+        self._lock = threading.Lock()
+
+    def create(self, job_id: str, batch: dataproc_v1.Batch) -> None:
+        with self._lock:
+            self.created.append((job_id, batch))
+            self.states.setdefault(job_id, JobState.PENDING)
+
+    def status(self, job_id: str) -> JobStatus | None:
+        state = self.states.get(job_id)
+        return (
+            None if state is None else JobStatus(job_id, state, "boom" if state is JobState.FAILED else None)
+        )
+
+    def cancel(self, job_id: str) -> None:
+        self.cancelled.append(job_id)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def store(clock: ManualClock) -> MemoryStore:
+    return MemoryStore("spool", clock=clock)
+
+
+def runner(store: MemoryStore, clock: ManualClock, batches: Batches) -> WarmDataprocRunner:
+    return WarmDataprocRunner(
+        batches,
+        store,
+        spool_bucket="inbound",
+        prefix="turnstile",
+        driver_main_uri="gs://artifacts/job/driver.py",
+        driver_args=("--poll-seconds", "1"),
+        clock=clock,
+        bounds=BOUNDS,
+    )
+
+
+def manifest(job: str) -> str:
+    return f"gs://inbound/ds/tbl/_turnstile/jobs/{job}.manifest.json"
+
+
+def test_driver_batch_ids_keep_dataprocs_rule_and_differ_by_deployment() -> None:
+    first = driver_batch_id("turnstile", "inbound", 1)
+    assert first.startswith("turnstile-drv-") and first.endswith("-1")
+    assert DATAPROC_ID.fullmatch(first)
+    assert driver_batch_id("turnstile", "inbound", 1) == first  # deterministic
+    assert driver_batch_id("turnstile", "other-bucket", 1) != first
+    longest = driver_batch_id("a" * 20, "b" * 222, 10**12)
+    assert DATAPROC_ID.fullmatch(longest) and len(longest) <= 63
+    with pytest.raises(SettingsError, match="JOB_PREFIX 'Bad_Prefix'"):
+        driver_batch_id("Bad_Prefix", "inbound", 1)
+
+
+def launched(store: MemoryStore) -> int:
+    """The number of the last driver launched (the driver sequence)."""
+    found = store.read(names.SEQUENCE)
+    assert found is not None
+    return spoollaunch.DriverSequence.decode(found.data, "x").number
+
+
+def test_table_of_a_manifest() -> None:
+    assert table_of(manifest("j")) == "ds/tbl"
+    assert table_of("gs://b/odd.json") == "odd.json"
+
+
+class Paused(MemoryStore):
+    """Holds every reader of the sequence until `parties` have read it: the race of two submitters
+    that both read number N before either writes N + 1."""
+
+    def __init__(self, clock: ManualClock, parties: int) -> None:
+        super().__init__("spool", clock=clock)
+        self.barrier = threading.Barrier(parties, timeout=10)
+        self.racing = True
+
+    def read(self, name: str) -> StoredObject | None:
+        found = super().read(name)
+        if name == names.SEQUENCE and self.racing:
+            self.barrier.wait()
+        return found
+
+
+def test_two_submitters_that_race_start_one_driver(clock: ManualClock) -> None:
+    store = Paused(clock, parties=2)
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    threads = [threading.Thread(target=warm.submit, args=(job, manifest(job))) for job in ("job-a", "job-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.racing = False
+    assert [batch_id for batch_id, _ in batches.created] == [
+        driver_batch_id("turnstile", "inbound", launched(store))
+    ]
+    batch_id, batch = batches.created[0]
+    assert batch.pyspark_batch.main_python_file_uri == "gs://artifacts/job/driver.py"
+    assert list(batch.pyspark_batch.args) == [
+        "--spool-bucket",
+        "inbound",
+        "--driver-id",
+        batch_id,
+        "--poll-seconds",
+        "1",
+    ]
+    assert batch.labels[DRIVER_LABEL] == "true"
+    record = DriverRecord.decode(store.read(names.driver_name(batch_id)).data, "x")  # type: ignore[union-attr]
+    assert (record.state, record.batch) == (DriverState.STARTING, batch_id)
+
+
+def test_a_job_queued_while_a_driver_runs_starts_no_batch_and_its_status_follows_the_spool(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    batches.states[batch_id] = JobState.RUNNING
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    served = driver(store, clock, batch_id)
+    assert served.register()  # takes the announced record
+    warm.submit("job-b", manifest("job-b"))
+    warm.submit("job-b", manifest("job-b"))  # a retried submit attaches
+    assert len(batches.created) == 1
+    runs = Runs()
+    assert serve(served, runs, lambda idle, now: "idle", clock, 1.0) == "idle"
+    assert runs.order == ["job-a", "job-b"]
+    assert warm.status("job-b") == JobStatus("job-b", JobState.SUCCEEDED)
+    assert warm.status("never") is None  # unknown to the spool and to Dataproc
+
+
+def test_a_driver_whose_batch_failed_makes_its_running_job_a_transient_failure(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    served = driver(store, clock, batch_id)
+    assert served.register()
+    claimed = served.take()
+    assert claimed is not None and served.start(claimed)
+    batches.states[batch_id] = JobState.RUNNING
+    assert warm.status("job-a") == JobStatus("job-a", JobState.RUNNING)
+    batches.states[batch_id] = JobState.CANCELLED  # the batch was cancelled (or died) mid-job
+    status = warm.status("job-a")
+    assert status is not None and status.state is JobState.FAILED
+    assert status.detail is not None and "transient" in status.detail and batch_id in status.detail
+    record = DriverRecord.decode(store.read(names.driver_name(batch_id)).data, "x")  # type: ignore[union-attr]
+    assert record.state is DriverState.DEAD
+    assert store.list_objects(names.REQUESTS) == []
+    # The next job starts the next driver.
+    warm.submit("job-b", manifest("job-b"))
+    assert [b for b, _ in batches.created] == [
+        batch_id,
+        driver_batch_id("turnstile", "inbound", launched(store)),
+    ]
+    assert launched(store) == int(batch_id.rsplit("-", 1)[1]) + 1
+
+
+def test_a_queued_job_whose_driver_never_started_gets_a_new_driver_on_status(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    clock.sleep((BOUNDS.start_within + timedelta(seconds=1)).total_seconds())
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert len(batches.created) == 2
+
+
+def test_a_failed_create_withdraws_its_announcement_so_the_next_submit_launches(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+
+    def refused(job_id: str, batch: dataproc_v1.Batch) -> None:
+        raise RuntimeError("no answer")
+
+    batches.create = refused  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        warm.submit("job-a", manifest("job-a"))
+    assert store.list_objects(names.DRIVERS) == []
+    first = launched(store)
+    del batches.create
+    warm.submit("job-a", manifest("job-a"))  # the retry of the submit
+    assert [b for b, _ in batches.created] == [driver_batch_id("turnstile", "inbound", first + 1)]
+
+
+def test_cancel_withdraws_a_queued_job_and_leaves_a_running_one(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    warm.submit("job-b", manifest("job-b"))
+    ((batch_id, _),) = batches.created
+    batches.states[batch_id] = JobState.RUNNING
+    served = driver(store, clock, batch_id)
+    assert served.register()
+    claimed = served.take()
+    assert claimed is not None and claimed.request.job_id == "job-a" and served.start(claimed)
+    warm.cancel("job-b")
+    status = warm.status("job-b")
+    assert status is not None and status.state is JobState.CANCELLED
+    warm.cancel("job-a")  # runs in a driver: left to finish
+    assert warm.status("job-a") == JobStatus("job-a", JobState.RUNNING)
+    served.finish(claimed, Outcome.FAILED, "turnstile job failed: bad rows")
+    status = warm.status("job-a")
+    assert status is not None and status.state is JobState.FAILED and "bad rows" in (status.detail or "")
+    warm.cancel("per-job-batch")  # unknown to the spool: a batch of its own from before the switch
+    assert batches.cancelled == ["per-job-batch"]
+    assert batches.cancelled.count(batch_id) == 0
+
+
+def test_a_sequence_removed_or_garbled_by_hand_never_reuses_a_batch_id(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """A batch id names one batch forever (CreateBatch of a used id attaches to the old, finished
+    batch): a new sequence starts from the clock's second, above every number launched before."""
+    first = spoollaunch.next_driver(store, clock)
+    assert first is not None and first >= int(clock.now().timestamp()) - 1
+    assert spoollaunch.next_driver(store, clock) == first + 1
+    store.remove(names.SEQUENCE)
+    clock.sleep(5)
+    again = spoollaunch.next_driver(store, clock)
+    assert again is not None and again > first + 1
+    store.write(names.SEQUENCE, b"not json")
+    clock.sleep(5)
+    garbled = spoollaunch.next_driver(store, clock)
+    assert garbled is not None and garbled > again
+
+
+def test_a_status_poll_starts_no_driver_for_a_job_a_leaving_driver_listed(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    batches.states[batch_id] = JobState.RUNNING
+    served = driver(store, clock, batch_id)
+    assert served.register()
+    listed = served.leave("rent-or-buy")  # it serves these on its way out
+    assert len(listed) == 1
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert len(batches.created) == 1  # no second batch for a job the leaving driver serves
+    warm.submit("job-b", manifest("job-b"))  # queued after the listing: the next driver takes it
+    assert len(batches.created) == 2
+
+
+def test_a_queued_jobs_status_replaces_a_driver_whose_batch_ended_without_leaving(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    served = driver(store, clock, batch_id)
+    assert served.register()  # up, heartbeat fresh: it takes requests as far as the spool says
+    batches.states[batch_id] = JobState.RUNNING
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert len(batches.created) == 1
+    batches.states[batch_id] = JobState.FAILED  # its Spark context died: the batch ended
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
+    assert [b for b, _ in batches.created] == [
+        batch_id,
+        driver_batch_id("turnstile", "inbound", launched(store)),
+    ]
+    record = DriverRecord.decode(store.read(names.driver_name(batch_id)).data, "x")  # type: ignore[union-attr]
+    assert record.state is DriverState.DEAD and "FAILED" in (record.reason or "")
+
+
+def test_a_submit_replaces_a_driver_whose_batch_ended_without_leaving(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    assert driver(store, clock, batch_id).register()
+    batches.states[batch_id] = JobState.CANCELLED
+    warm.submit("job-b", manifest("job-b"))
+    assert [b for b, _ in batches.created] == [
+        batch_id,
+        driver_batch_id("turnstile", "inbound", launched(store)),
+    ]
