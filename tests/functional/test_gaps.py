@@ -1,0 +1,104 @@
+"""Gap-aware watermarks end to end: a source with a missing hour holds its dependents at the gap
+until the hour lands, is dropped by an operator, or is marked missing.
+
+Real CloudEvents through functions/main.py on fake-gcs-server (harness.py) and the in-process
+runner, as in test_dependencies.py.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.functional.harness import Host
+from tests.functional.scenario import invocation
+from tests.functional.test_dependencies import HOURLY, arrive, configure, hour, rel, watermark
+from turnstile.names.paths import Table
+from turnstile.ops import mark_missing as missing_ops
+from turnstile.ops import skip as skip_ops
+from turnstile.ops import status as status_ops
+from turnstile.ops.errors import Refused
+from turnstile.protocol import operator, sweeper
+
+MART = {"derived": {"step": "1h", "start": "2026-01-01T10:00:00Z"}, "depends_on": ["ds.sensors"]}
+
+
+def at(h: int) -> datetime:
+    return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(hours=h)
+
+
+def sensors(host: Host) -> Table:
+    return Table(host.bucket, "ds/sensors", "ds", "sensors")
+
+
+def mart_over_sensors(host: Host, load: dict[str, object] = HOURLY) -> None:
+    configure(host, "ds/sensors", load)
+    configure(host, "ds/mart", MART, ordered=False)
+    sweeper.sweep(invocation(host))  # registers the derived table with its source
+
+
+def test_the_mart_stops_at_a_missing_source_hour_until_it_is_marked_missing(host: Host) -> None:
+    mart_over_sensors(host)
+    arrive(host, "ds/sensors", 10, 12)
+    assert host.applied("ds/sensors") == [rel(10), rel(12)]
+    assert watermark(host, "ds/sensors") == at(11)  # not 13:00: hour 11 is missing
+    assert host.applied("ds/mart") == [rel(10)]  # not hour 11 nor 12: they lie beyond the gap
+    sweeper.sweep(invocation(host))
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10)]
+
+    shown = status_ops.table_status(invocation(host), sensors(host)).to_json()
+    assert shown["missing_period"] == at(11) and shown["missing_holds"] == ("ds/mart",)
+    assert shown["missing_seconds"] is not None and shown["missing_seconds"] >= 0
+
+    with pytest.raises(Refused, match=r"'2026-01-01 11'.*natural_time format '%Y/%m/%d/%H', e.g."):
+        missing_ops.mark_missing(invocation(host), sensors(host), "2026-01-01 11")
+    with pytest.raises(Refused, match="before the watermark"):
+        missing_ops.mark_missing(invocation(host), sensors(host), "2026/01/01/10")
+    with pytest.raises(Refused, match="committed or is declared already"):
+        missing_ops.mark_missing(invocation(host), sensors(host), "2026/01/01/12")
+
+    done = missing_ops.mark_missing(invocation(host), sensors(host), "2026/01/01/11", "sensor offline")
+    host.drain()
+    assert (done.watermark, done.missing) == (at(13), None)
+    assert host.view.read("ds/sensors/_turnstile/missing/20260101T110000Z.json") is not None
+    assert watermark(host, "ds/sensors") == at(13)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+    shown = status_ops.table_status(invocation(host), sensors(host)).to_json()
+    assert shown["missing_period"] is None
+
+
+def test_the_missing_hour_landing_late_lets_the_mart_go_on(host: Host) -> None:
+    mart_over_sensors(host)
+    arrive(host, "ds/sensors", 10, 12)
+    assert host.applied("ds/mart") == [rel(10)]
+    arrive(host, "ds/sensors", 11)  # a late batch: it blocks the source until let through
+    assert host.applied("ds/mart") == [rel(10)]
+    operator.unlock(invocation(host), sensors(host), skip_head=False)
+    host.drain()
+    assert host.applied("ds/sensors") == [rel(10), rel(12), rel(11)]
+    assert watermark(host, "ds/sensors") == at(13)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+
+
+def test_a_batch_dropped_by_skip_or_unlock_skip_head_fills_its_hour(host: Host) -> None:
+    mart_over_sensors(host)
+    host.tables.failing.add(rel(11))
+    arrive(host, "ds/sensors", 10, 11, 12, 13)  # 11 fails and blocks the source; 12, 13 queue
+    host.tables.failing.clear()
+    skip_ops.skip(invocation(host), f"{hour('ds/sensors', 12)}/_SUCCESS", "nothing to load")
+    operator.unlock(invocation(host), sensors(host), skip_head=True)  # drops 11
+    host.drain()
+    assert host.applied("ds/sensors") == [rel(10), rel(13)]
+    assert watermark(host, "ds/sensors") == at(14)
+    assert host.applied("ds/mart") == [rel(h) for h in range(10, 14)]
+
+
+def test_gaps_ignore_keeps_the_last_commit(host: Host) -> None:
+    mart_over_sensors(host, HOURLY | {"gaps": "ignore"})
+    arrive(host, "ds/sensors", 10, 12)
+    assert watermark(host, "ds/sensors") == at(13)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+    shown = status_ops.table_status(invocation(host), sensors(host)).to_json()
+    assert shown["missing_period"] is None
