@@ -20,7 +20,9 @@ from turnstile.ops import skip as skip_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
 from turnstile.protocol import operator, sweeper
+from turnstile.state.records import Watermark
 
+MARK = "ds/sensors/_turnstile/watermark.json"
 MART = {"derived": {"step": "1h", "start": "2026-01-01T10:00:00Z"}, "depends_on": ["ds.sensors"]}
 
 
@@ -102,3 +104,41 @@ def test_gaps_ignore_keeps_the_last_commit(host: Host) -> None:
     assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
     shown = status_ops.table_status(invocation(host), sensors(host)).to_json()
     assert shown["missing_period"] is None
+
+
+def test_a_watermark_update_lost_after_a_commit_is_made_up_from_the_result_records(host: Host) -> None:
+    """A subscriber that stopped between its commit and the watermark: the next commit (and the
+    sweeper's repair) count the committed hour from its result record, so the watermark starts at
+    the first committed hour, not at the next one, and the gap after it still holds."""
+    mart_over_sensors(host)
+    arrive(host, "ds/sensors", 10)
+    host.store.inner.remove("ds/sensors/_turnstile/watermark.json")
+    arrive(host, "ds/sensors", 12)
+    assert watermark(host, "ds/sensors") == at(11)
+    host.store.inner.remove("ds/sensors/_turnstile/watermark.json")
+    sweeper.sweep(invocation(host))
+    host.drain()
+    assert watermark(host, "ds/sensors") == at(11)
+    assert host.applied("ds/mart") == [rel(10)]
+
+
+def test_a_gap_older_than_max_gap_wait_raises_the_watermark_gap_alert(host: Host) -> None:
+    mart_over_sensors(host, HOURLY | {"max_gap_wait": "1h"})
+    arrive(host, "ds/sensors", 10, 12)
+    sweeper.sweep(invocation(host))
+    assert not events(host, "watermark_gap")  # seen missing just now
+    found = host.store.inner.read(MARK)
+    assert found is not None
+    seen = Watermark.decode(found.data, MARK)
+    assert seen.gap_since is not None
+    earlier = seen.model_copy(update={"gap_since": seen.gap_since - timedelta(hours=2)})
+    host.store.inner.write(MARK, earlier.encode())
+    sweeper.sweep(invocation(host))
+    [alert] = events(host, "watermark_gap")
+    assert alert["severity"] == "ERROR" and alert["missing_period"] == at(11).isoformat()
+    assert alert["dependents"] == ["ds/mart"] and alert["bucket"] == host.bucket
+    assert f"turnstile mark-missing gs://{host.bucket}/ds/sensors 2026/01/01/11" in str(alert["message"])
+
+
+def events(host: Host, name: str) -> list[dict[str, object]]:
+    return [r for r in host.log_records() if r.get("event") == name]

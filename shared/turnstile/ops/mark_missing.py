@@ -6,9 +6,10 @@ come (the source had nothing to send, the data is lost), `mark-missing` records 
 table's state (`_turnstile/missing/<start>.json`, in the state bucket when there is one) and adds it
 to the watermark as if it were committed, so the watermark passes it and the dependents go on.
 
-Refused, changing nothing, for a table with no natural time, a derived table, a PERIOD that does
-not read as the natural time's format (the error names the format), one that has not begun, and
-one already committed or declared. Running it again after it was interrupted completes it.
+Refused, changing nothing, for a table with no natural time, a derived table, a table that has
+committed nothing yet, a PERIOD that does not read as the natural time's format (the error names
+the format), one that has not begun, and one already committed or declared. Running it again
+after it was interrupted completes it.
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ def check(inv: Invocation, table: Table, period: str) -> tuple[Lineage, datetime
     if start > inv.clock.now():
         raise Refused(f"{where}: period {period} ({start.isoformat()}) has not begun; mark it once it has")
     mark, _ = watermarks.read_watermark(inv, table)
+    if mark is None:
+        raise Refused(
+            f"{where} has committed nothing yet: its watermark starts at its first committed period, so "
+            "no period before it is missing; mark it once a later period is committed"
+        )
     coverage = watermarks.coverage(mark, natural_time)
     if coverage.frontier is not None and start + natural_time.period <= coverage.frontier:
         raise Refused(

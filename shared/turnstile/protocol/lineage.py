@@ -192,12 +192,21 @@ def after_declared(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None
 
 
 def advance(inv: Invocation, table: Table, lineage: Lineage, rels: tuple[str, ...]) -> bool:
-    """Move the watermark past the committed `rels`; False when it did not move (or the table has
-    no natural time)."""
-    if lineage.natural_time is None:
+    """Move the watermark past the committed `rels`, and past the batches the result records say
+    were applied between the watermark's own batch and them (a subscriber that stopped between
+    its commits and the watermark: one listing, empty as a rule); False when it did not move (or
+    the table has no natural time)."""
+    natural_time = lineage.natural_time
+    if natural_time is None:
         return False
-    found = [p for r in rels if (p := gaps.present(lineage.natural_time, r)) is not None]
-    return bool(found) and watermarks_store.advance(inv, table, lineage, found, rels[-1])
+    found = [p for r in rels if (p := gaps.present(natural_time, r)) is not None]
+    if not found:
+        return False
+    mark, _ = read_watermark(inv, table)
+    start = watermarks_store.results_from(table, mark.rel if mark else None, past=True)
+    end = watermarks_store.results_from(table, min(rels))
+    found += watermarks_store.recorded_periods(inv, table, natural_time, start, end)
+    return watermarks_store.advance(inv, table, lineage, found, rels[-1])
 
 
 def declare(inv: Invocation, table: Table, lineage: Lineage, found: list[Present]) -> bool:
@@ -351,9 +360,11 @@ def repair(inv: Invocation, table: Table, position: str | None) -> bool:
     before = watermarks_store.coverage(mark, natural_time)
     if mark is not None and mark.last is not None and gaps.add(before, natural_time.period, [head]) == before:
         return False  # nothing to repair (the common case: no listing)
-    found = [head]
-    if mark is not None:  # the batches committed between the watermark's and the position
-        found += watermarks_store.committed_periods(inv, table, natural_time, mark.rel, position)
+    # The batches committed between the watermark's and the position (all of them with no
+    # watermark yet: the first committed period is where the watermark starts).
+    start = watermarks_store.results_from(table, None if mark is None else mark.rel)
+    end = watermarks_store.results_from(table, position, past=True)
+    found = [head, *watermarks_store.recorded_periods(inv, table, natural_time, start, end)]
     if not watermarks_store.advance(inv, table, lineage, found, position):
         return False
     wake_dependents(inv, table)

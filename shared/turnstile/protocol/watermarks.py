@@ -201,16 +201,25 @@ def _log(table: Table, before: Coverage, after: Coverage) -> None:
         )
 
 
-def committed_periods(
-    inv: Invocation, table: Table, natural_time: NaturalTime, first: str, last: str
-) -> list[Present]:
-    """The periods of the batches from `first` to `last` the result records say are applied or
-    dropped by an operator (the sweeper's repair after a subscriber stopped between the commits and
-    the watermark: the watermark's own `rel` to the lock's `position`)."""
+def results_from(table: Table, rel: str | None, *, past: bool = False) -> str:
+    """A listing offset in the table's result records: at the batch `rel` (`past`: just after
+    it: "0" follows "/"); the first of them when `rel` is None or empty."""
     root = f"{table.internal}results/"
-    end = f"{root}{last}0"  # the first name after the folder `last/` ("0" follows "/")
+    if not rel:
+        return root
+    return f"{root}{rel}0" if past else f"{root}{rel}/"
+
+
+def recorded_periods(
+    inv: Invocation, table: Table, natural_time: NaturalTime, start: str, end: str
+) -> list[Present]:
+    """The periods of the batches whose result records, listed from `start` to `end`
+    (`results_from`), say they are applied or were dropped by an operator: what the watermark must
+    hold when a subscriber stopped between the commits and the watermark."""
+    if start >= end:
+        return []
     found: list[Present] = []
-    for info in inv.store.list_entries(root, start_offset=f"{root}{first}/", end_offset=end):
+    for info in inv.store.list_entries(f"{table.internal}results/", start_offset=start, end_offset=end):
         name = results.read_name(table, info.name)
         read = inv.store.read(info.name) if name is not None and not name.request else None
         if name is None or read is None:
