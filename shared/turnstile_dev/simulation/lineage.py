@@ -55,8 +55,9 @@ class LineagePlan:
             table, source = prefixes[1], prefixes[0]
             if end_of(tables[source][-1]) >= end_of(tables[table][-1]):  # its wait can end
                 dependent = (table, source)
-        plan = LineagePlan(offsets, rng.choice([0, 10, 30]), rng.choice([1, 2, 6]), dependent)
-        return LineagePlan(**(plan.__dict__ | {"gaps": rng.choice(["wait", "ignore"])}))
+        # Drawn apart from `rng`, so that every later draw of the schedule stays what it was.
+        gaps = random.Random(repr(tables)).choice(["wait", "ignore"])
+        return LineagePlan(offsets, rng.choice([0, 10, 30]), rng.choice([1, 2, 6]), dependent, gaps)
 
 
 def rel_of_hour(hour: int) -> str:
