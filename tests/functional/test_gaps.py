@@ -142,3 +142,21 @@ def test_a_gap_older_than_max_gap_wait_raises_the_watermark_gap_alert(host: Host
 
 def events(host: Host, name: str) -> list[dict[str, object]]:
     return [r for r in host.log_records() if r.get("event") == name]
+
+
+def test_gaps_unset_waits_only_once_a_dependent_has_registered(host: Host) -> None:
+    """A source no table depends on follows its last commit (a gap then holds nothing later); once
+    a dependent registered with it (here the sweeper registers a table of files whose batches have
+    not waited yet), a gap holds its watermark."""
+    configure(host, "ds/sensors", HOURLY)
+    arrive(host, "ds/sensors", 10, 12)
+    assert watermark(host, "ds/sensors") == at(13)  # no dependent: the last commit's
+    configure(host, "ds/fact", HOURLY | {"depends_on": ["ds.sensors"]})
+    sweeper.sweep(invocation(host))
+    assert host.view.stat("ds/sensors/_turnstile/dependents/ds~fact.json") is not None
+    arrive(host, "ds/sensors", 13, 15)
+    assert watermark(host, "ds/sensors") == at(14)  # hour 14 is missing
+    arrive(host, "ds/fact", 13, 14)
+    assert host.applied("ds/fact") == [rel(13)]
+    shown = status_ops.table_status(invocation(host), sensors(host)).to_json()
+    assert shown["missing_period"] == at(14) and shown["missing_holds"] == ("ds/fact",)
