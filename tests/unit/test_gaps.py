@@ -121,3 +121,14 @@ def test_parse_period_reads_the_natural_time_format(natural: str, text: str, sta
 def test_parse_period_names_the_expected_format() -> None:
     with pytest.raises(ValueError, match=r"'2026-01-01T10'.*'%Y/%m/%d/%H', e.g. '2026/01/01/10'"):
         parse_period(PRESETS["hourly"], "2026-01-01T10")
+
+
+def test_gaps_and_max_gap_wait_are_checked_when_load_json_is_read() -> None:
+    assert LoadConfig.model_validate({}).lineage.gaps is None  # unset: decided by the dependents
+    assert LoadConfig.model_validate({}).lineage.max_gap_wait == timedelta(hours=6)
+    lineage = LoadConfig.model_validate({"gaps": "ignore", "max_gap_wait": "2h"}).lineage
+    assert (lineage.gaps, lineage.max_gap_wait) == ("ignore", timedelta(hours=2))
+    with pytest.raises(ValueError, match=r"gaps\n.*Input should be 'wait' or 'ignore'"):
+        LoadConfig.model_validate({"gaps": "skip"})
+    with pytest.raises(ValueError, match=r"max_gap_wait\n.*'6 hours' is not a duration"):
+        LoadConfig.model_validate({"max_gap_wait": "6 hours"})
