@@ -21,6 +21,10 @@
 # Every other failure kind the library logs has a metric below and an alert (docs/DEPLOY.md, "Alerts",
 # has the table of them; tests/terraform checks that every event logged at ERROR or CRITICAL has both):
 #
+# - watermark_gap (ERROR, table, bucket, missing_period, missing_seconds, dependents): logged by the
+#   sweeper on every sweep while a table's oldest missing period (its gap-aware watermark waits for it,
+#   later periods are committed) has been missing longer than its max_gap_wait; it stops once the
+#   period lands, its batch is skipped, or `turnstile mark-missing` declares it.
 # - batch_failed (ERROR, table): an unordered batch failed for a terminal reason; it waits for
 #   `turnstile retry`. One line per failure: any is an incident.
 # - settings_invalid (CRITICAL): an environment variable of the functions is invalid; logged once per
@@ -400,6 +404,80 @@ resource "google_monitoring_alert_policy" "table_blocked" {
       2. Fix the cause (the batch's files, its `_config/load.json`, the table).
       3. Unlock: `${local.operator_env_prefix} turnstile unlock gs://${google_storage_bucket.inbound.name}/$${metric.label.table}`
          retries the failed batch; add `--skip-head` if it was applied or repaired by hand.
+    EOT
+  }
+}
+
+resource "google_logging_metric" "watermark_gap" {
+  project     = var.project_id
+  name        = "${var.name}/watermark_gap"
+  description = "turnstile: a period of a table of gs://${google_storage_bucket.inbound.name} has been missing longer than max_gap_wait while later ones are committed (logged at every sweep)."
+  filter      = "jsonPayload.event=\"watermark_gap\" AND jsonPayload.bucket=\"${google_storage_bucket.inbound.name}\" AND ${local.sweeper_logs}"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile missing period reports (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_monitoring_alert_policy" "watermark_gap" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: period missing"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "a table's watermark waits for a missing period past max_gap_wait"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.watermark_gap.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      # Two sweeps fit in the window, so a gap keeps its incident open between reports.
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "1800s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Table `$${metric.label.table}` of `gs://${google_storage_bucket.inbound.name}` has a period with no
+      batch while later ones are committed, for longer than its `max_gap_wait`: its watermark stops there,
+      and the tables that depend on it do not build past it.
+
+      1. See which period and whom it holds: `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}`
+      2. Let the period's batch land (upstream), drop its batch with `turnstile skip`, or declare it empty:
+         `${local.operator_env_prefix} turnstile mark-missing gs://${google_storage_bucket.inbound.name}/$${metric.label.table} PERIOD`.
+      3. A source that legitimately skips periods: set `"gaps": "ignore"` in its `_config/load.json`.
     EOT
   }
 }

@@ -182,3 +182,12 @@ def test_it_catches_a_subscriber_that_takes_a_listing_without_generations_at_its
     monkeypatch.setattr(covering, "live_generation", blind)
     assert _violations(range(3, 24, 4))
     assert not _violations(range(1, 24, 4))  # the same layout, listings with generations: no difference
+
+
+def test_it_catches_a_watermark_that_jumps_a_gap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gap-aware sources whose watermark followed the last commit: a dependent builds past an hour
+    that was neither committed nor marked missing, and the invariants say so."""
+    from turnstile.protocol import watermarks
+
+    monkeypatch.setattr(watermarks, "tracking", lambda inv, table, lineage: "ignore")
+    assert any("committed or marked missing" in p for p in _violations(range(60)))

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from turnstile.config.lineage_config import GapsMode
 from turnstile.config.load_config import LoadConfig
-from turnstile.names.naturaltime import PRESETS
+from turnstile.names.naturaltime import PRESETS, NaturalTime
 from turnstile.protocol.dependencies import (
     Unreadable,
     WaitForDelay,
     WaitForTable,
-    advanced,
     blockers,
     due_steps,
     step_rel,
     steps_per_job,
 )
+from turnstile.protocol.gaps import Coverage, add, present
 
 H0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -24,24 +25,34 @@ def at(hours: float) -> datetime:
     return H0 + timedelta(hours=hours)
 
 
-def test_the_watermark_is_the_end_of_the_latest_period_committed_and_only_moves_forward() -> None:
+def mark(natural: NaturalTime, current: Coverage, rels: list[str], mode: GapsMode = "ignore") -> Coverage:
+    return add(current, natural.period, [p for r in rels if (p := present(natural, r)) is not None], mode)
+
+
+def test_with_gaps_ignore_the_watermark_is_the_end_of_the_latest_period_committed() -> None:
     hourly = PRESETS["hourly"]
-    assert advanced(hourly, None, ["2026/01/01/00", "2026/01/01/02"]) == at(3)
-    assert advanced(hourly, at(3), ["2026/01/01/01"]) is None
-    assert advanced(hourly, at(3), ["b1"]) is None  # a batch with no period does not move it
-    assert advanced(hourly, None, ["2026/13/01/00"]) is None  # nor one naming an impossible date
+    cov = mark(hourly, Coverage(), ["2026/01/01/00", "2026/01/01/02"])
+    assert cov.watermark("ignore") == at(3)
+    assert mark(hourly, cov, ["2026/01/01/01"]) == cov  # only moves forward
+    assert mark(hourly, cov, ["b1"]) == cov  # a batch with no period does not move it
+    assert mark(hourly, Coverage(), ["2026/13/01/00"]) == Coverage()  # nor one naming an impossible date
 
 
 def test_a_batch_finer_than_its_period_completes_only_the_periods_before_it() -> None:
     hourly, daily = PRESETS["hourly"], PRESETS["daily"]
-    # quarter hours under an hourly natural time: hour 0 is complete only once hour 1 begins
-    assert advanced(hourly, None, ["2026/01/01/00/00"]) == at(0)
-    assert advanced(hourly, at(0), ["2026/01/01/00/15", "2026/01/01/00/45"]) is None
-    assert advanced(hourly, at(0), ["2026/01/01/01/00"]) == at(1)
-    assert advanced(hourly, at(1), ["2026/01/01/01"]) == at(2)  # the whole hour in one batch
-    # hours under a daily natural time
-    assert advanced(daily, None, ["2026/01/01/00", "2026/01/01/23"]) == at(0)
-    assert advanced(daily, at(0), ["2026/01/02/00"]) == at(24)
+    for mode in ("ignore", "wait"):
+        # quarter hours under an hourly natural time: hour 0 is complete only once hour 1 begins
+        cov = mark(hourly, Coverage(), ["2026/01/01/00/00"], mode)
+        assert cov.watermark(mode) == at(0)
+        cov = mark(hourly, cov, ["2026/01/01/00/15", "2026/01/01/00/45"], mode)
+        assert cov.watermark(mode) == at(0)
+        cov = mark(hourly, cov, ["2026/01/01/01/00"], mode)
+        assert cov.watermark(mode) == at(1)
+        assert mark(hourly, cov, ["2026/01/01/01"], mode).watermark(mode) == at(2)  # the whole hour
+        # hours under a daily natural time
+        cov = mark(daily, Coverage(), ["2026/01/01/00", "2026/01/01/23"], mode)
+        assert cov.watermark(mode) == at(0)
+        assert mark(daily, cov, ["2026/01/02/00"], mode).watermark(mode) == at(24)
     assert hourly.finer("incremental/2026/01/01/00/15") and not hourly.finer("incremental/2026/01/01/00")
     assert not hourly.finer("2026/01/01/00/")  # a trailing slash is no folder below
 

@@ -29,6 +29,7 @@ from turnstile.state.records import (
     LockState,
     Manifest,
     ManifestBatch,
+    MissingPeriod,
     OpenJob,
     Pause,
     Pointer,
@@ -149,6 +150,25 @@ EXAMPLES: dict[str, Record] = {
     "watermark": Watermark(
         watermark=T0.replace(minute=0, second=0, microsecond=0), rel="2024/05/01/11", updated_at=T0
     ),
+    "watermark-gap": Watermark(
+        watermark=T0.replace(hour=11, minute=0, second=0, microsecond=0),
+        rel="2024/05/01/12",
+        updated_at=T0,
+        ahead=(
+            (
+                T0.replace(hour=12, minute=0, second=0, microsecond=0),
+                T0.replace(hour=13, minute=0, second=0, microsecond=0),
+            ),
+        ),
+        last=T0.replace(hour=13, minute=0, second=0, microsecond=0),
+        gap_since=T0,
+    ),
+    "missing-period": MissingPeriod(
+        period="2024/05/01/11",
+        start=T0.replace(hour=11, minute=0, second=0, microsecond=0),
+        reason="offline",
+        at=T0,
+    ),
     "steps-published": StepsPublished(through=T0.replace(minute=0, second=0, microsecond=0), updated_at=T0),
     "dependent": Dependent(table="ds/fact"),
 }
@@ -165,6 +185,7 @@ RECORD_TYPES = [
     BatchFailure,
     Pause,
     Watermark,
+    MissingPeriod,
     StepsPublished,
     Dependent,
 ]

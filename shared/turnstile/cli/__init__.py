@@ -8,7 +8,7 @@ bad settings, refused). An error is one line on stderr: `error: <what went wrong
 See docs/CLI.md.
 
 One module per group of commands: `tables` (status, unlock, resume, history), `controls` (pause,
-cancel, skip), `batches` (put,
+cancel, skip, mark-missing), `batches` (put,
 backfill, retry, validate, explain), `stack` (up, down, query), `check_settings` (check-settings),
 `migrate` (migrate-state); `console` (ui: the web console of `turnstile.ui`); `_target` decides
 where they talk to and `_errors` turns what goes wrong into one line and an exit code. The logic is
@@ -34,6 +34,7 @@ app.command("resume")(tables.resume_command)
 app.command("pause")(controls.pause_command)
 app.command("cancel")(controls.cancel_command)
 app.command("skip")(controls.skip_command)
+app.command("mark-missing")(controls.mark_missing_command)
 app.command("history")(tables.history_command)
 app.command("validate")(batches.validate_command)
 app.command("backfill")(batches.backfill_command)

@@ -1,4 +1,5 @@
-"""Operator controls over a table's jobs: pause (undone by `resume`), cancel, and skip a queued batch."""
+"""Operator controls over a table's jobs: pause (undone by `resume`), cancel, skip a queued batch,
+and mark a period missing."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.cli.tables import _confirm, _interactive
 from turnstile.ops import controls, render, session
+from turnstile.ops import mark_missing as missing_ops
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Refused
 from turnstile.state.records import CancelChoice
@@ -95,6 +97,54 @@ def skip_command(
     done = skip_ops.skip(inv, success, reason)
     if output is Output.json:
         emit_json(done.__dict__)
+        return
+    out = render.console()
+    for line in done.lines():
+        out.print(line)
+
+
+@guarded
+def mark_missing_command(
+    uri: TableArg,
+    period: Annotated[
+        str,
+        typer.Argument(
+            metavar="PERIOD",
+            help="the period in the table's natural_time format, e.g. 2026/01/01/10 (hourly)",
+        ),
+    ],
+    *,
+    reason: Annotated[str | None, typer.Option("--reason", help="kept in the period's record")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="check the period, change nothing")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    output: OutputOption = Output.text,
+) -> None:
+    """Declare that a period of a table with a natural_time will have no batch: its watermark passes
+    the period as if it were committed, and the tables that depend on it go on without it."""
+    target = _target.current()
+    table = _target.table_at(target, uri)
+    store = target.store(table.bucket)
+    _target.require_table(store, table)
+    inv = session.invocation(store, target.settings)
+    where = object_uri(store, table.prefix)
+    _, start = missing_ops.check(inv, table, period)  # Refused, naming the format, before asking
+    if dry_run:
+        if output is Output.json:
+            emit_json({"table": where, "period": period, "start": start, "dry_run": True})
+            return
+        render.console().print(f"would record period {period} of {where} ({start.isoformat()}) as missing")
+        render.console().print("dry run: nothing was changed")
+        return
+    if not yes:
+        if not _interactive():
+            raise Refused(
+                "not marking without a confirmation and stdin is not a terminal; pass --yes to mark"
+            )
+        if not _confirm(missing_ops.question(where, period)):
+            raise Refused("not confirmed; nothing was changed")
+    done = missing_ops.mark_missing(inv, table, period, reason)
+    if output is Output.json:
+        emit_json(done.to_json())
         return
     out = render.console()
     for line in done.lines():

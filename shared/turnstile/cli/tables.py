@@ -208,6 +208,18 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
             out.print(f"{s.table}: {waiting} waits for {'; '.join(s.waiting_for)}")
             for rel, why in list(s.waiting_batches.items())[1:]:
                 out.print(f"  then {rel!r} waits for {'; '.join(why)}")
+        if s.missing_period is not None:
+            out.print()
+            since = f" for {render.age(s.missing_seconds)}" if s.missing_seconds is not None else ""
+            alert = " (over max_gap_wait: the watermark_gap alert)" if s.missing_over_max else ""
+            holds = ", ".join(s.missing_holds) or "no registered dependent"
+            out.print(
+                f"{s.table}: period {s.missing_period.isoformat()} is missing{since}{alert} while later "
+                f"ones are committed; the watermark waits for it, holding {holds}"
+            )
+            out.print(
+                f"  let it land, drop it (turnstile skip), or run: turnstile mark-missing {s.uri} PERIOD"
+            )
         if s.paused is not None:
             out.print()
             reason = f" ({s.paused.reason})" if s.paused.reason else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, field_validator
 
@@ -27,6 +27,8 @@ def _offset(text: str) -> str:
 
 
 Duration = Annotated[str, AfterValidator(_duration)]
+GapsMode = Literal["wait", "ignore"]
+DEFAULT_MAX_GAP_WAIT = "6h"
 Offset = Annotated[str, AfterValidator(_offset)]
 
 
@@ -136,6 +138,8 @@ class Lineage:
     step: timedelta | None  # derived tables only
     start: datetime | None
     steps_per_job: int | None  # derived tables with a maxstep
+    gaps: GapsMode | None = None  # unset: "wait" once other tables depend on it (docs/CONFIGURATION.md)
+    max_gap_wait: timedelta = timedelta(hours=6)  # a missing period older than this is alerted on
 
     @property
     def derived(self) -> bool:
@@ -163,6 +167,9 @@ def lineage(
     depends_on: tuple[Dependency, ...],
     delay: str,
     derived: DerivedSteps | None,
+    *,
+    gaps: GapsMode | None = None,
+    max_gap_wait: str = DEFAULT_MAX_GAP_WAIT,
 ) -> Lineage:
     """The lineage keys of one LoadConfig as values (their text was checked when it was read)."""
     step = parse_duration(derived.step) if derived else None
@@ -176,4 +183,6 @@ def lineage(
         step=step,
         start=derived.start.astimezone(UTC) if derived else None,
         steps_per_job=per_job,
+        gaps=gaps,
+        max_gap_wait=parse_duration(max_gap_wait),
     )

@@ -23,15 +23,17 @@ from pydantic import (
 from turnstile.config import ddl
 from turnstile.config import expectations as row_expectations
 from turnstile.config import mapping as field_mapping
-from turnstile.config.lineage_config import Dependency as _Dependency
 from turnstile.config.lineage_config import (
+    DEFAULT_MAX_GAP_WAIT,
     DerivedSteps,
     Duration,
+    GapsMode,
     Lineage,
     NaturalTimeRegex,
     dependency,
     lineage,
 )
+from turnstile.config.lineage_config import Dependency as _Dependency
 
 NESTED_BY_DEFAULT = frozenset({"parquet", "orc", "avro"})
 """Formats whose batches are nested folders unless `nested` says otherwise."""
@@ -156,10 +158,26 @@ class LoadConfig(BaseModel):
     """A table with no files of its own: `{"step": "1h", "start": "2026-01-01T00:00:00Z",
     "maxstep": "6h"}`; its batches are time steps its transform.sql builds from `depends_on`."""
 
+    gaps: GapsMode | None = None
+    """`"wait"`: the watermark stops at the first missing period (until it is committed, skipped or
+    marked missing); `"ignore"`: it follows the last commit. Unset: "wait" for a table other tables
+    depend on."""
+
+    max_gap_wait: Duration = DEFAULT_MAX_GAP_WAIT
+    """A missing period older than this (since a later one was committed) raises the watermark_gap
+    alert."""
+
     @cached_property
     def lineage(self) -> Lineage:
         """The lineage keys with every duration parsed."""
-        return lineage(self.natural_time, self.depends_on, self.delay, self.derived)
+        return lineage(
+            self.natural_time,
+            self.depends_on,
+            self.delay,
+            self.derived,
+            gaps=self.gaps,
+            max_gap_wait=self.max_gap_wait,
+        )
 
     @property
     def nested_unsaid(self) -> bool:

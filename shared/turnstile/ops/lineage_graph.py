@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from turnstile.core.errors import ConfigError, PathError
 from turnstile.ops import status_lineage
 from turnstile.ops.status import TableStatus
-from turnstile.protocol import lineage
+from turnstile.protocol import lineage, watermarks
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import WaitForTable
 from turnstile.protocol.lock import read as read_lock
@@ -56,7 +56,7 @@ def graph(inv: Invocation, found: list[TableStatus]) -> Graph:
     derived: set[str] = set()
     for prefix, status in by_prefix.items():
         try:
-            table = lineage.table_at(inv, prefix)
+            table = watermarks.table_at(inv, prefix)
             keys = lineage.configured(inv, table)
         except (ConfigError, PathError) as exc:
             errors.append(f"{status.table}: {exc}")
@@ -97,7 +97,7 @@ def _needed(inv: Invocation, state: TableState, errors: list[str]) -> dict[str, 
 
 def _watermark(inv: Invocation, prefix: str) -> datetime | None:
     try:
-        mark, _ = lineage.read_watermark(inv, lineage.table_at(inv, prefix))
+        mark, _ = watermarks.read_watermark(inv, watermarks.table_at(inv, prefix))
     except (ConfigError, PathError):
         return None
     return None if mark is None else mark.watermark

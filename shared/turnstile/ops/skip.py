@@ -17,7 +17,7 @@ from turnstile.core import logs
 from turnstile.core.errors import PreconditionFailed
 from turnstile.names.paths import Table
 from turnstile.ops.errors import Failed, Refused
-from turnstile.protocol import backlog, lock, operator, results
+from turnstile.protocol import backlog, lineage, lock, operator, results
 from turnstile.protocol.context import Invocation
 from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
@@ -93,6 +93,8 @@ def skip(inv: Invocation, success_name: str, reason: str | None = None) -> Skipp
                 f"run turnstile status {where}, then skip again"
             ) from exc
     taken_by = _fence(inv, table, rel, where)
+    if taken_by is None:  # dropped for good: its period is declared, the watermark passes it
+        lineage.after_declared(inv, table, (rel,))
     log.warning(
         f"batch {rel!r} of {where} skipped by an operator: not applied",
         extra={"event": "batch_skipped", "table": table.prefix, "rel": rel, "reason": reason},

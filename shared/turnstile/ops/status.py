@@ -101,6 +101,11 @@ class TableStatus:
     open_jobs: tuple[OpenJobView, ...] = field(default=())  # unordered jobs not ended (or not settled)
     watermark: datetime | None = None  # tables with natural_time: committed with no gap up to here
     watermark_lag_seconds: float | None = None  # how far the watermark is behind the clock
+    missing_period: datetime | None = None  # the oldest period missing while later ones are committed
+    missing_seconds: float | None = None  # since it was first seen missing
+    missing_holds: tuple[str, ...] = ()  # the dependents it holds (folders)
+    missing_over_max: bool = False  # missing longer than max_gap_wait: the watermark_gap alert
+    missing_command: str | None = None  # `turnstile mark-missing` for it
     waiting_for: tuple[str, ...] = field(default=())  # what the head batch waits for
     # The first queued batches that wait, each with what it waits for (dependencies, delay, order).
     waiting_batches: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -280,6 +285,7 @@ def _status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None
         reprocess_pending=len(inv.store.list_entries(reprocess.folder(table), limit=BACKLOG_CAP)),
         watermark=mark,
         watermark_lag_seconds=state.age(mark),
+        **status_lineage.gap_fields(inv, state, errors),
         waiting_for=waits,
         waiting_batches=status_lineage.queued_waits(inv, state, errors) if waits else {},
         paused=PauseView(pause.reason, pause.at, f"turnstile resume {where}") if pause else None,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from turnstile.core.errors import ConfigError
-from turnstile.protocol import dependencies, lineage
+from turnstile.protocol import dependencies, lineage, watermarks
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, WaitForTable
@@ -63,7 +64,7 @@ def _describe(inv: Invocation, blocker: Blocker) -> str:
     text = blocker.describe()
     if not isinstance(blocker, WaitForTable):
         return text
-    held, _ = lock_io.read(inv, lineage.table_at(inv, blocker.table))
+    held, _ = lock_io.read(inv, watermarks.table_at(inv, blocker.table))
     if held.state is LockState.FAILED:
         where = object_uri(inv.store, blocker.table)
         return f"{text}; {blocker.table} is BLOCKED at {held.failed_rel!r}: turnstile status {where}"
@@ -85,7 +86,7 @@ def queued_waits(inv: Invocation, state: TableState, errors: list[str]) -> dict[
         return {}
     try:
         queued = state.backlog(SHOWN_WAITING)
-        marks = lineage.watermarks(inv, state.lineage) if state.lineage.depends_on else {}
+        marks = watermarks.watermarks(inv, state.lineage) if state.lineage.depends_on else {}
     except ConfigError as exc:
         errors.append(str(exc))
         return {}
@@ -102,8 +103,42 @@ def watermark(inv: Invocation, state: TableState, errors: list[str]) -> datetime
     if state.lineage is None or state.lineage.natural_time is None:
         return None
     try:
-        found, _ = lineage.read_watermark(inv, state.table)
+        found, _ = watermarks.read_watermark(inv, state.table)
     except ConfigError as exc:
         errors.append(str(exc))
         return None
-    return None if found is None else found.watermark
+    if found is None:
+        return None
+    if state.lineage.gaps == "ignore" and found.last is not None:
+        return max(found.last, found.watermark)  # as its dependents read it
+    return found.watermark
+
+
+def gap_fields(inv: Invocation, state: TableState, errors: list[str]) -> dict[str, Any]:
+    """`TableStatus`'s fields of the table's oldest missing period that holds its watermark
+    (`watermarks.gap`): none when there is none."""
+    if state.lineage is None:
+        return {}
+    try:
+        found = watermarks.gap(inv, state.table, state.lineage)
+    except ConfigError as exc:
+        errors.append(str(exc))
+        return {}
+    if found is None:
+        return {}
+    where = object_uri(inv.store, state.table.prefix)
+    return {
+        "missing_period": found.missing,
+        "missing_seconds": state.age(found.since) if found.since else None,
+        "missing_holds": found.holds,
+        "missing_over_max": over_max_gap_wait(state, found),
+        "missing_command": f"turnstile mark-missing {where} {found.period}",
+    }
+
+
+def over_max_gap_wait(state: TableState, found: watermarks.Gap | None) -> bool:
+    """Missing longer than `max_gap_wait`: the sweeper raises the watermark_gap alert."""
+    if found is None or found.since is None or state.lineage is None:
+        return False
+    age = state.age(found.since)
+    return age is not None and age > state.lineage.max_gap_wait.total_seconds()

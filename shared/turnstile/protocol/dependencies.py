@@ -1,16 +1,14 @@
 """Watermarks and dependencies: pure functions of what was read, no I/O.
 
-A table's watermark is the end of the period of the last batch it committed (ordered tables commit
-in path order); a batch finer than the period (its rel goes on below it) moves it only to the
-period's start, so the period is complete once a batch of a later period (or the whole period)
-commits. A batch whose period ends at E may start when every dependency's watermark is at least
-E + offset and the clock has passed E + delay; a derived table's steps are published up to
-where that holds.
+A table's watermark is gap-aware (`protocol.gaps`): the end of the last period up to which every
+period is committed or declared. A batch whose period ends at E may start when every dependency's
+watermark is at least E + offset and the clock has passed E + delay; a derived table's steps are
+published up to where that holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -55,25 +53,6 @@ class Unreadable:
 
 
 Blocker = WaitForTable | WaitForDelay | Unreadable
-
-
-def advanced(natural_time: NaturalTime, current: datetime | None, rels: Iterable[str]) -> datetime | None:
-    """The watermark after committing `rels`: the furthest `complete_through` among them, when it
-    is later than `current`; None when it does not move (no rel names a period, or none is later)."""
-    ends = [end for end in (complete_through(natural_time, rel) for rel in rels) if end is not None]
-    if not ends:
-        return None
-    latest = max(ends)
-    return latest if current is None or latest > current else None
-
-
-def complete_through(natural_time: NaturalTime, rel: str) -> datetime | None:
-    """Where committing `rel` puts the watermark (`NaturalTime.complete_through`); None when it
-    names no period or an impossible one."""
-    try:
-        return natural_time.complete_through(rel)
-    except ValueError:
-        return None
 
 
 def period_end(natural_time: NaturalTime, rel: str) -> datetime | None:

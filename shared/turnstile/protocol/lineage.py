@@ -19,13 +19,16 @@ from turnstile.config.load_config import LoadConfig
 from turnstile.core import logs
 from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.names.naturaltime import NaturalTime
-from turnstile.names.paths import INTERNAL, LOCK, Table, table_of_state_object
-from turnstile.protocol import cycles, dependencies
+from turnstile.names.paths import INTERNAL, Table
+from turnstile.protocol import cycles, dependencies, gaps
 from turnstile.protocol import lock as table_lock
+from turnstile.protocol import watermarks as watermarks_store
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, Unreadable
+from turnstile.protocol.gaps import Present
 from turnstile.protocol.publisher import ensure_subscriber
-from turnstile.state.records import CoveredBatch, Dependent, Lock, Pointer, StepsPublished, Watermark
+from turnstile.protocol.watermarks import dependents_folder, read_watermark, table_at, watermarks
+from turnstile.state.records import CoveredBatch, Dependent, Lock, Pointer, StepsPublished
 from turnstile.store.port import ObjectInfo, ObjectStore, StoredObject, object_uri
 
 log = logs.get("lineage")
@@ -106,18 +109,9 @@ def block_never_met(
     table_lock.fail(inv, table, failed.model_copy(update={"covers": ()}), generation)
 
 
-def watermark_object(table: Table) -> str:
-    return f"{table.internal}watermark.json"
-
-
 def steps_object(table: Table) -> str:
     """A derived table's record of the steps it has published."""
     return f"{table.internal}steps.json"
-
-
-def dependents_folder(table: Table) -> str:
-    """Folder of the tables waiting for this one's watermark, with trailing slash."""
-    return f"{table.internal}dependents/"
 
 
 def holds_more_than_waits(store: ObjectStore, prefix: str) -> bool:
@@ -153,26 +147,6 @@ def check_period(where: str, load: LoadConfig, rel: str) -> None:
             f"{where}: {exc}; fix the folder name or natural_time in load.json, or drop the batch "
             "with unlock --skip-head"
         ) from exc
-
-
-def table_at(inv: Invocation, prefix: str) -> Table:
-    return table_of_state_object(inv.store.bucket, f"{prefix}/{LOCK}", inv.destination_regex(f"{prefix}/"))
-
-
-def read_watermark(inv: Invocation, table: Table) -> tuple[Watermark | None, int]:
-    found = inv.store.read(watermark_object(table))
-    if found is None:
-        return None, 0
-    return Watermark.decode(found.data, object_uri(inv.store, found.name)), found.generation
-
-
-def watermarks(inv: Invocation, lineage: Lineage) -> dict[str, datetime | None]:
-    """Each dependency's watermark (one read each)."""
-    found: dict[str, datetime | None] = {}
-    for edge in lineage.depends_on:
-        mark, _ = read_watermark(inv, table_at(inv, edge.prefix))
-        found[edge.prefix] = None if mark is None else mark.watermark
-    return found
 
 
 def head_blockers(
@@ -211,42 +185,42 @@ def after_commit(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None:
         wake_dependents(inv, table)
 
 
+def after_declared(inv: Invocation, table: Table, rels: tuple[str, ...]) -> None:
+    """Batches dropped by an operator (`turnstile skip`, `unlock --skip-head`) declare their periods
+    empty: the watermark passes them as committed ones (the sweeper's repair also finds them)."""
+    after_commit(inv, table, rels)
+
+
 def advance(inv: Invocation, table: Table, lineage: Lineage, rels: tuple[str, ...]) -> bool:
-    """Compare-and-swap the watermark forward; False when it did not move (or the table has no
-    natural time)."""
+    """Move the watermark past the committed `rels`, and past the batches the result records say
+    were applied between the watermark's own batch and them (a subscriber that stopped between
+    its commits and the watermark: one listing, empty as a rule); False when it did not move (or
+    the table has no natural time)."""
     natural_time = lineage.natural_time
     if natural_time is None:
         return False
-    for _ in range(MAX_CAS_ATTEMPTS):
-        current, generation = read_watermark(inv, table)
-        moved = dependencies.advanced(natural_time, None if current is None else current.watermark, rels)
-        if moved is None:
-            return False
-        rel = next(r for r in rels if dependencies.complete_through(natural_time, r) == moved)
-        record = Watermark(watermark=moved, rel=rel, updated_at=inv.clock.now())
-        try:
-            if generation:
-                inv.store.replace(watermark_object(table), record.encode(), if_generation=generation)
-            else:
-                inv.store.create(watermark_object(table), record.encode())
-        except PreconditionFailed:
-            continue  # another writer moved it: look again
-        log.info(
-            "watermark advanced",
-            extra={"event": "watermark_advanced", "table": table.prefix, "watermark": moved.isoformat()},
-        )
-        return True
-    raise RuntimeError(f"{table.uri}: the watermark changed {MAX_CAS_ATTEMPTS} times while advancing it")
+    found = [p for r in rels if (p := gaps.present(natural_time, r)) is not None]
+    if not found:
+        return False
+    mark, _ = read_watermark(inv, table)
+    start = watermarks_store.results_from(table, mark.rel if mark else None, past=True)
+    end = watermarks_store.results_from(table, min(rels))
+    found += watermarks_store.recorded_periods(inv, table, natural_time, start, end)
+    return watermarks_store.advance(inv, table, lineage, found, rels[-1])
+
+
+def declare(inv: Invocation, table: Table, lineage: Lineage, found: list[Present]) -> bool:
+    """Periods declared with no batch to commit (a batch skipped, a period marked missing): the
+    watermark passes them as if committed, and the dependents are woken when it moved."""
+    moved = watermarks_store.advance(inv, table, lineage, found, None)
+    if moved:
+        wake_dependents(inv, table)
+    return moved
 
 
 def dependents(inv: Invocation, table: Table) -> list[str]:
-    """The folders of the tables registered as waiting for this one (one listing; the dependent's
-    folder is in each marker's name)."""
-    folder = dependents_folder(table)
-    return [
-        info.name[len(folder) :].removesuffix(".json").replace("~", "/")
-        for info in inv.store.list_entries(folder)
-    ]
+    """The folders of the tables registered as waiting for this one."""
+    return watermarks_store.registered(inv, table)
 
 
 def wake_dependents(inv: Invocation, table: Table) -> None:
@@ -378,9 +352,20 @@ def repair(inv: Invocation, table: Table, position: str | None) -> bool:
     if position is None:
         return False
     lineage = of_table(inv, table)
-    if lineage.natural_time is None or dependencies.period_end(lineage.natural_time, position) is None:
+    natural_time = lineage.natural_time
+    head = None if natural_time is None else gaps.present(natural_time, position)
+    if natural_time is None or head is None:
         return False
-    if not advance(inv, table, lineage, (position,)):
+    mark, _ = read_watermark(inv, table)
+    before = watermarks_store.coverage(mark, natural_time)
+    if mark is not None and mark.last is not None and gaps.add(before, natural_time.period, [head]) == before:
+        return False  # nothing to repair (the common case: no listing)
+    # The batches committed between the watermark's and the position (all of them with no
+    # watermark yet: the first committed period is where the watermark starts).
+    start = watermarks_store.results_from(table, None if mark is None else mark.rel)
+    end = watermarks_store.results_from(table, position, past=True)
+    found = [head, *watermarks_store.recorded_periods(inv, table, natural_time, start, end)]
+    if not watermarks_store.advance(inv, table, lineage, found, position):
         return False
     wake_dependents(inv, table)
     return True

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from turnstile.core import logs
 from turnstile.core.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.names.paths import Table
+from turnstile.protocol import lineage, results, unordered
 from turnstile.protocol import lock as table_lock
-from turnstile.protocol import results, unordered
 from turnstile.protocol.context import Invocation
 from turnstile.state.records import (
     BatchOutcome,
@@ -88,6 +88,8 @@ def unlock(
             f"{table.uri}: the lock changed while unlocking; run status again and retry"
         ) from exc
     resume(inv, table)
+    if dropped and head and not head.reprocess:  # its period is declared: the watermark passes it
+        lineage.after_declared(inv, table, (head.rel,))
     log.warning(
         "table unlocked by an operator",
         extra={

@@ -20,10 +20,11 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from turnstile.config.lineage_config import Lineage
 from turnstile.core import logs
 from turnstile.core.errors import ConfigError, PathError, PreconditionFailed, TurnstileError
 from turnstile.names.paths import CLAIM_PREFIX, LOCK, Table, table_of_state_object
-from turnstile.protocol import backlog, lineage, reprocess
+from turnstile.protocol import backlog, lineage, reprocess, watermarks
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.protocol.publisher import ensure_subscriber
@@ -277,13 +278,49 @@ def sweep_lineage(state: TableState) -> dict[str, Any]:
     if found is None or (found.natural_time is None and not found.gated):
         return {}
     inv, table, held = state.inv, state.table, state.lock
+    if found.depends_on:  # a dependent whose sources were always ahead has not waited: register it
+        try:
+            lineage.register(inv, table, found)
+        except PathError:
+            pass  # its subscriber reports a source it cannot name
     report: dict[str, Any] = {"watermark_repaired": lineage.repair(inv, table, held.position)}
+    report |= gap_alert(state, found)
     if found.derived and not state.backlog(1):
         published = lineage.publish_due_steps(inv, table, found, held.position)
         if published:
             ensure_subscriber(inv, table)
         report["steps_published"] = published
     return report
+
+
+def gap_alert(state: TableState, found: Lineage) -> dict[str, Any]:
+    """A period missing longer than `max_gap_wait` while later ones are committed holds the table's
+    dependents: the `watermark_gap` alert, on every sweep until it is filled."""
+    try:
+        missing = watermarks.gap(state.inv, state.table, found)
+    except (ConfigError, PathError):
+        return {}
+    if missing is None:
+        return {}
+    age = state.age(missing.since) if missing.since else None
+    if age is not None and age > found.max_gap_wait.total_seconds():
+        table = state.table
+        holds = ", ".join(missing.holds) or "no registered dependent"
+        log.error(
+            f"{table.uri}: period {missing.missing.isoformat()} has been missing for {int(age)}s (over "
+            f"max_gap_wait) while later periods are committed; it holds {holds}. Let it land, drop it "
+            f"(turnstile skip), or run: turnstile mark-missing {object_uri(state.inv.store, table.prefix)} "
+            f"{missing.period}",
+            extra={
+                "event": "watermark_gap",
+                "table": table.prefix,
+                "bucket": table.bucket,
+                "missing_period": missing.missing.isoformat(),
+                "missing_seconds": age,
+                "dependents": list(missing.holds),
+            },
+        )
+    return {"missing_period": missing.missing.isoformat()}
 
 
 def _sweep_claims(inv: Invocation, table: Table, now: datetime) -> int:

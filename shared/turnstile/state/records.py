@@ -132,13 +132,28 @@ class Pause(Record):
 
 
 class Watermark(Record):
-    """`<table>/_turnstile/watermark.json`: the natural time up to which the table is committed
-    (the end of the period of the last batch committed; its start for a batch finer than the
-    period). Only moves forward."""
+    """`<table>/_turnstile/watermark.json`: the natural time up to which every period of the table
+    is committed or declared missing, with what lies beyond a gap (a record with no `last` was
+    written before gaps were tracked: its `watermark` is the last commit's). Only moves forward."""
 
     watermark: AwareDatetime
     rel: str  # the batch that moved it there
     updated_at: AwareDatetime
+    # Gap-aware (turnstile.protocol.gaps): `watermark` stops at the first missing period.
+    ahead: tuple[tuple[AwareDatetime, AwareDatetime], ...] = ()  # runs present beyond it
+    open: bool = False  # the latest present period is known only in part (finer batches)
+    last: AwareDatetime | None = None  # where the last commit alone puts it (`gaps: "ignore"`)
+    gap_since: AwareDatetime | None = None  # when the oldest missing period was first seen missing
+
+
+class MissingPeriod(Record):
+    """`<table>/_turnstile/missing/<period>.json`: `turnstile mark-missing`, a period declared to
+    have no batch: the gap-aware watermark passes it as if it were committed."""
+
+    period: str  # as given, in the natural time's format
+    start: AwareDatetime
+    reason: str | None = None
+    at: AwareDatetime
 
 
 class StepsPublished(Record):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from turnstile.names.paths import Table
-from turnstile.protocol import lineage
+from turnstile.protocol import watermarks
 from turnstile.protocol.lock import unlock_command
 from turnstile.state.records import (
     BatchOutcome,
@@ -163,7 +163,7 @@ def _source(table: Table, count: int, *, queued: int, blocked: bool) -> list[Wri
         at = failed_at
     writes.append((table.lock, lock.encode(), at))
     mark = Watermark(watermark=START + timedelta(hours=applied), rel=position, updated_at=at)
-    writes.append((lineage.watermark_object(table), mark.encode(), at))
+    writes.append((watermarks.watermark_object(table), mark.encode(), at))
     return writes
 
 
@@ -186,7 +186,7 @@ def _derived(table: Table, sources: tuple[str, str], count: int) -> list[Write]:
         (table.lock, Lock(state=LockState.FREE, position=rel_of(applied - 1), updated_at=at).encode(), at)
     )
     mark = Watermark(watermark=START + timedelta(hours=applied), rel=rel_of(applied - 1), updated_at=at)
-    writes.append((lineage.watermark_object(table), mark.encode(), at))
+    writes.append((watermarks.watermark_object(table), mark.encode(), at))
     return writes
 
 

@@ -7,17 +7,26 @@ Invariants, on top of every table's own:
 - no step commits before its end plus the delay;
 - the derived table commits each step from `start` up to where every source allows exactly once,
   in order;
-- once the sources are complete and faults stop, nothing is left waiting (backlogs drain).
+- once the sources are complete and faults stop, nothing is left waiting (backlogs drain);
+- with gap-aware sources (`gaps: "wait"`, the operator marking each missing hour with `turnstile
+  mark-missing` now and then, and all of them once faults stop), a dependent never commits the
+  period [T, E) before every hour of each source from its first committed one up to E + offset was
+  committed or marked missing (sources with `gaps: "ignore"` keep the last-commit rule above).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnstile.names.naturaltime import PRESETS
+from turnstile.names.paths import Table
+from turnstile.ops import mark_missing as missing_ops
+from turnstile.ops.errors import Refused
+from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import step_rel
 from turnstile_dev.simulation.adapters import Commit
 from turnstile_dev.simulation.engine import EPOCH
@@ -35,6 +44,7 @@ class LineagePlan:
     delay_minutes: int
     maxstep_hours: int
     dependent: tuple[str, str] | None  # (table, source): an ordered table of files waiting for another
+    gaps: str = "ignore"  # the sources' `gaps`: "wait" (the operator marks missing hours) or "ignore"
 
     @staticmethod
     def draw(rng: random.Random, tables: dict[str, list[str]]) -> LineagePlan:
@@ -45,7 +55,9 @@ class LineagePlan:
             table, source = prefixes[1], prefixes[0]
             if end_of(tables[source][-1]) >= end_of(tables[table][-1]):  # its wait can end
                 dependent = (table, source)
-        return LineagePlan(offsets, rng.choice([0, 10, 30]), rng.choice([1, 2, 6]), dependent)
+        # Drawn apart from `rng`, so that every later draw of the schedule stays what it was.
+        gaps = random.Random(repr(tables)).choice(["wait", "ignore"])
+        return LineagePlan(offsets, rng.choice([0, 10, 30]), rng.choice([1, 2, 6]), dependent, gaps)
 
 
 def rel_of_hour(hour: int) -> str:
@@ -61,7 +73,7 @@ def end_of(rel: str) -> datetime:
 
 def load_json(plan: LineagePlan, prefix: str, base: dict[str, Any]) -> dict[str, Any]:
     """A source's load.json: an hourly natural time, and for the dependent its dependency."""
-    load = base | {"natural_time": "hourly"}
+    load = base | {"natural_time": "hourly", "gaps": plan.gaps}
     if plan.dependent is not None and plan.dependent[0] == prefix:
         load["depends_on"] = [plan.dependent[1].replace("/", ".")]
     return load
@@ -101,14 +113,22 @@ def too_early(commits: list[Commit], table: str, sources: dict[str, int], period
     return found
 
 
-def violations(plan: LineagePlan, tables: dict[str, list[str]], commits: list[Commit]) -> list[str]:
+def violations(
+    plan: LineagePlan,
+    tables: dict[str, list[str]],
+    commits: list[Commit],
+    marked: dict[tuple[str, datetime], float] | None = None,
+) -> list[str]:
     found = []
     # A reprocess request builds a committed step once more, deliberately: not a step applied twice.
     steps = [c.rel for c in commits if c.table == DERIVED and c.reprocess is None]
     expected = expected_steps(plan, tables)
     if steps != expected:
         found.append(f"{DERIVED}: committed steps {steps}, expected {expected} each once in order")
-    found += too_early(commits, DERIVED, plan.offsets, lambda rel: _step_start(rel) + STEP)
+    # Gap-aware sources may reach a period's end by an hour marked missing, not only by a commit:
+    # every hour up to it committed or marked, the stronger rule, replaces "some commit reached it".
+    early = too_early if plan.gaps == "ignore" else functools.partial(gap_violations, marked=marked or {})
+    found += early(commits, DERIVED, plan.offsets, _step_end)
     delay = timedelta(minutes=plan.delay_minutes)
     for commit in (c for c in commits if c.table == DERIVED):
         at = EPOCH + timedelta(seconds=commit.at)
@@ -116,9 +136,84 @@ def violations(plan: LineagePlan, tables: dict[str, list[str]], commits: list[Co
             found.append(f"{DERIVED}: committed {commit.rel} at {at.isoformat()}, before its delay passed")
     if plan.dependent is not None:
         table, source = plan.dependent
-        found += too_early(commits, table, {source: 0}, end_of)
+        found += early(commits, table, {source: 0}, end_of)
     return found
+
+
+def _step_end(rel: str) -> datetime:
+    return _step_start(rel) + STEP
 
 
 def _step_start(rel: str) -> datetime:
     return datetime.strptime(rel, "%Y/%m/%d/%H").replace(tzinfo=UTC)
+
+
+def missing_hours(rels: list[str]) -> list[datetime]:
+    """The starts of the hours between a source's first and last batch that have none."""
+    ends = sorted(end_of(r) for r in rels)
+    present = {e - STEP for e in ends}
+    found, at = [], ends[0] - STEP
+    while at < ends[-1] - STEP:
+        if at not in present:
+            found.append(at)
+        at += STEP
+    return found
+
+
+def mark_missing(
+    inv: Invocation,
+    prefix: str,
+    hours: list[datetime],
+    *,
+    marked: dict[tuple[str, datetime], float],
+    done: set[tuple[str, datetime]],
+    now: float,
+) -> int:
+    """The operator's `turnstile mark-missing` of each hour not marked yet (refused while the source
+    has committed nothing: tried again later). `marked` keeps the first try's time (a try cut short
+    by a crash may have declared the hour), `done` the hours marked. Returns how many it marked."""
+    table = Table(inv.store.bucket, prefix, *prefix.split("/"))
+    count = 0
+    for start in hours:
+        if (prefix, start) in done:
+            continue
+        marked.setdefault((prefix, start), now)
+        try:
+            missing_ops.mark_missing(inv, table, f"{start:%Y/%m/%d/%H}", reason="simulated")
+        except Refused as exc:
+            if "already" not in str(exc):
+                continue
+        done.add((prefix, start))
+        count += 1
+    return count
+
+
+def gap_violations(
+    commits: list[Commit],
+    table: str,
+    sources: dict[str, int],
+    period_end: Any,
+    *,
+    marked: dict[tuple[str, datetime], float],
+) -> list[str]:
+    """Each commit of `table` (period ending at `period_end(rel)`) made before every hour of a
+    source, from its first committed hour to that end plus the offset, was committed or marked."""
+    found = []
+    for commit in (c for c in commits if c.table == table):
+        end = period_end(commit.rel)
+        for source, offset in sources.items():
+            own = [c for c in commits if c.table == source]
+            if not own:
+                continue
+            first = end_of(min(own, key=lambda c: c.at).rel) - STEP
+            done = {end_of(c.rel) - STEP for c in own if c.at < commit.at}
+            at = first
+            while at < end + timedelta(hours=offset):
+                if at not in done and marked.get((source, at), commit.at + 1) > commit.at:
+                    found.append(
+                        f"{table}: committed {commit.rel} before {source}'s hour {at.isoformat()} was "
+                        "committed or marked missing"
+                    )
+                    break
+                at += STEP
+    return found

@@ -33,7 +33,7 @@ import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from turnstile.config.config_cache import ConfigCache
@@ -156,6 +156,9 @@ class World:
     tried_skip: dict[str, set[str]] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     orphaned_jobs: set[str] = field(default_factory=set)  # tables whose running lock was deleted by hand
+    # Hours of gap-aware sources the operator marked missing: when it first tried, and those done.
+    marked: dict[tuple[str, datetime], float] = field(default_factory=dict)
+    marked_done: set[tuple[str, datetime]] = field(default_factory=set)
 
     @property
     def clock(self) -> Clock:
@@ -342,8 +345,17 @@ class World:
                 self.stats[f"data buckets moved ({switched})"] += 1
 
     def operate(self) -> None:
-        """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked."""
+        """The operator: a failed batch gets fixed (once faults stop, or now and then) and unlocked;
+        the missing hours of gap-aware sources are marked (now and then, all once faults stop)."""
         inv = self.invocation()
+        if self.plan.lineage is not None and self.plan.lineage.gaps == "wait":
+            for prefix, rels in self.plan.tables.items():
+                hours = sim_lineage.missing_hours(rels)
+                if self.loop.faults_on and hours:
+                    hours = [self.loop.rng.choice(hours)] if self.loop.rng.random() < 0.3 else []
+                self.stats["hours marked missing"] += sim_lineage.mark_missing(
+                    inv, prefix, hours, marked=self.marked, done=self.marked_done, now=self.loop.now
+                )
         for prefix in dict.fromkeys([*self.plan.tables, *self.plan.ordered]):
             fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
             if self.plan.switch_at is not None and self.state is None:
@@ -545,7 +557,7 @@ class World:
         return found
 
     def _lineage_violations(self, plan: sim_lineage.LineagePlan) -> list[str]:
-        found = sim_lineage.violations(plan, self.plan.tables, self.tables.commits)
+        found = sim_lineage.violations(plan, self.plan.tables, self.tables.commits, self.marked)
         derived = [c for c in self.tables.commits if c.table == sim_lineage.DERIVED]
         found.extend(self._history_disagrees(sim_lineage.DERIVED, derived))
         inv = self.invocation()
