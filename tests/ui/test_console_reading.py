@@ -1,26 +1,33 @@
 """The console's pages while the tables are read, over fake-gcs-server with a store slow to read: the
 tables page and the lineage graph answer within their patience, say how far the reading has got
 ("reading tables: N of M read"), list only the tables read so far (no health for one not read),
-and once the reading is done show every table."""
+and once the reading is done show every table; in Chromium, without a reload."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import uvicorn
 from starlette.testclient import TestClient
 
 from tests.cli.conftest import World
-from tests.ui.conftest import client_of, console_of
+from tests.e2e.test_console_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.ui.conftest import TOKEN, client_of, console_of
 from tests.ui.test_console_app import HEAD, blocked, text_of
 from turnstile.names.paths import Table
 from turnstile.store.gcs import GcsStore
 from turnstile.store.port import StoredObject
+from turnstile.ui import serve
+from turnstile.ui.app import create_app
 
 SLOW = "sales/late/"  # the table whose reads wait for the test to let them through
 DELAY = 0.05  # every read: a store slow to read
@@ -126,3 +133,51 @@ def test_the_lineage_page_says_the_tables_are_read_then_draws_the_graph(slow: Sl
         assert time.monotonic() < deadline, text_of(page)
         page = console.get("/fragment/lineage").text
     assert "<html" not in page and "No table under" in text_of(page)  # none has depends_on
+
+
+@contextmanager
+def served(store: SlowStore) -> Iterator[str]:
+    """The console served as `turnstile ui` serves it (uvicorn on loopback, no lifespan: the first
+    page starts the reading), in a thread; its URL with the token."""
+    console = dataclasses.replace(console_of(store), patience_seconds=PATIENCE)  # type: ignore[arg-type]
+    sock = serve.bind(0)
+    config = uvicorn.Config(create_app(console), log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield serve.url_of(sock, TOKEN)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def test_in_a_browser_the_reading_state_turns_into_the_whole_table_without_a_reload(slow: SlowStore) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"no browser at {CHROMIUM}: install Debian's chromium (make setup does)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch_persistent_context(
+                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+            )
+            page = browser.new_page()
+            with served(slow) as url:
+                page.goto(url)
+                assert "reading tables:" in page.locator("#reading").inner_text()
+                assert page.locator('tr[data-table="sales.late"]').count() == 0
+                page.evaluate("document.body.dataset.loaded = 'yes'")  # gone if the page reloaded
+                page.wait_for_function("document.querySelectorAll('tr[data-table]').length === 3")
+                assert "3 of 4 read" in page.locator("#reading").inner_text()
+                slow.let_through()
+                late = page.locator('tr[data-table="sales.late"] .badge')
+                late.wait_for(timeout=15_000)
+                assert late.inner_text() == "IDLE"
+                assert page.locator("#reading").count() == 0
+                assert "4 of 4 tables shown" in page.locator("#counts").inner_text()
+                assert page.evaluate("document.body.dataset.loaded") == "yes"
+            browser.close()
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
