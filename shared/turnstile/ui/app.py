@@ -82,6 +82,8 @@ def environment() -> Environment:
     env.globals["held_for"] = pages.held_for
     env.globals["health_class"] = lambda word: HEALTH_CLASS.get(str(word), "wait")
     env.globals["outcome_class"] = lambda word: OUTCOME_CLASS.get(str(word), "wait")
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)  # compiled now: the first page, served while the tables are read, does not
     return env
 
 
