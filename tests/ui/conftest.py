@@ -30,6 +30,9 @@ def console_of(store: GcsStore, *, read_only: bool = False) -> Console:
         read_only=read_only,
         read_only_reason="started with --read-only" if read_only else None,
         describe=lambda exc: None if (said := describe(exc)) is None else said[1],
+        # Pages wait for the reading under way, as the tests look at what it shows;
+        # test_console_reading looks at the pages served before it ends.
+        patience_seconds=60.0,
     )
 
 

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import requests
+
 from turnstile.config.settings import child_environment
 
 URL = re.compile(r"the turnstile console is at (http://127\.0\.0\.1:\d+/\?token=\S+)")
@@ -57,3 +59,16 @@ class ConsoleProcess:
                 self.process.wait()
         self._out.close()
         return self.process.returncode
+
+
+def read_through(browser: requests.Session, base: str, page: str, timeout: float = 30) -> str:
+    """The tables page once the console's first reading is done: a page served while it is under
+    way (it says "reading tables", `data-reading`) is fetched again as the page itself does."""
+    deadline = time.monotonic() + timeout
+    while "data-reading" in page:
+        assert time.monotonic() < deadline, page
+        time.sleep(0.2)
+        answer = browser.get(f"{base}/fragment/tables", timeout=timeout)
+        assert answer.status_code == 200, answer.text
+        page = answer.text
+    return page

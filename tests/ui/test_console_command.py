@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 
 from tests.cli.conftest import Run, World, one_error_line
-from tests.ui.process import ConsoleProcess
+from tests.ui.process import ConsoleProcess, read_through
 from turnstile.local.stackinfo import StackInfo
 
 
@@ -28,8 +28,9 @@ def test_it_serves_the_stack_bucket_on_loopback_to_its_token_only(
             page = browser.get(console.url, timeout=30)  # the token moves to a cookie
             assert page.status_code == 200, page.text
             assert page.url == f"{console.base}/"
-            assert "sales.orders" in page.text and ">BLOCKED<" in page.text
             assert f"gs://{stack.bucket} on the local stack at {stack.storage_url}" in page.text
+            rows = read_through(browser, console.base, page.text)
+            assert "sales.orders" in rows and ">BLOCKED<" in rows
     finally:
         code = console.stop()
     assert code == 0, console.output()

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from turnstile.config.cascade import ORDERED_KINDS, ORDERME, levels
 from turnstile.core.errors import ConfigError, PathError
@@ -135,6 +135,17 @@ def tables_under(inv: Invocation, prefix: str) -> list[Table]:
     return [t for t in found if not t.dataset.startswith("_") and not t.table.startswith("_")]
 
 
+class Progress(Protocol):
+    """What a reading of many tables says as it goes (`statuses`; the console shows it): called
+    from the threads that read the tables."""
+
+    def found(self, tables: int) -> None:
+        """The tables to read, once the search for them is done."""
+
+    def read(self, shown: TableStatus | None) -> None:
+        """One table read: its status, or None for a folder that is not shown."""
+
+
 def statuses(
     inv: Invocation,
     prefix: str,
@@ -142,6 +153,7 @@ def statuses(
     *,
     workers: int = 1,
     one_listing: bool = False,
+    progress: Progress | None = None,
 ) -> list[TableStatus]:
     """The status of each table `tables_under` the prefix, but a folder that holds nothing but the
     waits of other tables on it (a `depends_on` naming a table with no batches or config yet).
@@ -150,27 +162,39 @@ def statuses(
     (`table_status`); with `one_listing`, one listing of the whole prefix serves every table and
     the search for them (fewer requests where a listing costs the same whatever it holds, as on
     fake-gcs-server, which walks the whole bucket for each; not on a split store, whose state
-    bucket is listed per table folder)."""
+    bucket is listed per table folder). `progress` hears of each table as it is read."""
     if one_listing:
         inv = prefix_listing(inv, prefix)
     tables = tables_under(inv, prefix)
+    if progress is not None:
+        progress.found(len(tables))
+
+    def one(table: Table) -> TableStatus | None:
+        shown = _shown(inv, table, orderme_cache)
+        if progress is not None:
+            progress.read(shown)
+        return shown
+
     if workers > 1 and len(tables) > 1:
         with ThreadPoolExecutor(min(workers, len(tables)), thread_name_prefix="status") as pool:
-            read = list(pool.map(lambda t: table_status(inv, t, orderme_cache), tables))
+            read = list(pool.map(one, tables))
     else:
-        read = [table_status(inv, t, orderme_cache) for t in tables]
-    found = []
-    for table, shown in zip(tables, read, strict=True):
-        quiet = shown.health is Health.IDLE and shown.last_result is None and not shown.backlog_depth
-        if (
-            quiet
-            and shown.lock is not None
-            and shown.lock.generation == 0
-            and not holds_more_than_waits(inv.store, table.prefix)
-        ):
-            continue
-        found.append(shown)
-    return found
+        read = [one(t) for t in tables]
+    return [s for s in read if s is not None]
+
+
+def _shown(inv: Invocation, table: Table, orderme_cache: dict[str, bool]) -> TableStatus | None:
+    """The table's status; None for a folder that holds nothing but the waits of others on it."""
+    shown = table_status(inv, table, orderme_cache)
+    quiet = shown.health is Health.IDLE and shown.last_result is None and not shown.backlog_depth
+    if (
+        quiet
+        and shown.lock is not None
+        and shown.lock.generation == 0
+        and not holds_more_than_waits(inv.store, table.prefix)
+    ):
+        return None
+    return shown
 
 
 def listed(inv: Invocation, prefix: str) -> Invocation:

@@ -2,12 +2,15 @@
 a little plain JavaScript to refresh the tables and copy commands, nothing from the internet.
 
 The tables page and the lineage graph are served from the last reading of every table, which the
-console renews in the background (`snapshot`); a table's page, an action's confirmation and the
-action itself read the table afresh, and the table read after an action replaces its row.
+console renews in the background (`snapshot`), or say how far the reading under way has got (the
+first one, or one after the last grew too old) and fetch their part again until it is done; a
+table's page, an action's confirmation and the action itself read the table afresh, and the table
+read after an action replaces its row.
 
 Routes: `/` the tables (and `/fragment/tables`, their rows alone, for the refresh), `/table/<folder>`
-one table, `/lineage` the `depends_on` graph, `/confirm/<action>` what an action will do, and
-`POST /act/<action>` doing it. Every request passes `security.Guard` first.
+one table, `/lineage` the `depends_on` graph (and `/fragment/lineage`, its content alone, fetched
+while the tables are read), `/confirm/<action>` what an action will do, and `POST /act/<action>`
+doing it. Every request passes `security.Guard` first.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from turnstile.ops import status as status_ops
 from turnstile.ops.errors import Refused
 from turnstile.ui import actions, graph, pages, security
 from turnstile.ui.context import Console
-from turnstile.ui.snapshot import Snapshot
+from turnstile.ui.snapshot import Partial, Snapshot
 
 HERE = Path(__file__).parent
 log = logs.get("ui")
@@ -79,6 +82,8 @@ def environment() -> Environment:
     env.globals["held_for"] = pages.held_for
     env.globals["health_class"] = lambda word: HEALTH_CLASS.get(str(word), "wait")
     env.globals["outcome_class"] = lambda word: OUTCOME_CLASS.get(str(word), "wait")
+    for name in env.list_templates(extensions=["html"]):
+        env.get_template(name)  # compiled now: the first page, served while the tables are read, does not
     return env
 
 
@@ -107,7 +112,7 @@ def create_app(console: Console) -> Starlette:
             found = await run_in_threadpool(pages.tables, snapshot, query)
         except Exception as exc:
             return failure(request, exc, "Tables")
-        name = "tables_rows.html" if request.url.path.startswith("/fragment/") else "tables.html"
+        name = _part(request, "tables_rows.html", "tables.html")
         return page(name, request, view=found, columns=pages.COLUMNS, healths=list(pages.SEVERITY))
 
     async def table(request: Request) -> Response:
@@ -128,9 +133,10 @@ def create_app(console: Console) -> Starlette:
         except Exception as exc:
             return failure(request, exc, "Lineage")
         return page(
-            "lineage.html",
+            _part(request, "lineage_body.html", "lineage.html"),
             request,
             view=found,
+            progress=found if isinstance(found, Partial) else None,
             box_w=graph.BOX_W,
             box_h=graph.BOX_H,
             label_w=graph.LABEL_W,
@@ -182,6 +188,7 @@ def create_app(console: Console) -> Starlette:
         Route("/fragment/tables", tables),
         Route("/table/{prefix:path}", table),
         Route("/lineage", lineage),
+        Route("/fragment/lineage", lineage),
         Route("/confirm/{action}", confirm),
         Route("/act/{action}", act, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -191,6 +198,11 @@ def create_app(console: Console) -> Starlette:
         middleware=[Middleware(security.Guard, token=console.token)],
         lifespan=_lifespan(snapshot),
     )
+
+
+def _part(request: Request, fragment: str, whole: str) -> str:
+    """The template of a page's part (`/fragment/...`, fetched again in place) or of the page."""
+    return fragment if request.url.path.startswith("/fragment/") else whole
 
 
 def _table_page(console: Console, snapshot: Snapshot, table: Table, page: int) -> pages.TablePage:
@@ -203,7 +215,12 @@ def _table_page(console: Console, snapshot: Snapshot, table: Table, page: int) -
 
 def _snapshot(console: Console) -> Snapshot:
     every, max_age = console.refresh_seconds, console.max_age_seconds
-    return Snapshot(lambda: pages.read_all(console), every=every, max_age=max_age)
+    return Snapshot(
+        lambda progress: pages.read_all(console, progress),
+        every=every,
+        max_age=max_age,
+        patience=console.patience_seconds,
+    )
 
 
 def _lifespan(snapshot: Snapshot) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:

@@ -43,7 +43,8 @@ class Console:
     workers: int = 8  # tables whose status is read at once: each is a listing and a few reads
     one_listing: bool = False  # one listing of the prefix serves every table (an emulator's)
     refresh_seconds: float = 10.0  # the tables are read again so long after the last reading began
-    max_age_seconds: float = 30.0  # no page shows a reading older: it waits for a new one
+    max_age_seconds: float = 30.0  # no page shows a reading older: it waits for a new one...
+    patience_seconds: float = 0.5  # ...so long, then shows how far the new one has got
 
     def invocation(self, *, jobs: bool = False) -> Invocation:
         """A fresh invocation, as a command builds per run: reads are cached within it only."""

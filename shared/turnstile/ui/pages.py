@@ -26,7 +26,7 @@ from turnstile.store.port import object_uri
 from turnstile.ui import graph as graph_layout
 from turnstile.ui import timeline as timeline_layout
 from turnstile.ui.context import Console
-from turnstile.ui.snapshot import Reading, Snapshot
+from turnstile.ui.snapshot import Partial, Reading, Snapshot
 
 HISTORY_PAGE = 50
 SEVERITY = {health: index for index, health in enumerate(Health)}  # worst first, as Health lists them
@@ -113,19 +113,23 @@ class TablesPage:
     total: int
     counts: dict[str, int]  # per health, over every table
     query: TablesQuery
-    read_at: datetime  # when the reading shown began
+    read_at: datetime | None  # when the reading shown began
     age_seconds: float  # how long ago
     reading_seconds: float  # how long the reading took
     every_seconds: float  # how often the tables are read
+    # The first reading (or one after the last grew too old) not done: how far it has got; `rows`
+    # are the tables it has read, `read_at` is None, the ages are the reading's so far.
+    progress: Partial | None = None
 
 
-def read_all(console: Console) -> Reading:
-    """Every table's status and the lineage graph, from one reading of the bucket (`Snapshot`)."""
+def read_all(console: Console, progress: status_ops.Progress | None = None) -> Reading:
+    """Every table's status and the lineage graph, from one reading of the bucket (`Snapshot`);
+    `progress` hears of each table as it is read."""
     inv = console.invocation()
     read_at = inv.clock.now()
     if console.one_listing:
         inv = status_ops.prefix_listing(inv, console.prefix)
-    found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers)
+    found = status_ops.statuses(inv, console.prefix, {}, workers=console.workers, progress=progress)
     return Reading(tuple(found), lineage_graph.graph(inv, found), read_at, 0.0, 0.0, inv.configs)
 
 
@@ -137,6 +141,9 @@ def tables(snapshot: Snapshot, query: TablesQuery) -> TablesPage:
         counts[s.health.value] = counts.get(s.health.value, 0) + 1
     kept = sorted((s for s in found if query.keeps(s)), key=lambda s: s.table)
     kept.sort(key=SORTS[query.sort], reverse=query.descending)
+    if isinstance(reading, Partial):
+        age = reading.age()
+        return TablesPage(tuple(kept), len(found), counts, query, None, age, age, snapshot.every, reading)
     return TablesPage(
         tuple(kept),
         len(found),
@@ -270,6 +277,10 @@ class LineagePage:
     age_seconds: float
 
 
-def lineage_page(snapshot: Snapshot) -> LineagePage:
+def lineage_page(snapshot: Snapshot) -> LineagePage | Partial:
+    """The graph of the last reading; how far the reading has got while none is young enough (the
+    graph is drawn from every table: none before they are all read)."""
     reading = snapshot.current()
+    if isinstance(reading, Partial):
+        return reading
     return LineagePage(graph_layout.layout(reading.graph), reading.graph, reading.read_at, reading.age())

@@ -22,7 +22,7 @@ from datetime import datetime
 from turnstile.config.cascade import ConfigReader
 from turnstile.core import logs
 from turnstile.ops.lineage_graph import Graph
-from turnstile.ops.status import TableStatus
+from turnstile.ops.status import Progress, TableStatus
 
 log = logs.get("ui")
 
@@ -40,18 +40,56 @@ class Reading:
         return max(0.0, (time.monotonic() if now is None else now) - self.began)
 
 
+@dataclass(frozen=True)
+class Partial:
+    """How far the reading under way has got; what a page shows while no reading is young enough."""
+
+    began: float  # time.monotonic() when the reading began (or, none begun yet, when asked)
+    total: int | None  # tables found; None while they are still searched for (the bucket listed)
+    read: int  # tables read
+    statuses: tuple[TableStatus, ...]  # those read and shown, each read after `began`
+
+    def age(self, now: float | None = None) -> float:
+        return max(0.0, (time.monotonic() if now is None else now) - self.began)
+
+
+class _Progress(Progress):
+    """The reading under way's reports, kept by the snapshot for its pages (any thread)."""
+
+    def __init__(self, changed: threading.Condition, began: float) -> None:
+        self._changed = changed
+        self.now = Partial(began, None, 0, ())
+
+    def found(self, tables: int) -> None:
+        with self._changed:
+            self.now = replace(self.now, total=tables)
+
+    def read(self, shown: TableStatus | None) -> None:
+        with self._changed:
+            rows = self.now.statuses if shown is None else (*self.now.statuses, shown)
+            self.now = replace(self.now, read=self.now.read + 1, statuses=rows)
+
+
 class Snapshot:
     def __init__(
-        self, read: Callable[[], Reading], *, every: float, max_age: float, idle: float = 300.0
+        self,
+        read: Callable[[Progress], Reading],
+        *,
+        every: float,
+        max_age: float,
+        idle: float = 300.0,
+        patience: float = 0.5,
     ) -> None:
         self._read = read
         self.every = every
         self.max_age = max_age
         self.idle = idle
+        self.patience = patience
         self._changed = threading.Condition()
         self._current: Reading | None = None
         self._error: Exception | None = None  # of the last reading, if it failed
         self._attempt = 0  # readings ended, failed ones too
+        self._progress: _Progress | None = None  # the reading under way's
         self._asked = time.monotonic()
         self._thread: threading.Thread | None = None
         self._stopped = False
@@ -74,9 +112,12 @@ class Snapshot:
         if running is not None:
             running.join(wait)
 
-    def current(self) -> Reading:
-        """The last reading if younger than `max_age`, else the next one (raises what it raised)."""
+    def current(self) -> Reading | Partial:
+        """The last reading if younger than `max_age`; else the next one if it ends within
+        `patience` seconds; else how far it has got. Raises what a reading raised if the last one
+        failed (and none young enough is left)."""
         asked = time.monotonic()
+        deadline = asked + self.patience
         with self._changed:
             self.start()  # under the same lock as the loop's check for idleness: it cannot miss this
             while True:
@@ -85,10 +126,13 @@ class Snapshot:
                     return found
                 ended = self._attempt
                 self._changed.notify_all()  # wake the loop: a reading is due now
-                while self._attempt == ended:
-                    self._changed.wait()
+                while self._attempt == ended and (left := deadline - time.monotonic()) > 0:
+                    self._changed.wait(left)
                 if self._error is not None and (self._current is None or self._current.began < asked):
                     raise self._error
+                if self._attempt == ended:  # out of patience: how far the reading has got
+                    under_way = self._progress
+                    return under_way.now if under_way is not None else Partial(asked, None, 0, ())
 
     def recent(self) -> Reading | None:
         """The last reading if younger than `max_age`; None otherwise (nothing is read)."""
@@ -125,16 +169,20 @@ class Snapshot:
                     self._thread = None
                     return
             began = time.monotonic()
+            with self._changed:
+                self._progress = progress = _Progress(self._changed, began)
             try:
-                reading = self._read()
+                reading = self._read(progress)
             except Exception as exc:
                 log.exception("console snapshot failed")
                 with self._changed:
+                    self._progress = None
                     self._error, self._attempt = exc, self._attempt + 1
                     self._changed.notify_all()
                 time.sleep(min(self.every, 1.0))  # not in a tight loop on a store that refuses
                 continue
             with self._changed:
                 self._current = replace(reading, began=began, seconds=time.monotonic() - began)
+                self._progress = None
                 self._error, self._attempt = None, self._attempt + 1
                 self._changed.notify_all()

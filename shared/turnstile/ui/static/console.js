@@ -3,10 +3,13 @@
 (function () {
   "use strict";
 
+  var READING_EVERY_MS = 1000;  // while the tables are read (the first reading): fetched again so often
+  var reading = null;
+
   function refresh(box) {
     var src = box.getAttribute("data-src");
     var stamp = document.getElementById("refresh-state");
-    if (stamp) { stamp.textContent = "refreshing…"; }
+    if (stamp && !reading) { stamp.textContent = "refreshing…"; }
     return fetch(src, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (response) {
         if (!response.ok) { throw new Error("HTTP " + response.status); }
@@ -15,15 +18,32 @@
       .then(function (html) {
         box.innerHTML = html;
         if (stamp) { stamp.textContent = ""; }
+        whileReading(box);
       })
       .catch(function (error) {
         if (stamp) { stamp.textContent = "refresh failed (" + error.message + "); the rows shown are older"; }
       });
   }
 
+  // A page served while the tables are read says so ([data-reading]): its part is fetched again
+  // until the reading is done, then refreshes as usual.
+  function whileReading(box) {
+    if (reading || !box.querySelector("[data-reading]")) { return; }
+    reading = window.setTimeout(function () {
+      reading = null;
+      refresh(box).then(function () {
+        if (!reading && box.querySelector("[data-reading]")) {
+          // the fetch failed: try again a little later; the page says the rows are older
+          reading = window.setTimeout(function () { reading = null; whileReading(box); }, READING_EVERY_MS * 4);
+        }
+      });
+    }, READING_EVERY_MS);
+  }
+
   function setUpRefresh() {
     var box = document.querySelector("[data-src]");
     if (!box) { return; }
+    whileReading(box);
     var auto = document.getElementById("auto-refresh");
     var button = document.getElementById("refresh-now");
     if (button) {
