@@ -10,8 +10,11 @@ import pytest
 
 from tests.spark.jobkit import Kit, csv
 from turnstile.config.audits import BRANCH
+from turnstile.core.clock import SystemClock
 from turnstile.spark import audits
-from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
+from turnstile.spark.applier import IcebergApplier
+from turnstile.state.execution import execute
+from turnstile.state.records import BatchOutcome, BatchResult, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore
 
 pytestmark = pytest.mark.spark
@@ -189,3 +192,22 @@ def test_an_audit_that_is_not_a_query_fails_the_batch_without_running(
 def test_audit_sql_is_split_at_semicolons_outside_literals_and_comments() -> None:
     text = "SELECT ';' AS a; -- one; two\nSELECT `x;y` FROM t /* ; */;\n -- only a comment;\n ; "
     assert audits.split(text) == ["SELECT ';' AS a", "-- one; two\nSELECT `x;y` FROM t /* ; */"]
+
+
+def test_audits_on_an_unordered_table_fail_the_batch_before_any_write(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[UNIQUE_ID])
+    batch = kit.batch("1", csv("id,amount", "1,10"))
+    manifest = Manifest(
+        job_id="job-1",
+        bucket=kit.bucket,
+        batches=(batch,),
+        done_signal=f"{kit.prefix}/_turnstile/jobs/job-1.done",
+        ordered=False,
+    )
+    applier = IcebergApplier(spark, "local", kit.staging, lambda bucket: kit.store, kit.bucket, ordered=False)
+    done = execute(kit.store, manifest, applier, SystemClock())
+    assert not done.succeeded
+    assert "has audits but is not ordered" in (result(kit, batch).error or "")
+    assert not spark.catalog.tableExists(kit.table)
