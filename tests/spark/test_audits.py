@@ -211,3 +211,25 @@ def test_audits_on_an_unordered_table_fail_the_batch_before_any_write(
     assert not done.succeeded
     assert "has audits but is not ordered" in (result(kit, batch).error or "")
     assert not spark.catalog.tableExists(kit.table)
+
+
+@pytest.mark.parametrize(
+    ("load", "expected"),
+    [
+        ({"mode": "merge", "merge_keys": ["id"]}, [(1, 10), (2, 7), (3, 1)]),
+        ({"mode": "overwrite"}, [(2, 7), (3, 1)]),
+        ({"mode": "overwrite_partitions", "partition_by": ["id"]}, [(1, 10), (2, 7), (3, 1)]),
+    ],
+    ids=["merge", "overwrite", "overwrite_partitions"],
+)
+def test_every_write_mode_goes_through_the_branch_and_is_published(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore, load: dict[str, Any], expected: list[tuple[int, int]]
+) -> None:
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[UNIQUE_ID], **load)
+    one = kit.batch("1", csv("id,amount", "1,10", "2,5"))
+    two = kit.batch("2", csv("id,amount", "2,7", "3,1"))
+    done = kit.run(one, two)
+    assert done.succeeded, done.error
+    assert kit.rows() == expected
+    assert main_batches(kit) == [f"1#{one.success_generation}", f"2#{two.success_generation}"]
+    assert refs(kit)["main"] == result(kit, two).snapshot_id == refs(kit)[BRANCH]
