@@ -13,6 +13,7 @@ from turnstile.config.audits import BRANCH
 from turnstile.core.clock import SystemClock
 from turnstile.spark import audits
 from turnstile.spark.applier import IcebergApplier
+from turnstile.spark.lexical import split_statements
 from turnstile.state.execution import execute
 from turnstile.state.records import BatchOutcome, BatchResult, Manifest, ManifestBatch
 from turnstile.store.gcs import GcsStore
@@ -191,7 +192,7 @@ def test_an_audit_that_is_not_a_query_fails_the_batch_without_running(
 
 def test_audit_sql_is_split_at_semicolons_outside_literals_and_comments() -> None:
     text = "SELECT ';' AS a; -- one; two\nSELECT `x;y` FROM t /* ; */;\n -- only a comment;\n ; "
-    assert audits.split(text) == ["SELECT ';' AS a", "-- one; two\nSELECT `x;y` FROM t /* ; */"]
+    assert split_statements(text) == ["SELECT ';' AS a", "-- one; two\nSELECT `x;y` FROM t /* ; */"]
 
 
 def test_audits_on_an_unordered_table_fail_the_batch_before_any_write(

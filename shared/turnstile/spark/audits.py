@@ -23,7 +23,7 @@ from pyspark.sql import functions as f
 from turnstile.config.audits import BRANCH, STAGED
 from turnstile.core.errors import BatchFailed
 from turnstile.spark import commits, messages, placeholders, statements
-from turnstile.spark.lexical import Kind, segments
+from turnstile.spark.lexical import split_statements
 from turnstile.spark.sql import quote
 from turnstile.state.records import ManifestBatch
 
@@ -62,24 +62,9 @@ def configured(batch: ManifestBatch) -> list[Query]:
     """The batch's audits: load.json's `audits`, then the statements of its audit.sql."""
     found = [Query(a.name, f"load.json audits[{i}]", a.sql) for i, a in enumerate(batch.load.audits)]
     source = batch.audit_source or "audit.sql"
-    for index, text in enumerate(split(batch.audit_sql or ""), start=1):
+    for index, text in enumerate(split_statements(batch.audit_sql or ""), start=1):
         found.append(Query(f"audit.sql #{index}", f"statement {index} of {source}", text))
     return found
-
-
-def split(text: str) -> list[str]:
-    """The statements of an audit.sql: cut at each `;` outside literals, names and comments; a
-    piece holding only blanks and comments is no statement."""
-    pieces: list[list[str]] = [[]]
-    for segment in segments(text):
-        if segment.kind is not Kind.CODE:
-            pieces[-1].append(segment.text)
-            continue
-        parts = segment.text.split(";")
-        pieces[-1].append(parts[0])
-        pieces.extend([part] for part in parts[1:])
-    statements_ = ["".join(piece).strip() for piece in pieces]
-    return [s for s in statements_ if any(x.kind is not Kind.COMMENT and x.text.strip() for x in segments(s))]
 
 
 def branch_reference(table: str) -> str:
