@@ -234,3 +234,18 @@ def test_every_write_mode_goes_through_the_branch_and_is_published(
     assert kit.rows() == expected
     assert main_batches(kit) == [f"1#{one.success_generation}", f"2#{two.success_generation}"]
     assert refs(kit)["main"] == result(kit, two).snapshot_id == refs(kit)[BRANCH]
+
+
+def test_a_table_fixed_by_hand_after_a_failed_audit_gets_the_batch_written_again_on_top_of_the_fix(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[UNIQUE_ID])
+    assert kit.run(kit.batch("1", csv("id,amount", "1,10", "2,5"))).succeeded
+    two = kit.batch("2", csv("id,amount", "2,7", "3,1"))
+    assert not kit.run(two, job_id="job-2").succeeded  # id 2 twice
+    spark.sql(f"DELETE FROM {kit.table} WHERE id = 2")  # the operator's fix, on main
+    done = kit.run(two, job_id="job-3")  # `turnstile unlock`
+    assert done.succeeded, done.error
+    assert kit.rows() == [(1, 10), (2, 7), (3, 1)]
+    assert refs(kit)["main"] == result(kit, two).snapshot_id == refs(kit)[BRANCH]
+    assert main_batches(kit)[-1] == f"2#{two.success_generation}"

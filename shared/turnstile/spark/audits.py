@@ -78,6 +78,8 @@ def staged(spark: SparkSession, table: str, key: str) -> tuple[int, int] | None:
     loaded, main, branch = _refs(spark, table)
     if branch is None or branch == main:
         return None
+    if main is not None and not _is_ancestor(spark, loaded, main, branch):
+        return None  # main moved since (a fix by hand): the batch is written again on top of it
     found = commits.tagged_commit(spark, table, key, branch=BRANCH)
     if found is None or (main is not None and _is_ancestor(spark, loaded, found[0], main)):
         return None
@@ -145,6 +147,12 @@ def publish(spark: SparkSession, catalog: str, table: str, snapshot: int) -> Non
     loaded, main, branch = _refs(spark, table)
     if main is not None and (main == snapshot or _is_ancestor(spark, loaded, snapshot, main)):
         return
+    if main is not None and not _is_ancestor(spark, loaded, main, snapshot):
+        raise BatchFailed(
+            f"main of {table} moved while batch snapshot {snapshot} was audited (another writer "
+            "committed to it): nothing was published; apply the batch again (it is written on top "
+            "of main then)"
+        )
     if branch != snapshot:
         raise BatchFailed(
             f"the audit branch {BRANCH} of {table} moved while batch snapshot {snapshot} was audited "
