@@ -89,8 +89,26 @@ def test_warnings_do_not_fail(run: Run, world: World) -> None:
     result = run("validate", f"gs://{world.store.bucket}")
     assert result.exit_code == 0
     assert "warnings (2):" in result.stdout
-    assert "a _config/ folder is read for load.json, transform.sql and ORDERME only" in result.stdout
+    assert (
+        "a _config/ folder is read for load.json, transform.sql, audit.sql and ORDERME only" in result.stdout
+    )
     assert "transform.sql is empty" in result.stdout
+
+
+def test_an_audit_sql_is_read_as_queries_and_one_that_writes_is_a_problem(run: Run, world: World) -> None:
+    audit = "sales/orders/_config/audit.sql"
+    world.store.write(
+        audit, b"-- no key twice; ever\nSELECT id FROM ${staged} GROUP BY id HAVING count(*) > 1;\n"
+    )
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 0, result.stdout
+    assert [p for p in json.loads(result.stdout)["problems"] if p["object"].endswith(audit)] == []
+    assert not [w for w in json.loads(result.stdout)["warnings"] if w["object"].endswith(audit)]
+    world.store.write(audit, b"SELECT 1 FROM ${staged};\nDELETE FROM ${staged} WHERE id < 0")
+    result = run("validate", f"gs://{world.store.bucket}", "-o", "json")
+    assert result.exit_code == 1
+    [problem] = [p for p in json.loads(result.stdout)["problems"] if p["object"].endswith(audit)]
+    assert "audit.sql statement 2 is a DELETE statement; an audit is one SELECT" in problem["message"]
 
 
 def test_many_batches_with_one_problem_are_summarised(run: Run, world: World) -> None:

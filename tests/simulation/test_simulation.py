@@ -33,6 +33,11 @@ def test_three_hundred_schedules_keep_every_invariant() -> None:
     assert stats["invocations ended by Killed"] > 10
     assert stats["duplicate deliveries"] > 1000
     assert stats["failed jobs"] > 10
+    # Tables with audits: batches staged on the branch, some audited again by a later job (the job
+    # died before the publish, or the audit failed and the table was unlocked), some failing.
+    assert stats["batches audited and published"] > 100
+    assert stats["staged batches audited again by a later job"] > 5
+    assert stats["audits failed"] > 5
 
 
 def test_a_schedule_replays_identically() -> None:
@@ -70,6 +75,22 @@ def test_it_catches_a_job_whose_history_loses_a_commit(monkeypatch: pytest.Monke
 
     monkeypatch.setattr(execution, "_record", forgetful)
     assert any("missing from the history" in p for p in _violations(range(60)))
+
+
+def test_it_catches_a_job_that_publishes_a_batch_without_its_audit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(SimTables, "_audit", lambda self, staged: None)
+    assert any("published unaudited" in p for p in _violations(range(20)))
+
+
+def test_it_catches_a_job_that_commits_a_staged_batch_to_main_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = SimTables._write_audit_publish
+
+    def restages(self: SimTables, batch: ManifestBatch, job_id: str) -> BatchResult:
+        self.staged.pop(batch.table_prefix, None)  # the branch's commit not looked for: written again
+        return original(self, batch, job_id)
+
+    monkeypatch.setattr(SimTables, "_write_audit_publish", restages)
+    assert any("staged twice" in p for p in _violations(range(40)))
 
 
 def test_it_catches_reprocess_requests_left_unapplied(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,6 +5,7 @@ A `_config/` folder may sit at any level from the bucket root down to the batch 
   key; any other value, lists included, is replaced whole);
 - `transform.sql`: the nearest one wins; `bq_transform.sql` (the name gcs_ocn_bq_ingest used) is
   read as the same file, and a level holding both is an error naming both;
+- `audit.sql`: the nearest one wins (`turnstile.config.audits`);
 - `ORDERME`: anywhere on the path orders the batch. Only `_SUCCESS` events consult it: once a
   pointer is in `_backlog/`, the backlog itself is the record that the table is ordered, so
   `_backlog` and `_BACKFILL` events never depend on where ORDERME sits.
@@ -34,6 +35,7 @@ from turnstile.store.port import ObjectStore, object_uri
 LOAD_JSON = "load.json"
 TRANSFORM_SQL = "transform.sql"
 BQ_TRANSFORM_SQL = "bq_transform.sql"  # gcs_ocn_bq_ingest's name: an alias of TRANSFORM_SQL
+AUDIT_SQL = "audit.sql"  # queries run on a batch's staged commit before its publish
 ORDERME = "ORDERME"
 EXTERNAL_JSON = "external.json"  # the original loader's definition of its external table
 ORDERED_KINDS = ("incremental", "historical")  # the folders of the default layout that may hold ORDERME
@@ -48,6 +50,13 @@ class ResolvedConfig:
     ordered: bool
     sources: tuple[str, ...]  # the config objects that contributed, farthest first
     mapping_source: str | None = None  # the load.json whose `mapping` is in force (lists replace whole)
+    audit_sql: str | None = None  # the nearest audit.sql's text
+
+    @property
+    def audit_source(self) -> str | None:
+        """The object name of the audit.sql in force (the nearest one), None without one."""
+        found = [s for s in self.sources if s.rpartition("/")[2] == AUDIT_SQL]
+        return found[-1] if found and self.audit_sql is not None else None
 
     @property
     def transform_source(self) -> str | None:
@@ -58,10 +67,10 @@ class ResolvedConfig:
     @property
     def digest(self) -> str:
         """A stable hash of what the job will do, stamped on every Iceberg commit."""
-        payload = json.dumps(
-            {"load": self.load.model_dump(mode="json", by_alias=True), "transform": self.transform_sql},
-            sort_keys=True,
-        )
+        document = {"load": self.load.model_dump(mode="json", by_alias=True), "transform": self.transform_sql}
+        if self.audit_sql is not None:  # without one, the digest stays what it was before audits
+            document["audit"] = self.audit_sql
+        payload = json.dumps(document, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -86,6 +95,7 @@ def levels(folder: str) -> list[str]:
 class _Level:
     load: dict[str, Any] | None = None
     transform_sql: str | None = None
+    audit_sql: str | None = None
     orderme: bool = False
     sources: list[str] = field(default_factory=list)
     error: ConfigError | None = None  # its load.json is broken: `resolve` raises it
@@ -135,6 +145,11 @@ class ConfigReader:
             elif (refused := refused_config_file(base)) is not None:
                 found.sources.append(info.name)
                 found.error = ConfigError(f"{object_uri(self._store, info.name)}: {refused}")
+            elif base == AUDIT_SQL:
+                obj = self._store.read(info.name)
+                if obj is not None:  # deleted between list and read: as if never there
+                    found.sources.append(info.name)
+                    found.audit_sql = obj.text()
             elif base in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL):
                 obj = self._store.read(info.name)
                 if obj is None:  # deleted between list and read: as if never there
@@ -163,6 +178,7 @@ class ConfigReader:
         across keys are not applied."""
         merged: dict[str, Any] = {}
         transform: str | None = None
+        audit: str | None = None
         ordered = False
         sources: list[str] = []
         mapping_source: str | None = None
@@ -175,6 +191,7 @@ class ConfigReader:
                 if "mapping" in found.load:
                     mapping_source = f"{level}{CONFIG}/{LOAD_JSON}"
             transform = found.transform_sql if found.transform_sql is not None else transform
+            audit = found.audit_sql if found.audit_sql is not None else audit
             ordered = ordered or found.orderme
             sources.extend(found.sources)
         where = ", ".join(object_uri(self._store, s) for s in sources if s.endswith(LOAD_JSON))
@@ -185,7 +202,7 @@ class ConfigReader:
                 f"the merged load.json for {object_uri(self._store, folder)} (from {where or 'defaults'}) "
                 f"is invalid: {'; '.join(explain(exc))}"
             ) from exc
-        return ResolvedConfig(load, transform, ordered, tuple(sources), mapping_source)
+        return ResolvedConfig(load, transform, ordered, tuple(sources), mapping_source, audit)
 
     def known_empty(self, level: str) -> None:
         """A listing made for another purpose showed nothing in the level's `_config/`: take it as
@@ -220,10 +237,11 @@ def refused_config_file(base: str) -> str | None:
             "turnstile does not read external.json: move its settings (format, reader options, schema) "
             "into load.json, then delete it"
         )
-    if base.endswith(".sql") and "/" not in base and base not in (TRANSFORM_SQL, BQ_TRANSFORM_SQL):
+    if base.endswith(".sql") and "/" not in base and base not in (TRANSFORM_SQL, BQ_TRANSFORM_SQL, AUDIT_SQL):
         return (
-            f"only {TRANSFORM_SQL} (or its alias {BQ_TRANSFORM_SQL}) is read as the transform: rename "
-            "this file to transform.sql (Spark SQL over the view `batch`), or delete it"
+            f"only {TRANSFORM_SQL} (or its alias {BQ_TRANSFORM_SQL}) is read as the transform and "
+            f"{AUDIT_SQL} as the audits: rename this file to transform.sql (Spark SQL over the view "
+            "`batch`) or audit.sql (SELECTs returning offending rows), or delete it"
         )
     return None
 

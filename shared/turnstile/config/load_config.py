@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from turnstile.config import audits as batch_audits
 from turnstile.config import ddl
 from turnstile.config import expectations as row_expectations
 from turnstile.config import mapping as field_mapping
@@ -138,6 +139,11 @@ class LoadConfig(BaseModel):
     "amount >= 0", "on_fail": "warn" | "drop" | "fail"}]`; a row passes only when its check is TRUE
     (see `turnstile.config.expectations`)."""
 
+    audits: tuple[batch_audits.Audit, ...] = ()
+    """Queries returning offending rows, run on each batch's commit before it is published (ordered
+    tables): `[{"name": "unique_id", "sql": "SELECT id FROM ${staged} GROUP BY id HAVING count(*) >
+    1"}]`; a batch any of them returns rows for fails (see `turnstile.config.audits`)."""
+
     destination_regex: str | None = Field(None, alias="destinationRegex")
     """Overrides DESTINATION_REGEX for batches below this `_config/`."""
 
@@ -204,6 +210,11 @@ class LoadConfig(BaseModel):
         cls, value: tuple[row_expectations.Expectation, ...]
     ) -> tuple[row_expectations.Expectation, ...]:
         return row_expectations.unique_names(value)
+
+    @field_validator("audits")
+    @classmethod
+    def _unique_audits(cls, value: tuple[batch_audits.Audit, ...]) -> tuple[batch_audits.Audit, ...]:
+        return batch_audits.unique_names(value)
 
     @field_validator("partition_by")
     @classmethod

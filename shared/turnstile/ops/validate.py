@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from turnstile.config import reader_options
 from turnstile.config.cascade import (
+    AUDIT_SQL,
     BQ_TRANSFORM_SQL,
     LOAD_JSON,
     ORDERME,
@@ -49,7 +50,7 @@ from turnstile.names.batchfiles import (
     unreadable_files,
 )
 from turnstile.names.paths import CONFIG, Batch, ObjectKind, classify, parse_success
-from turnstile.ops import validate_expectations, validate_mapping
+from turnstile.ops import validate_expectations, validate_mapping, validate_sql
 from turnstile.ops.validate_lineage import dependency_problems, natural_time_warning
 from turnstile.protocol import publisher
 from turnstile.spark import sql
@@ -178,9 +179,10 @@ def _check_config(
     base = name.partition(f"{CONFIG}/")[2]
     if (refused := refused_config_file(base)) is not None:
         return False, refused
-    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL, ORDERME):
+    if "/" in base or base not in (LOAD_JSON, TRANSFORM_SQL, BQ_TRANSFORM_SQL, AUDIT_SQL, ORDERME):
         return True, (
-            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL} and {ORDERME} only "
+            f"ignored: a _config/ folder is read for {LOAD_JSON}, {TRANSFORM_SQL}, {AUDIT_SQL} and "
+            f"{ORDERME} only "
             f"({BQ_TRANSFORM_SQL} counts as {TRANSFORM_SQL}); "
             "rename or remove it"
         )
@@ -193,6 +195,8 @@ def _check_config(
         if not found.data.strip():
             return True, f"{base} is empty; write the SQL over the view `batch`, or remove it"
         return _transform_problem(base, found.text())
+    if base == AUDIT_SQL:
+        return validate_sql.audit_problem(found.text())
     try:
         load = check_load_json(object_uri(store, name), found.data)
     except ConfigError as exc:

@@ -66,6 +66,8 @@ def manifest_batch(
         transform_sql=resolved.transform_sql,
         transform_source=object_uri(inv.store, source) if source else None,
         mapping_source=object_uri(inv.store, resolved.mapping_source) if resolved.mapping_source else None,
+        audit_sql=resolved.audit_sql,
+        audit_source=object_uri(inv.store, resolved.audit_source) if resolved.audit_source else None,
         config_digest=resolved.digest,
         max_batches_per_job=resolved.load.max_batches_per_job,
         result=table.result(batch.rel, success_generation),

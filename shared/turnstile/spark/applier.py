@@ -1,4 +1,5 @@
-"""Applies one batch to its Iceberg table: read, transform, evolve the schema, write, tag."""
+"""Applies one batch to its Iceberg table: read, transform, evolve the schema, write, tag (and, for a
+table with audits, audit and publish: `spark.audits`)."""
 
 from __future__ import annotations
 
@@ -6,23 +7,26 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
 
+from turnstile.config.audits import BRANCH
 from turnstile.config.load_config import LoadConfig
 from turnstile.core.errors import BatchFailed
 from turnstile.names import batchfiles
 from turnstile.spark import (
+    audits,
     badrows,
     commits,
     emptybatch,
     expectations,
     mapping,
+    merge,
     messages,
     reading,
     results,
-    schema,
+    shape,
     sql,
     steps,
     transforms,
@@ -42,8 +46,11 @@ class IcebergApplier:
         staging: Staging,
         stores: Callable[[str], ObjectStore],
         bucket: str,
+        *,
+        ordered: bool = True,
     ) -> None:
         self._spark = spark
+        self._ordered = ordered  # audits need the table's batches one job at a time
         self._catalog = catalog
         self._staging = staging
         self._stores = stores
@@ -72,6 +79,8 @@ class IcebergApplier:
         started = time.monotonic()
         load = batch.load
         table = self.table(batch)
+        if (published := self._publish_staged(batch, job_id, started)) is not None:
+            return published
         if not batch.data_uris:
             raise BatchFailed(self._no_data_files(batch))
         if (unreadable := batchfiles.unreadable_files(batch.data_uris)) is not None:
@@ -125,6 +134,8 @@ class IcebergApplier:
         written in the table's mode like a batch's, tagged with the step's identity."""
         started = time.monotonic()
         table = self.table(batch)
+        if (published := self._publish_staged(batch, job_id, started)) is not None:
+            return published
         text = steps.transform_text(batch, f"gs://{self._bucket}/{batch.table_prefix}/_config/")
         statement = transforms.filled(batch, self._catalog, text)
         try:
@@ -149,6 +160,28 @@ class IcebergApplier:
             rows_written=written,
             expectations=checked.counts,
         )
+
+    def _audited(self, batch: ManifestBatch) -> bool:
+        return audits.needed(batch, ordered=self._ordered)
+
+    def _publish_staged(self, batch: ManifestBatch, job_id: str, started: float) -> BatchResult | None:
+        """A batch an earlier attempt committed to the audit branch but did not publish (it died in
+        between): audited again and published, not committed again."""
+        table = self.table(batch)
+        key = commits.batch_key(batch.rel, batch.success_generation, batch.reprocess)
+        if not self._audited(batch) or not self._exists(table):
+            return None
+        if (found := audits.staged(self._spark, table, key)) is None:
+            return None
+        self._audit_and_publish(batch, table, key, found[0])
+        return results.committed(
+            batch, job_id, started, found[0], (None, None), rows_read=0, rows_written=found[1]
+        )
+
+    def _audit_and_publish(self, batch: ManifestBatch, table: str, key: str, snapshot: int) -> None:
+        audits.audit(self._spark, batch, table, snapshot, transforms.values(batch, self._catalog))
+        audits.publish(self._spark, self._catalog, table, snapshot)
+        self._committed(table)[key] = snapshot
 
     def _columnless(
         self, batch: ManifestBatch, table: str, read: reading.ReadBatch
@@ -201,18 +234,7 @@ class IcebergApplier:
             self._namespaces.add(batch.dataset)
         if batch.transform_sql:  # the statement reads the batch as the view `batch`
             rows.createOrReplaceTempView("batch")
-        properties = {
-            commits.BATCH_KEY: commits.batch_key(batch.rel, batch.success_generation, batch.reprocess),
-            "turnstile.table": batch.table_prefix,
-            "turnstile.rel": batch.rel,
-            "turnstile.success-generation": str(batch.success_generation),
-            "turnstile.config.cascade-digest": batch.config_digest,
-            "turnstile.job-id": job_id,
-            "turnstile.position": batch.rel,  # the last applied position, on every commit
-        }
-        if batch.reprocess:  # a committed batch once more: the position stays where it was
-            del properties["turnstile.position"]
-            properties["turnstile.reprocess"] = batch.reprocess
+        properties = commits.batch_properties(batch, job_id)
         try:
             self._write(table, batch, load, properties, rows)
         except BatchFailed:
@@ -224,19 +246,24 @@ class IcebergApplier:
                 raise _StrictWriteFailed from exc
             raise BatchFailed(f"writing {batch.rel!r} to {table} failed: {messages.reason(exc)}") from exc
         key = properties[commits.BATCH_KEY]
-        found = commits.tagged_commit(self._spark, table, key)
+        audited = self._audited(batch)
+        branch = BRANCH if audited else None
+        found = commits.tagged_commit(self._spark, table, key, branch=branch)
         if found is None and load.mode == "overwrite_partitions":
             # Iceberg skips the commit of a dynamic overwrite that replaces no partition (a batch of
             # no rows): an empty append records the batch instead, changing no row either.
+            target = audits.branch_reference(table) if audited else table
             with commits.commit_properties(self._spark, properties):
-                self._spark.createDataFrame([], self._table_schema(table)).writeTo(table).append()
-            found = commits.tagged_commit(self._spark, table, key)
+                self._spark.createDataFrame([], self._table_schema(table)).writeTo(target).append()
+            found = commits.tagged_commit(self._spark, table, key, branch=branch)
         if found is None:
             raise BatchFailed(
                 f"the commit of {batch.rel!r} to {table} is not tagged with {key}; "
                 "the Iceberg version may not support commit properties"
             )
         snapshot, written = found
+        if audited:
+            self._audit_and_publish(batch, table, key, snapshot)
         self._committed(table)[key] = snapshot
         bad_rows = read.bad_rows + mapped.bad_rows
         if load.mode == "merge" and not batch.transform_sql:
@@ -272,6 +299,8 @@ class IcebergApplier:
         text = batch.transform_sql
         statement = transforms.filled(batch, self._catalog, text) if text else None
         if statement is not None and transforms.parsed(spark, batch, statement).dml:
+            if self._audited(batch):
+                raise audits.dml_refused(batch)
             self._ensure_table(table, load, None)
             with commits.commit_properties(spark, properties):
                 transforms.run(spark, batch, statement)
@@ -283,15 +312,19 @@ class IcebergApplier:
         commits.refuse_whole_table_overwrite(spark, table, load, exists=self._exists(table))
         self._ensure_table(table, load, stored)
         frame = self._fit(table, frame, load, batch)
+        target = table
+        if self._audited(batch):  # committed to the audit branch, published once audited
+            audits.prepare(spark, table)
+            target = audits.branch_reference(table)
         with commits.commit_properties(spark, properties):
             if load.mode == "append":
-                frame.writeTo(table).append()
+                frame.writeTo(target).append()
             elif load.mode == "overwrite":
-                frame.writeTo(table).overwrite(f.lit(True))
+                frame.writeTo(target).overwrite(f.lit(True))
             elif load.mode == "overwrite_partitions":  # Iceberg dynamic partition overwrite
-                frame.writeTo(table).overwritePartitions()
+                frame.writeTo(target).overwritePartitions()
             else:
-                self._merge(table, frame, load)
+                merge.merge(spark, target, frame, load)
 
     def _exists(self, table: str) -> bool:
         if table not in self._tables and commits.table_exists(self._spark, table):
@@ -315,34 +348,13 @@ class IcebergApplier:
         self._spark.sql(sql.create_table(table, columns, partition_by=load.partition_by, properties=props))
 
     def _fit(self, table: str, frame: DataFrame, load: LoadConfig, batch: ManifestBatch) -> DataFrame:
-        """Evolve the table if allowed, then shape the batch to the table's columns."""
-        keep = {load.delete_column.lower()} if load.mode == "merge" and load.delete_column else set()
-        target = self._table_schema(table)
-        columns = [
-            (x.name, x.dataType.simpleString()) for x in frame.schema.fields if x.name.lower() not in keep
-        ]
-        evolution = schema.plan(
-            [(x.name, x.dataType.simpleString()) for x in target.fields],
-            columns,
-            evolve=load.schema_evolution == "add_columns",
-            where=table,
+        """Evolve the table if allowed, then shape the batch to the table's columns (`spark.shape`)."""
+        return shape.fit(
+            self._spark, table, frame, load, target=self._table_schema(table), fresh=self._fresh_schema
         )
-        changes = evolution.statements(table)
-        for statement in changes:
-            self._spark.sql(statement)
-        if changes:
-            target = self._table_schema(table, fresh=True)
-        if schema.fits_exactly(frame.schema, target, keep):
-            return frame
-        present = {c.lower(): c for c in frame.columns}
-        shaped = [
-            (f.col(f"`{present[x.name.lower()]}`") if x.name.lower() in present else f.lit(None))
-            .cast(x.dataType)
-            .alias(x.name)
-            for x in target.fields
-        ]
-        extra = [f.col(f"`{present[k]}`") for k in keep if k in present]
-        return frame.select(*shaped, *extra)
+
+    def _fresh_schema(self, table: str) -> StructType:
+        return self._table_schema(table, fresh=True)
 
     def _known(self, batch: ManifestBatch) -> StructType | None:
         """The columns of the table a batch with no `schema`, mapping or transform goes into by name."""
@@ -353,23 +365,6 @@ class IcebergApplier:
         if fresh or table not in self._schemas:
             self._schemas[table] = self._spark.table(table).schema
         return self._schemas[table]
-
-    def _merge(self, table: str, frame: DataFrame, load: LoadConfig) -> None:
-        keys = [f.col(f"`{k}`") for k in load.merge_keys]
-        order = [f.col(f"`{load.merge_order_by}`").desc_nulls_last()] if load.merge_order_by else []
-        order.append(f.sha2(f.to_json(f.struct(*[f.col(f"`{c}`") for c in frame.columns])), 256).desc())
-        ranked = frame.withColumn(
-            "_turnstile_rank", f.row_number().over(Window.partitionBy(*keys).orderBy(*order))
-        )
-        ranked.filter("_turnstile_rank = 1").drop("_turnstile_rank").createOrReplaceTempView(
-            "turnstile_source"
-        )
-        columns = [
-            c for c in frame.columns if not load.delete_column or c.lower() != load.delete_column.lower()
-        ]
-        self._spark.sql(
-            sql.merge_into(table, "turnstile_source", load.merge_keys, columns, load.delete_column)
-        )
 
 
 class _StrictWriteFailed(Exception):

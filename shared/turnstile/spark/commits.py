@@ -20,6 +20,7 @@ from pyspark.sql import functions as f
 
 from turnstile.config.load_config import LoadConfig
 from turnstile.core.errors import BatchFailed
+from turnstile.state.records import ManifestBatch
 
 BATCH_KEY = "turnstile.batch"  # "<rel>#<_SUCCESS generation>": the identity the skip rule checks
 
@@ -31,7 +32,24 @@ def batch_key(rel: str, success_generation: int, reprocess: str | None = None) -
     return f"{key}#reprocess-{reprocess}" if reprocess else key
 
 
-def _jvm(spark: SparkSession) -> Any:
+def batch_properties(batch: ManifestBatch, job_id: str) -> dict[str, str]:
+    """The `turnstile.*` snapshot properties of the batch's commit."""
+    properties = {
+        BATCH_KEY: batch_key(batch.rel, batch.success_generation, batch.reprocess),
+        "turnstile.table": batch.table_prefix,
+        "turnstile.rel": batch.rel,
+        "turnstile.success-generation": str(batch.success_generation),
+        "turnstile.config.cascade-digest": batch.config_digest,
+        "turnstile.job-id": job_id,
+        "turnstile.position": batch.rel,  # the last applied position, on every commit
+    }
+    if batch.reprocess:  # a committed batch once more: the position stays where it was
+        del properties["turnstile.position"]
+        properties["turnstile.reprocess"] = batch.reprocess
+    return properties
+
+
+def jvm(spark: SparkSession) -> Any:
     """The session's JVM gateway (py4j is untyped), through which Iceberg's Java API is reached."""
     jvm = spark._jvm
     if jvm is None:
@@ -48,8 +66,8 @@ def _commit_properties_local(spark: SparkSession) -> Any:
     context = spark.sparkContext
     cached = _COMMIT_PROPERTIES.get(id(context))
     if cached is None or cached[0] is not context:
-        jvm = _jvm(spark)
-        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        gateway = jvm(spark)
+        loader = gateway.java.lang.Thread.currentThread().getContextClassLoader()
         field = loader.loadClass("org.apache.iceberg.spark.CommitMetadata").getDeclaredField(
             "COMMIT_PROPERTIES"
         )
@@ -61,7 +79,7 @@ def _commit_properties_local(spark: SparkSession) -> Any:
 @contextmanager
 def commit_properties(spark: SparkSession, properties: Mapping[str, str]) -> Iterator[None]:
     local = _commit_properties_local(spark)
-    values = _jvm(spark).java.util.HashMap()
+    values = jvm(spark).java.util.HashMap()
     for key, value in properties.items():
         values.put(key, value)
     local.set(values)
@@ -77,7 +95,7 @@ def table_exists(spark: SparkSession, table: str) -> bool:
 
 def partitioned(spark: SparkSession, table: str) -> bool:
     """The Iceberg table has a partition spec (one call through Iceberg's Java API)."""
-    loaded = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded = jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     return not bool(loaded.spec().isUnpartitioned())
 
 
@@ -104,10 +122,10 @@ def committed_batches(spark: SparkSession, table: str) -> dict[str, int]:
     tables costs a Spark job (0.2 s warm, seconds in a new application, growing with the history)."""
     if not table_exists(spark, table):
         return {}
-    jvm = _jvm(spark)
-    loaded = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    gateway = jvm(spark)
+    loaded = gateway.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     loaded.refresh()
-    text = jvm.org.apache.iceberg.TableMetadataParser.toJson(loaded.operations().current())
+    text = gateway.org.apache.iceberg.TableMetadataParser.toJson(loaded.operations().current())
     return ledger(json.loads(text), BATCH_KEY)
 
 
@@ -128,18 +146,27 @@ def ledger(metadata: Mapping[str, Any], batch_property: str) -> dict[str, int]:
 
 def snapshot_count(spark: SparkSession, table: str) -> int:
     """Snapshots in the table's log, read through Iceberg's Java API (no Spark job)."""
-    loaded = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+    loaded = jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     loaded.refresh()
     return int(loaded.history().size())
 
 
-def tagged_commit(spark: SparkSession, table: str, key: str, depth: int = 64) -> tuple[int, int] | None:
-    """(snapshot id, added records) of the commit tagged `key` among the table's newest current
-    ancestors, read through Iceberg's Java API: no Spark job, unlike a metadata-table query. The
-    walk goes back `depth` snapshots, past commits other writers made meanwhile."""
-    loaded = _jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
+def load_table(spark: SparkSession, table: str) -> Any:
+    """The Iceberg table through its Java API, its metadata read afresh."""
+    loaded = jvm(spark).org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, table)
     loaded.refresh()
-    snapshot = loaded.currentSnapshot()
+    return loaded
+
+
+def tagged_commit(
+    spark: SparkSession, table: str, key: str, depth: int = 64, *, branch: str | None = None
+) -> tuple[int, int] | None:
+    """(snapshot id, added records) of the commit tagged `key` among the newest ancestors of the
+    table's current snapshot (or of `branch`'s head), read through Iceberg's Java API: no Spark job,
+    unlike a metadata-table query. The walk goes back `depth` snapshots, past commits other writers
+    made meanwhile."""
+    loaded = load_table(spark, table)
+    snapshot = loaded.currentSnapshot() if branch is None else loaded.snapshot(branch)
     for _ in range(depth):
         if snapshot is None:
             return None

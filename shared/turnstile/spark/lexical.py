@@ -86,6 +86,21 @@ def segments(sql: str) -> list[Segment]:
     return found
 
 
+def split_statements(sql: str) -> list[str]:
+    """The statements of a script (audit.sql): cut at each `;` outside literals, names and
+    comments, each stripped; a piece holding only blanks and comments is no statement."""
+    pieces: list[list[str]] = [[]]
+    for segment in segments(sql):
+        if segment.kind is not Kind.CODE:
+            pieces[-1].append(segment.text)
+            continue
+        parts = segment.text.split(";")
+        pieces[-1].append(parts[0])
+        pieces.extend([part] for part in parts[1:])
+    found = ["".join(piece).strip() for piece in pieces]
+    return [s for s in found if any(x.kind is not Kind.COMMENT and x.text.strip() for x in segments(s))]
+
+
 def _escaped(sql: str, at: int, quote: str) -> tuple[int, bool]:
     while at < len(sql):
         if sql[at] == "\\":

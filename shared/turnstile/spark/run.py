@@ -83,7 +83,9 @@ def run(
     try:
         manifest = read_manifest(stores(where), manifest_uri)
         store = _job_store(stores, manifest.bucket, where)
-        applier = IcebergApplier(spark, settings.iceberg_catalog, staging, stores, manifest.bucket)
+        applier = IcebergApplier(
+            spark, settings.iceberg_catalog, staging, stores, manifest.bucket, ordered=manifest.ordered
+        )
         done = execute(store, manifest, applier, SystemClock())
     except BatchFailed as exc:
         print(f"turnstile job failed: {exc}", file=sys.stderr)

@@ -220,6 +220,8 @@ class ManifestBatch(BaseModel):
     transform_sql: str | None = None
     transform_source: str | None = None  # gs:// URI of the transform.sql in force: errors name it
     mapping_source: str | None = None  # URI of the load.json whose `mapping` is in force: errors name it
+    audit_sql: str | None = None  # the audit.sql in force: SELECTs run on the staged commit
+    audit_source: str | None = None  # gs:// URI of that audit.sql: errors name it
     config_digest: str
     max_batches_per_job: int = 1
     result: str  # object name of this batch's result record

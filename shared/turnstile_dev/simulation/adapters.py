@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -119,7 +120,15 @@ class SimTables:
 
     loop: Loop
     failing: set[tuple[str, str]] = field(default_factory=set)  # (table, rel) whose application fails
-    commits: list[Commit] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)  # main: what readers see
+    # Tables with audits (write-audit-publish, `spark/audits.py`): a batch is committed to the audit
+    # branch, audited, then published to main; a failing batch fails its audit, after its commit.
+    audited: frozenset[str] = frozenset()
+    staged: dict[str, Commit] = field(default_factory=dict)  # table -> the batch its branch holds beyond main
+    stagings: list[Commit] = field(default_factory=list)  # every branch commit
+    passed: list[tuple[Commit, float]] = field(default_factory=list)  # (branch commit, when its audit passed)
+    discarded: list[Commit] = field(default_factory=list)  # branch commits a reset to main dropped
+    audit_counts: Counter[str] = field(default_factory=Counter)
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
         for index, c in enumerate(self.commits, start=1):
@@ -132,6 +141,8 @@ class SimTables:
         return None
 
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        if batch.table_prefix in self.audited:
+            return self._write_audit_publish(batch, job_id)
         self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
         if (batch.table_prefix, batch.rel) in self.failing:
             raise BatchFailed(f"injected failure of {batch.rel!r}")
@@ -144,6 +155,67 @@ class SimTables:
             success_generation=batch.success_generation,
             outcome=BatchOutcome.COMMITTED,
         )
+
+    def _write_audit_publish(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        """The branch's commit found again when it holds this batch (an attempt died before the
+        publish, or its audit failed and the table was unlocked), else the branch reset to main
+        (discarding another batch staged there) and the batch committed to it; then the audit, then
+        the publish. The job may die between the branch commit and the publish."""
+        table, key = batch.table_prefix, (batch.rel, batch.success_generation, batch.reprocess)
+        staged = self.staged.get(table)
+        if staged is None or (staged.rel, staged.generation, staged.reprocess) != key:
+            if (dropped := self.staged.pop(table, None)) is not None:  # reset to main
+                self.discarded.append(dropped)
+                self.audit_counts["staged batches discarded by the next batch"] += 1
+            self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
+            staged = Commit(table, batch.rel, batch.success_generation, self.loop.now, batch.reprocess)
+            self.staged[table] = staged
+            self.stagings.append(staged)
+            self.loop.maybe_crash()  # the job dies after the branch commit, before the publish
+        else:
+            self.audit_counts["staged batches audited again by a later job"] += 1
+        self._audit(staged)
+        self.loop.maybe_crash()  # the job dies after the audit, before the publish
+        self.commits.append(staged)  # main fast-forwarded to the branch's commit
+        self.audit_counts["batches audited and published"] += 1
+        del self.staged[table]
+        return BatchResult(
+            job_id=job_id,
+            rel=batch.rel,
+            success_generation=batch.success_generation,
+            outcome=BatchOutcome.COMMITTED,
+        )
+
+    def _audit(self, staged: Commit) -> None:
+        """The audits of the branch's commit: BatchFailed for a failing batch."""
+        self.loop.pause(self.loop.rng.uniform(0.2, 2.0))
+        if (staged.table, staged.rel) in self.failing:
+            self.audit_counts["audits failed"] += 1
+            raise BatchFailed(f"injected audit failure of {staged.rel!r}")
+        self.passed.append((staged, self.loop.now))
+
+    def audit_violations(self, table: str) -> list[str]:
+        """Main holds only batches whose branch commit passed its audit, each its own branch commit
+        (published, never written again), and no branch commit is published twice; a batch is
+        committed to the branch once, unless a reset to main discarded that commit."""
+        if table not in self.audited:
+            return []
+        found = []
+        published = [c for c in self.commits if c.table == table]
+        audited = {id(c) for c, _ in self.passed}
+        for commit in published:
+            if not any(commit is s for s in self.stagings):
+                found.append(f"{table}: {commit.rel}#{commit.generation} on main without a branch commit")
+            elif id(commit) not in audited:
+                found.append(f"{table}: {commit.rel}#{commit.generation} published unaudited")
+        if len({id(c) for c in published}) != len(published):
+            found.append(f"{table}: a branch commit published twice")
+        written = Counter((c.rel, c.generation, c.reprocess) for c in self.stagings if c.table == table)
+        written.subtract((c.rel, c.generation, c.reprocess) for c in self.discarded if c.table == table)
+        for (rel, generation, _), times in sorted(written.items(), key=str):
+            if times > 1:  # a retry wrote it again instead of publishing the branch's commit
+                found.append(f"{table}: {rel}#{generation} staged twice")
+        return found
 
 
 class Cancelled(Exception):

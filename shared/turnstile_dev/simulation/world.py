@@ -519,6 +519,7 @@ class World:
             elif order != sorted(rels):
                 found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
             found.extend(self._history_disagrees(prefix, committed))
+            found.extend(self.tables.audit_violations(prefix))
             dropped = self.tried_skip.get(prefix, set()) - set(order)
             found.extend(self.reprocesses.violations(self.memory, prefix, committed, frozenset(dropped)))
             # An unordered table's lock serialises only its reprocesses (a failed or cancelled one
@@ -640,7 +641,13 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
             last = list(plan.tables)[-1]  # an unordered table whose batch fails before the switch
             plan.unordered.add(last)
             plan.failing.add((last, plan.tables[last][0]))
-    tables = SimTables(loop, failing=set(plan.failing))
+    # Some ordered tables have audits: their own draw, so the seeds' other schedules stay as they were.
+    audited = frozenset(
+        t
+        for t in plan.tables
+        if t not in plan.unordered and random.Random(f"audits-{seed}-{t}").random() < 0.5
+    )
+    tables = SimTables(loop, failing=set(plan.failing), audited=audited)
 
     def job_store(manifest_uri: str) -> ObjectStore:
         return world_ref[0].job_store(manifest_uri)
@@ -684,6 +691,7 @@ def run_schedule(seed: int, stats: Counter[str] | None = None) -> list[str]:
 def _count(stats: Counter[str], world: World, runner: SimRunner, *, state_bucket: bool) -> None:
     plan, commits = world.plan, world.tables.commits
     stats.update(world.stats)
+    stats.update(world.tables.audit_counts)
     stats["batches"] += sum(len(rels) for rels in plan.tables.values())
     stats["jobs"] += len(runner.jobs)
     stats["derived steps"] += sum(1 for c in commits if c.table == sim_lineage.DERIVED)
