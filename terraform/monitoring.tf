@@ -25,6 +25,8 @@
 #   sweeper on every sweep while a table's oldest missing period (its gap-aware watermark waits for it,
 #   later periods are committed) has been missing longer than its max_gap_wait; it stops once the
 #   period lands, its batch is skipped, or `turnstile mark-missing` declares it.
+# - driver_launch_failed (ERROR, batch, error): with DRIVER=warm, Dataproc refused a warm driver's
+#   batch (quota, permission, image). No warm job runs until a driver starts: any is an incident.
 # - batch_failed (ERROR, table): an unordered batch failed for a terminal reason; it waits for
 #   `turnstile retry`. One line per failure: any is an incident.
 # - settings_invalid (CRITICAL): an environment variable of the functions is invalid; logged once per
@@ -648,6 +650,70 @@ resource "google_monitoring_alert_policy" "batch_failed" {
       1. See why: `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` lists the failed batch with its error.
       2. Fix the cause (the batch's files, its `_config/load.json` or `transform.sql`, the table).
       3. Apply it on Dataproc, with the deployment's job settings (terraform output operator_job_env_prefix; needs the operator grants of docs/DEPLOY.md): `${local.operator_job_env_prefix} turnstile retry gs://${google_storage_bucket.inbound.name}/$${metric.label.table}/BATCH`.
+    EOT
+  }
+}
+
+resource "google_logging_metric" "driver_launch_failed" {
+  project     = var.project_id
+  name        = "${var.name}/driver_launch_failed"
+  description = "turnstile: a warm driver's Dataproc batch could not be created (quota, permission, image): no warm job runs meanwhile."
+  filter      = "jsonPayload.event=\"driver_launch_failed\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile warm driver launches refused (${var.name})"
+  }
+}
+
+resource "google_monitoring_alert_policy" "driver_launch_failed" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: warm driver cannot start"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "a warm driver batch could not be created"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.driver_launch_failed.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "3600s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      Dataproc refused the batch of a warm driver of `gs://${google_storage_bucket.inbound.name}`: the log line (`jsonPayload.event="driver_launch_failed"`)
+      has the batch id and Dataproc's error. Until a driver starts, no job of the deployment runs: each submit that needs a
+      driver fails as a refused submit does (a transient refusal, such as a quota, is retried with backoff; others block
+      the table or fail the batch), and the next submit launches again.
+
+      1. Read the error: a quota (`RESOURCE_EXHAUSTED`: raise the Dataproc Serverless quota or lower the driver's size),
+         a permission (`PERMISSION_DENIED`: the functions' account must act as the batch account), an image or file
+         missing (`DRIVER_MAIN_URI`, the runtime version).
+      2. Fix it, then `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}` shows the
+         tables it held and the warm drivers; the sweeper retries transient failures, `turnstile unlock` or `retry` the others.
     EOT
   }
 }

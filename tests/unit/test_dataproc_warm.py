@@ -5,6 +5,7 @@ double here; tests/contract/test_dataproc_warm.py runs the same against the Data
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from datetime import timedelta
@@ -209,7 +210,7 @@ def test_a_queued_job_whose_driver_never_started_gets_a_new_driver_on_status(
 
 
 def test_a_failed_create_withdraws_its_announcement_so_the_next_submit_launches(
-    store: MemoryStore, clock: ManualClock
+    store: MemoryStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     batches = Batches()
     warm = runner(store, clock, batches)
@@ -218,8 +219,10 @@ def test_a_failed_create_withdraws_its_announcement_so_the_next_submit_launches(
         raise RuntimeError("no answer")
 
     batches.create = refused  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError):
+    with caplog.at_level(logging.ERROR, logger="turnstile"), pytest.raises(RuntimeError):
         warm.submit("job-a", manifest("job-a"))
+    [alert] = [r for r in caplog.records if getattr(r, "event", None) == "driver_launch_failed"]
+    assert (alert.levelno, alert.error) == (logging.ERROR, "no answer")  # type: ignore[attr-defined]
     assert store.list_objects(names.DRIVERS) == []
     first = launched(store)
     del batches.create

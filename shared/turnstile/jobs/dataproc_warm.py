@@ -21,6 +21,7 @@ from typing import Protocol
 from google.cloud import dataproc_v1
 
 from turnstile.config.settings import Settings
+from turnstile.core import logs
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocBatchSpec, DataprocRunner
@@ -36,6 +37,8 @@ DRIVER_LABEL = "turnstile-driver"
 """Label put on every warm driver batch (value `true`), beside `turnstile-job`."""
 
 _BATCH_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
+
+log = logs.get("dataproc")
 
 
 def driver_batch_id(prefix: str, spool_bucket: str, number: int) -> str:
@@ -148,8 +151,14 @@ class WarmDataprocRunner:
         batch = self._batches.spec.program(self._driver_main_uri, args, {DRIVER_LABEL: "true"})
         try:
             self._batches.create(batch_id, batch)
-        except Exception:
+        except Exception as exc:
             spoollaunch.withdraw_announcement(self._spool, batch_id)  # the next submit launches again
+            # ERROR: while no driver can start, no warm job runs (quota, permission, a bad image).
+            log.error(
+                f"warm driver batch {batch_id} could not be created ({exc}); the job's submit fails as "
+                "a refused submit does (retried when transient) and the next submit launches again",
+                extra={"event": "driver_launch_failed", "batch": batch_id, "error": str(exc)},
+            )
             raise
         return batch_id
 
