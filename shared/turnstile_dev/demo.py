@@ -9,6 +9,9 @@
 - `web.clicks`: unordered appends, applied as they arrive.
 - `mart.climate`: a derived table, one hourly step joining `sensors.temp` and `sensors.humidity`,
   which arrive out of step: it waits, `turnstile status` says for what, then it catches up.
+- `shop.payments`: an ordered table with an audit (no negative amount): each hour is committed to
+  the audit branch, audited, and published to `main` only when it passes; a bad hour blocks the
+  table without ever reaching `main`, and `unlock --skip-head` drops it.
 
 `make demo UI=1` (`--ui`) then keeps the stack up and serves the operator console over it
 (`turnstile ui`), printing its URL, until Ctrl-C.
@@ -165,6 +168,7 @@ class Demo:
         say(f"   unlocked {done.failed_rel}; the subscriber restarts and retries it, then hour 11")
         self.wait("the orders to catch up", lambda: self.settled("shop/orders", 5))
         self.dependent(info.home, info.bucket)
+        self.audited(invocation, info.bucket)
         say(f"\nall batches applied in {time.monotonic() - self.started:.0f}s\n")
         self.show(info.warehouse, info.catalog)
         say("$ turnstile status")
@@ -200,8 +204,37 @@ class Demo:
         self.sensor_hour("sensors/humidity", 12, 44.0)
         self.wait("mart.climate to catch up", lambda: self.settled("mart/climate", 3), tables=tables)
 
+    def audited(self, invocation: Invocation, bucket: str) -> None:
+        say("\n4. payments are audited before they are published: hour 11 holds a negative amount")
+        for hour, rows in (("10", "1,12.5\n2,3.0"), ("11", "3,8.0\n4,-50.0"), ("12", "5,4.5")):
+            self.put(f"shop/payments/2024/05/01/{hour}", f"payment_id,amount\n{rows}\n")
+        tables = ("shop/payments",)
+        self.wait(
+            "the audit to block hour 11",
+            lambda: self.lock("shop/payments").state is LockState.FAILED,
+            tables=tables,
+        )
+        lock = self.lock("shop/payments")
+        say(f"   BLOCKED at {lock.failed_rel}; main holds hour 10 only. The audit says:")
+        for line in (lock.error or "").split("; "):
+            say(f"     {line}")
+        say(
+            "   the bad hour is dropped with turnstile unlock --skip-head; "
+            "the next job discards its staged commit"
+        )
+        table = Table(bucket, "shop/payments", "shop", "payments")
+        unlock(invocation, table, skip_head=True)
+        self.wait("hour 12", lambda: self.settled("shop/payments", 3), tables=tables)
+
     def configure(self) -> None:
         write = self.bucket.write
+        write("shop/payments/_config/ORDERME", b"")
+        payments = {
+            "schema": "payment_id INT, amount DOUBLE",
+            "audits": [{"name": "no_negative_amount", "sql": "SELECT * FROM ${staged} WHERE amount < 0"}],
+        }
+        write("shop/payments/_config/load.json", json.dumps(payments).encode())
+        write(f"shop/payments/{GATE}", b"")
         for table in SENSORS:
             write(f"{table}/_config/ORDERME", b"")
             column = "celsius" if table.endswith("temp") else "percent"
@@ -239,6 +272,8 @@ class Demo:
             for table, order in tables:
                 say(f"{catalog}.{table}:")
                 spark.sql(f"SELECT * FROM {catalog}.{table} ORDER BY {order}").show(truncate=False)
+            say(f"{catalog}.shop.payments (main: audited hours only, hour 11 never reached it):")
+            spark.sql(f"SELECT * FROM {catalog}.shop.payments ORDER BY payment_id").show(truncate=False)
             say(f"{catalog}.mart.climate (one step per hour, built once both sensors had the hour):")
             spark.sql(f"SELECT * FROM {catalog}.mart.climate ORDER BY ts").show(truncate=False)
             say("commits of shop.stock, in order (one per hour, whatever order they arrived in):")
