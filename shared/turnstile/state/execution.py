@@ -138,8 +138,9 @@ def overridden(result: BatchResult, override: PublishOverride) -> BatchResult:
 
 def _with_override(store: ObjectStore, batch: ManifestBatch) -> ManifestBatch:
     """The batch with the operator's `turnstile publish` of it, when there is one (a batch of a
-    table with audits only: no read for the others)."""
-    if not (batch.load.audits or batch.audit_sql):
+    table with audits only: no read for the others; never for a `turnstile reprocess` of it, a
+    commit of its own that is audited)."""
+    if batch.reprocess is not None or not (batch.load.audits or batch.audit_sql):
         return batch
     name = override_name(batch.table_prefix, batch.rel, batch.success_generation)
     found = store.read(name)
