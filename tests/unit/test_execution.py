@@ -6,11 +6,20 @@ from datetime import UTC, datetime
 
 import pytest
 
+from turnstile.config.load_config import LoadConfig
 from turnstile.core.errors import BatchFailed, CorruptRecord, Terminal, Transient, TurnstileError
 from turnstile.jobs.inline import MemoryTables
 from turnstile.names.paths import Table
+from turnstile.names.publishing import override_name
 from turnstile.state.execution import execute, read_manifest
-from turnstile.state.records import BatchOutcome, BatchResult, JobDone, Manifest, ManifestBatch
+from turnstile.state.records import (
+    BatchOutcome,
+    BatchResult,
+    JobDone,
+    Manifest,
+    ManifestBatch,
+    PublishOverride,
+)
 from turnstile.store.memory import MemoryStore
 from turnstile.store.recording import RecordingStore
 
@@ -275,3 +284,31 @@ def test_a_skipped_attempt_replaces_a_failed_record() -> None:
     run_on(recorded, manifest(mbatch("b1", 11)), MemoryTables(commits={"ds/tbl": [("b1", 11)]}))
     replaced = recorded.result(mbatch("b1", 11))
     assert replaced is not None and replaced.outcome is SKIPPED and replaced.snapshot_id == 1
+
+
+class Seen(MemoryTables):
+    """Remembers the batches the job hands it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[ManifestBatch] = []
+
+    def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
+        self.seen.append(batch)
+        return super().apply(batch, job_id)
+
+
+def audited(rel: str, generation: int, reprocess: str | None = None) -> ManifestBatch:
+    load = {"format": "parquet", "audits": [{"name": "no_negative", "sql": "SELECT 1 WHERE false"}]}
+    return mbatch(rel, generation).model_copy(
+        update={"load": LoadConfig.model_validate(load), "reprocess": reprocess}
+    )
+
+
+def test_the_job_hands_a_published_batch_its_publish_record_but_not_a_later_reprocess_of_it() -> None:
+    recorded, tables = Recorded(), Seen()
+    override = PublishOverride(by="ana", reason="known refunds", at=NOW)
+    recorded.store.write(override_name(TABLE.prefix, "b1", 11), override.encode())
+    run_on(recorded, manifest(audited("b1", 11)), tables)
+    run_on(recorded, manifest(audited("b1", 11, reprocess="r1")), tables)
+    assert [b.publish_override for b in tables.seen] == [override, None]

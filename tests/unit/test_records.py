@@ -33,6 +33,7 @@ from turnstile.state.records import (
     OpenJob,
     Pause,
     Pointer,
+    PublishOverride,
     Record,
     StepsPublished,
     Watermark,
@@ -146,6 +147,7 @@ EXAMPLES: dict[str, Record] = {
         failed_at=T0,
     ),
     "pause": Pause(reason="a schema change upstream", at=T0),
+    "publish-override": PublishOverride(by="ana", reason="known refunds", at=T0),
     "lock-cancelled": Lock(state=LockState.RUNNING, job_id="j", cancel=CancelChoice.REQUEUE),
     "watermark": Watermark(
         watermark=T0.replace(minute=0, second=0, microsecond=0), rel="2024/05/01/11", updated_at=T0
@@ -184,6 +186,7 @@ RECORD_TYPES = [
     OpenJob,
     BatchFailure,
     Pause,
+    PublishOverride,
     Watermark,
     MissingPeriod,
     StepsPublished,

@@ -7,8 +7,8 @@ scripts. Exit codes: 0 ok; 1 problems found or the command failed; 2 the command
 bad settings, refused). An error is one line on stderr: `error: <what went wrong>; <what to do>`.
 See docs/CLI.md.
 
-One module per group of commands: `tables` (status, unlock, resume, history), `controls` (pause,
-cancel, skip, mark-missing), `batches` (put,
+One module per group of commands: `tables` (status, unlock, resume, history), `publish` (publish),
+`controls` (pause, cancel, skip, mark-missing), `batches` (put,
 backfill, retry, validate, explain), `stack` (up, down, query), `check_settings` (check-settings),
 `migrate` (migrate-state); `console` (ui: the web console of `turnstile.ui`); `_target` decides
 where they talk to and `_errors` turns what goes wrong into one line and an exit code. The logic is
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import typer
 
-from turnstile.cli import batches, check_settings, console, controls, migrate, stack, tables
+from turnstile.cli import batches, check_settings, console, controls, migrate, publish, stack, tables
 from turnstile.cli._target import resolve_settings
 
 __all__ = ["app", "main", "resolve_settings"]
@@ -30,6 +30,7 @@ app = typer.Typer(help="Ordered, exactly-once ingestion of GCS batches into Iceb
 app.command("explain")(batches.explain_command)
 app.command("status")(tables.status_command)
 app.command("unlock")(tables.unlock_command)
+app.command("publish")(publish.publish_command)
 app.command("resume")(tables.resume_command)
 app.command("pause")(controls.pause_command)
 app.command("cancel")(controls.cancel_command)

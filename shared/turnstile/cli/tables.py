@@ -348,7 +348,7 @@ def history_command(
     if not found.entries:
         out.print(f"no result records under {object_uri(store, table.internal)}results/ yet")
         return
-    errors = any(e.error for e in found.entries)
+    errors = any(e.note() for e in found.entries)
     expected = any(e.expectations for e in found.entries)
     columns = ["REL", "GENERATION", "OUTCOME", "ROWS", "BAD ROWS", "SECONDS", "SNAPSHOT", "FINISHED AT"]
     columns += ["EXPECTATIONS"] if expected else []
@@ -364,7 +364,7 @@ def history_command(
             e.finished_at,
         ]
         + ([e.expectations_text()] if expected else [])
-        + ([one_line(e.error or "", 120) or None] if errors else [])
+        + ([one_line(e.note() or "", 120) or None] if errors else [])
         for e in found.entries
     ]
     render.show(out, render.table([*columns, *(["ERROR"] if errors else [])], rows))

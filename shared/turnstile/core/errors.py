@@ -73,6 +73,11 @@ class BatchFailed(TurnstileError, Terminal):
     """The batch cannot be applied (bad data, schema conflict, failing SQL): the job stops here."""
 
 
+class AuditFailed(BatchFailed):
+    """An audit of the table found offending rows in the batch's staged commit: the batch stays staged
+    on the audit branch, which `turnstile publish` can publish as it is."""
+
+
 class CorruptRecord(BatchFailed):
     """Rows of a batch do not fit its schema; `column` and `value` name the culprit when known."""
 

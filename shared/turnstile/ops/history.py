@@ -33,7 +33,7 @@ READERS = 8  # records read at once
 class Entry:
     rel: str
     generation: int  # of the batch's `_SUCCESS`
-    outcome: str  # COMMITTED | SKIPPED | REPROCESSED | FAILED | DROPPED | UNREADABLE
+    outcome: str  # COMMITTED | SKIPPED | REPROCESSED | PUBLISHED_OVERRIDE | FAILED | DROPPED | UNREADABLE
     rows_read: int
     rows_written: int
     bad_rows: int
@@ -45,6 +45,15 @@ class Entry:
     object: str
     # Per expectation of load.json: {"name", "on_fail", "failed_rows"} (rows whose check was not TRUE).
     expectations: tuple[dict[str, Any], ...] = ()
+    published_by: str | None = None  # PUBLISHED_OVERRIDE: who ran `turnstile publish`, and why
+    publish_reason: str | None = None
+
+    def note(self) -> str | None:
+        """The error of a failed batch; who published a batch without its audits, and why."""
+        if self.published_by is None:
+            return self.error
+        why = f": {self.publish_reason}" if self.publish_reason else ""
+        return f"published without its audits by {self.published_by}{why}"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -132,6 +141,8 @@ def _entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
         error=record.error,
         object=where,
         expectations=tuple(count.model_dump() for count in record.expectations),
+        published_by=record.published_by,
+        publish_reason=record.publish_reason,
     )
 
 

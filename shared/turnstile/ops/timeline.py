@@ -26,7 +26,8 @@ QUEUED_SHOWN = 50
 class Span:
     rel: str
     generation: int | None  # of the batch's `_SUCCESS`, when known
-    state: str  # COMMITTED | REPROCESSED | SKIPPED | FAILED | DROPPED | RUNNING | BLOCKED | QUEUED
+    # COMMITTED | REPROCESSED | PUBLISHED_OVERRIDE | SKIPPED | FAILED | DROPPED | RUNNING | BLOCKED | QUEUED
+    state: str
     arrived: datetime | None  # its `_SUCCESS` written (a queued batch: its pointer published)
     started: datetime | None  # its job took it
     finished: datetime | None  # committed, failed or dropped

@@ -16,7 +16,7 @@ from turnstile.names.paths import ObjectKind, Table, classify
 from turnstile.protocol import publisher, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
-from turnstile.state.records import BatchOutcome, BatchResult, CoveredBatch, Pointer
+from turnstile.state.records import APPLIED_OUTCOMES, BatchOutcome, BatchResult, CoveredBatch, Pointer
 from turnstile.store.port import ListedObject, ObjectInfo, StoredObject, object_uri
 
 log = logs.get("backlog")
@@ -84,7 +84,7 @@ def recorded_applied(inv: Invocation, table: Table, rel: str, success_generation
     return recorded_outcome(inv, table, rel, success_generation) in APPLIED
 
 
-APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+APPLIED = APPLIED_OUTCOMES
 
 
 def recorded_outcome(inv: Invocation, table: Table, rel: str, success_generation: int) -> BatchOutcome | None:

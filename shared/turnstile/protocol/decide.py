@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from turnstile.core.errors import CorruptState
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.protocol import retries
-from turnstile.state.records import BatchOutcome, CoveredBatch, Lock, LockState
+from turnstile.state.records import APPLIED_OUTCOMES, BatchOutcome, CoveredBatch, Lock, LockState
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def decide(view: View) -> Action:
     return Acquire(tuple(h for h in view.head if barrier is None or h.name <= barrier))
 
 
-_APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED)
+_APPLIED = APPLIED_OUTCOMES
 # A reprocess's job commits it as REPROCESSED, or finds its own commit there (SKIPPED) when retried.
 _REPROCESSED = (BatchOutcome.REPROCESSED, BatchOutcome.SKIPPED)
 

@@ -20,7 +20,7 @@ from turnstile.names.paths import LOCK, Table, table_of_state_object
 from turnstile.protocol import gaps, results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.gaps import Coverage, Present
-from turnstile.state.records import BatchOutcome, BatchResult, Watermark
+from turnstile.state.records import APPLIED_OUTCOMES, BatchOutcome, BatchResult, Watermark
 from turnstile.store.port import object_uri
 
 log = logs.get("lineage")
@@ -229,7 +229,7 @@ def recorded_periods(
         except ConfigError:
             continue
         dropped = record.outcome is BatchOutcome.FAILED and (record.error or "").startswith(results.DROPPED)
-        if record.outcome in (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED) or dropped:
+        if record.outcome in APPLIED_OUTCOMES or dropped:
             period = gaps.present(natural_time, name.rel)
             if period is not None:
                 found.append(period)

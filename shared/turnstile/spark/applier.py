@@ -32,6 +32,7 @@ from turnstile.spark import (
     transforms,
 )
 from turnstile.spark.staging import Staging, as_uploaded, base_path
+from turnstile.state.execution import overridden
 from turnstile.state.records import BatchResult, ManifestBatch
 from turnstile.store.port import ObjectStore
 
@@ -166,17 +167,28 @@ class IcebergApplier:
 
     def _publish_staged(self, batch: ManifestBatch, job_id: str, started: float) -> BatchResult | None:
         """A batch an earlier attempt committed to the audit branch but did not publish (it died in
-        between): audited again and published, not committed again."""
+        between, or its audits failed): audited again and published, not committed again. With an
+        operator's `turnstile publish` of it, published as it is, without its audits."""
         table = self.table(batch)
         key = commits.batch_key(batch.rel, batch.success_generation, batch.reprocess)
+        override = batch.publish_override
         if not self._audited(batch) or not self._exists(table):
+            if override is not None:
+                raise audits.nothing_staged(batch, table)
             return None
         if (found := audits.staged(self._spark, table, key)) is None:
+            if override is not None:
+                raise audits.nothing_staged(batch, table)
             return None
-        self._audit_and_publish(batch, table, key, found[0])
-        return results.committed(
+        if override is None:
+            self._audit_and_publish(batch, table, key, found[0])
+        else:
+            audits.publish(self._spark, self._catalog, table, found[0])
+            self._committed(table)[key] = found[0]
+        committed = results.committed(
             batch, job_id, started, found[0], (None, None), rows_read=0, rows_written=found[1]
         )
+        return committed if override is None else overridden(committed, override)
 
     def _audit_and_publish(self, batch: ManifestBatch, table: str, key: str, snapshot: int) -> None:
         audits.audit(self._spark, batch, table, snapshot, transforms.values(batch, self._catalog))

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as f
 
 from turnstile.config.audits import BRANCH, STAGED
-from turnstile.core.errors import BatchFailed
+from turnstile.core.errors import AuditFailed, BatchFailed
 from turnstile.spark import commits, messages, placeholders, statements
 from turnstile.spark.lexical import split_statements
 from turnstile.spark.sql import quote
@@ -133,12 +133,22 @@ def audit(
                 f"staged on branch {BRANCH} and is audited again)"
             ) from exc
         if count:
-            raise BatchFailed(
+            raise AuditFailed(
                 f"the audit {query.name!r} ({query.where}) found {count} offending row(s) in batch "
                 f"{batch.rel!r}, staged as snapshot {snapshot} on branch {BRANCH} of {table}; main is "
                 f"unchanged. First rows: {'; '.join(sample)}. Read the staged table with: turnstile "
-                f'query "SELECT * FROM {staged_at}"'
+                f'query "SELECT * FROM {staged_at}"; to publish it as it is: turnstile publish'
             )
+
+
+def nothing_staged(batch: ManifestBatch, table: str) -> BatchFailed:
+    """A batch `turnstile publish` was run for whose staged commit is gone (the branch was reset, or
+    `main` moved since its audits failed): nothing to publish as it is."""
+    return BatchFailed(
+        f"turnstile publish of batch {batch.rel!r}: its staged commit is no longer on branch {BRANCH} "
+        f"of {table} ahead of main (main moved since its audits failed, or the branch was reset): "
+        "nothing was published; turnstile unlock writes the batch again and audits it"
+    )
 
 
 def publish(spark: SparkSession, catalog: str, table: str, snapshot: int) -> None:

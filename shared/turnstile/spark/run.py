@@ -41,7 +41,8 @@ def _expire_snapshots(
     committed = {
         applier.table(batch): batch
         for batch in manifest.batches
-        if done.outcomes.get(batch.rel) in (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED)
+        if done.outcomes.get(batch.rel)
+        in (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED, BatchOutcome.PUBLISHED_OVERRIDE)
     }
     for table, batch in committed.items():
         try:

@@ -12,15 +12,18 @@ import time
 from typing import Protocol
 
 from turnstile.core.clock import Clock
-from turnstile.core.errors import BatchFailed, CorruptRecord, ExpectationFailed, TurnstileError
+from turnstile.core.errors import AuditFailed, BatchFailed, CorruptRecord, ExpectationFailed, TurnstileError
+from turnstile.names.publishing import override_name
 from turnstile.names.uris import parse_bucket_uri
 from turnstile.state.records import (
+    AUDIT_FAILURE,
     BatchOutcome,
     BatchResult,
     ExpectationCount,
     JobDone,
     Manifest,
     ManifestBatch,
+    PublishOverride,
 )
 from turnstile.store.port import ObjectStore
 
@@ -44,14 +47,15 @@ def read_manifest(store: ObjectStore, manifest_uri: str) -> Manifest:
 def _record(store: ObjectStore, name: str, result: BatchResult) -> None:
     """Write the batch's result record, unless it would replace the record of its commit: the
     history never loses a commit (a SKIPPED attempt after a COMMITTED one leaves it as it is)."""
-    if result.outcome not in (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED):
+    if result.outcome not in _WRITTEN:
         found = store.read(name)
         if found is not None and _outcome(found.data, name) in _APPLIED:
             return
     store.write(name, result.encode())
 
 
-_APPLIED = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED, BatchOutcome.REPROCESSED)
+_WRITTEN = (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED, BatchOutcome.PUBLISHED_OVERRIDE)
+_APPLIED = (*_WRITTEN, BatchOutcome.SKIPPED)
 
 
 def _outcome(data: bytes, name: str) -> BatchOutcome | None:
@@ -64,8 +68,9 @@ def _outcome(data: bytes, name: str) -> BatchOutcome | None:
 def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock: Clock) -> JobDone:
     outcomes: dict[str, BatchOutcome] = {}
     error: str | None = None
-    for batch in manifest.batches:
+    for listed in manifest.batches:
         started = time.monotonic()
+        batch = _with_override(store, listed)
         snapshot = applier.committed_snapshot(batch)
         if snapshot is not None:
             result = BatchResult(
@@ -75,6 +80,8 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
                 outcome=BatchOutcome.SKIPPED,
                 snapshot_id=snapshot,  # the commit an earlier attempt made: history keeps it
             )
+            if (override := batch.publish_override) is not None:  # published, its record not written
+                result = overridden(result, override)
         else:
             try:
                 result = applier.apply(batch, manifest.job_id)
@@ -82,6 +89,8 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
                     result = result.model_copy(update={"outcome": BatchOutcome.REPROCESSED})
             except BatchFailed as exc:
                 error = f"batch {batch.rel!r}: {exc}"
+                if batch.publish_override is not None:  # it held for that staged commit only
+                    store.remove(override_name(batch.table_prefix, batch.rel, batch.success_generation))
                 result = BatchResult(
                     job_id=manifest.job_id,
                     rel=batch.rel,
@@ -92,6 +101,7 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
                     rows_read=exc.rows_read if isinstance(exc, CorruptRecord | ExpectationFailed) else 0,
                     bad_rows=exc.bad_rows if isinstance(exc, CorruptRecord) else 0,
                     expectations=_counts(exc),
+                    error_kind=AUDIT_FAILURE if isinstance(exc, AuditFailed) else None,
                 )
         result = result.model_copy(
             update={
@@ -113,6 +123,30 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
     )
     store.write(manifest.done_signal, done.encode())
     return done
+
+
+def overridden(result: BatchResult, override: PublishOverride) -> BatchResult:
+    """The result of a batch published by `turnstile publish`: who published it, and why."""
+    return result.model_copy(
+        update={
+            "outcome": BatchOutcome.PUBLISHED_OVERRIDE,
+            "published_by": override.by,
+            "publish_reason": override.reason,
+        }
+    )
+
+
+def _with_override(store: ObjectStore, batch: ManifestBatch) -> ManifestBatch:
+    """The batch with the operator's `turnstile publish` of it, when there is one (a batch of a
+    table with audits only: no read for the others; never for a `turnstile reprocess` of it, a
+    commit of its own that is audited)."""
+    if batch.reprocess is not None or not (batch.load.audits or batch.audit_sql):
+        return batch
+    name = override_name(batch.table_prefix, batch.rel, batch.success_generation)
+    found = store.read(name)
+    if found is None:
+        return batch
+    return batch.model_copy(update={"publish_override": PublishOverride.decode(found.data, name)})
 
 
 def _counts(exc: BatchFailed) -> tuple[ExpectationCount, ...]:

@@ -203,6 +203,15 @@ class ReprocessRequest(Pointer):
     reason: str | None = None
 
 
+class PublishOverride(Record):
+    """`<table>/_turnstile/publish/<rel>/<generation>.json`: an operator's `turnstile publish` of a
+    batch whose audits failed: its next job publishes the staged commit without auditing it."""
+
+    by: str
+    reason: str | None = None
+    at: AwareDatetime
+
+
 class ManifestBatch(BaseModel):
     """One batch of a job, with everything the Spark job needs and nothing of the protocol."""
 
@@ -236,6 +245,9 @@ class ManifestBatch(BaseModel):
     # source tables for rows in [window_start, window_end), UTC. None for a batch of files.
     window_start: AwareDatetime | None = None
     window_end: AwareDatetime | None = None
+    # `turnstile publish`: its staged commit is published without running the audits (read by the
+    # job from the table's `_turnstile/publish/` record, not written by the submitter).
+    publish_override: PublishOverride | None = None
 
     @property
     def folder(self) -> str:
@@ -262,7 +274,14 @@ class BatchOutcome(StrEnum):
     COMMITTED = "COMMITTED"
     SKIPPED = "SKIPPED"  # already committed by an earlier run: not applied again
     REPROCESSED = "REPROCESSED"  # committed once more on an operator's request (`turnstile reprocess`)
+    # Published without its audits on an operator's request (`turnstile publish`) after they failed.
+    PUBLISHED_OVERRIDE = "PUBLISHED_OVERRIDE"
     FAILED = "FAILED"
+
+
+# Outcomes whose batch is in the table (or was already): the table's position moves past it.
+APPLIED_OUTCOMES = (BatchOutcome.COMMITTED, BatchOutcome.SKIPPED, BatchOutcome.PUBLISHED_OVERRIDE)
+AUDIT_FAILURE = "audit"  # `BatchResult.error_kind` of a batch whose audits found offending rows
 
 
 class ExpectationCount(BaseModel):
@@ -296,6 +315,9 @@ class BatchResult(Record):
     error: str | None = None
     finished_at: AwareDatetime | None = None
     expectations: tuple[ExpectationCount, ...] = ()  # per expectation of load.json, in its order
+    error_kind: str | None = None  # FAILED: `audit` when the batch's audits found offending rows
+    published_by: str | None = None  # PUBLISHED_OVERRIDE: the operator who ran `turnstile publish`
+    publish_reason: str | None = None  # and why
 
 
 class OpenJob(Record):

@@ -58,6 +58,7 @@ HEALTH_CLASS = {
 OUTCOME_CLASS = {
     "COMMITTED": "ok",
     "REPROCESSED": "busy",
+    "PUBLISHED_OVERRIDE": "warn",
     "SKIPPED": "wait",
     "FAILED": "bad",
     "BLOCKED": "bad",

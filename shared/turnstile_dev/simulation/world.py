@@ -573,8 +573,8 @@ class World:
 
     def _history_disagrees(self, prefix: str, committed: list[Commit]) -> list[str]:
         """The result records (`turnstile history`) and the table's commits agree: every commit has
-        a COMMITTED record, or a SKIPPED one naming its snapshot, and every COMMITTED record is a
-        commit."""
+        a COMMITTED (or PUBLISHED_OVERRIDE) record, or a SKIPPED one naming its snapshot, and every
+        such record is a commit."""
         table = _table(prefix)
         found = []
         commits = {(c.rel, c.generation) for c in committed}
@@ -582,7 +582,7 @@ class World:
             record = self.memory.read(table.result(rel, generation))
             result = None if record is None else BatchResult.decode(record.data, record.name)
             applied = result is not None and (
-                result.outcome is BatchOutcome.COMMITTED
+                result.outcome in _WRITTEN
                 or (result.outcome is BatchOutcome.SKIPPED and result.snapshot_id is not None)
             )
             if not applied:
@@ -592,12 +592,13 @@ class World:
             if record is None:
                 continue
             result = BatchResult.decode(record.data, record.name)
-            if (
-                result.outcome is BatchOutcome.COMMITTED
-                and (result.rel, result.success_generation) not in commits
-            ):
+            if result.outcome in _WRITTEN and (result.rel, result.success_generation) not in commits:
                 found.append(f"{prefix}: the history says {result.rel}#{result.success_generation} committed")
         return found
+
+
+# Outcomes whose batch this record's job put in main (`turnstile publish`: from its staged commit).
+_WRITTEN = (BatchOutcome.COMMITTED, BatchOutcome.PUBLISHED_OVERRIDE)
 
 
 def _table(prefix: str) -> Table:

@@ -1,0 +1,127 @@
+"""`turnstile publish`: the staged batch of a table blocked by a failed audit accepted as it is,
+refused for any other lock or failure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli.conftest import Run, World, one_error_line
+from turnstile.names.publishing import override_name
+from turnstile.state.records import AUDIT_FAILURE, BatchOutcome, BatchResult, Lock, LockState, PublishOverride
+
+HEAD = "incremental/2024/05/01/13"
+AUDIT_ERROR = "the audit 'no_negative' (load.json audits[0]) found 2 offending row(s)"
+
+
+def failed(world: World, *, kind: str | None) -> int:
+    """The table blocked on HEAD, whose result record says how it failed; its `_SUCCESS` generation."""
+    generation = world.queue(HEAD)
+    world.fail(HEAD, error=AUDIT_ERROR if kind else "column 'amount' not found")
+    record = BatchResult(
+        job_id="turnstile-sales-orders-0123456789abcdef",
+        rel=HEAD,
+        success_generation=generation,
+        outcome=BatchOutcome.FAILED,
+        error=AUDIT_ERROR if kind else "column 'amount' not found",
+        error_kind=kind,
+    )
+    world.store.write(world.table.result(HEAD, generation), record.encode())
+    return generation
+
+
+def lock_state(world: World) -> LockState:
+    found = world.store.read(world.table.lock)
+    assert found is not None
+    return Lock.decode(found.data, found.name).state
+
+
+def test_a_batch_its_audits_failed_is_recorded_as_published_and_the_lock_released(
+    run: Run, world: World
+) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    result = run("publish", world.uri, "--reason", "known refunds", "--by", "ana", "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    name = override_name(world.table.prefix, HEAD, generation)
+    assert report == {
+        "table": world.uri,
+        "released": True,
+        "lock_generation": report["lock_generation"],
+        "rel": HEAD,
+        "success_generation": generation,
+        "published_by": "ana",
+        "reason": "known refunds",
+        "record": f"gs://{world.store.bucket}/{name}",
+        "audit_error": AUDIT_ERROR,
+    }
+    found = world.store.read(name)
+    assert found is not None
+    record = PublishOverride.decode(found.data, name)
+    assert (record.by, record.reason) == ("ana", "known refunds")
+    assert lock_state(world) is LockState.FREE
+
+
+def test_text_output_names_the_batch_and_who_and_defaults_to_the_local_user(
+    run: Run, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("getpass.getuser", lambda: "local-op")
+    generation = failed(world, kind=AUDIT_FAILURE)
+    result = run("publish", world.uri, "--yes")
+    assert result.exit_code == 0, result.output
+    assert f"recorded the publish of batch '{HEAD}' by local-op" in result.stdout
+    found = world.store.read(override_name(world.table.prefix, HEAD, generation))
+    assert found is not None and PublishOverride.decode(found.data, "x").by == "local-op"
+
+
+def test_a_batch_that_failed_for_another_reason_is_refused(run: Run, world: World) -> None:
+    generation = failed(world, kind=None)
+    result = run("publish", world.uri, "--yes")
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert f"batch '{HEAD}' failed for another reason: column 'amount' not found" in line
+    assert "turnstile unlock" in line
+    assert lock_state(world) is LockState.FAILED
+    assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is None
+
+
+def test_a_lock_that_is_not_failed_is_refused(run: Run, world: World) -> None:
+    world.queue(HEAD)
+    result = run("publish", world.uri, "--yes")
+    assert result.exit_code == 2
+    assert "not FAILED: publish accepts the staged batch of a table blocked by a failed audit" in (
+        one_error_line(result)
+    )
+
+
+def test_without_yes_and_without_a_terminal_it_refuses_and_changes_nothing(run: Run, world: World) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    result = run("publish", world.uri)
+    assert result.exit_code == 2
+    assert "pass --yes" in one_error_line(result)
+    assert lock_state(world) is LockState.FAILED
+    assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is None
+
+
+def test_history_shows_a_published_batch_with_who_and_why(run: Run, world: World) -> None:
+    record = BatchResult(
+        job_id="turnstile-sales-orders-0123456789abcdef",
+        rel=HEAD,
+        success_generation=7,
+        outcome=BatchOutcome.PUBLISHED_OVERRIDE,
+        snapshot_id=42,
+        published_by="ana",
+        publish_reason="known refunds",
+    )
+    world.store.write(world.table.result(HEAD, 7), record.encode())
+    report = json.loads(run("history", world.uri, "-o", "json").stdout)
+    (entry,) = report["entries"]
+    assert (entry["outcome"], entry["published_by"], entry["publish_reason"]) == (
+        "PUBLISHED_OVERRIDE",
+        "ana",
+        "known refunds",
+    )
+    text = " ".join(run("history", world.uri).stdout.split())
+    assert "PUBLISHED_OVERRIDE" in text
+    assert "published without its audits by ana: known refunds" in text
