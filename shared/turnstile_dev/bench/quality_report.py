@@ -9,7 +9,10 @@ from typing import Any
 def _when(m: dict[str, Any]) -> str:
     if "measured_at" in m:
         when = m["measured_at"]
-        return f"Measured in a separate run on {when}, not in the same run as the rest of this page. "
+        return (
+            f"Measured in a separate run on {when}, not in the same run as the rest of this page (nor in "
+            "its list of missed targets). "
+        )
     return ""
 
 
@@ -58,9 +61,10 @@ def growth(r: dict[str, Any]) -> str:
         "the branch to main."
     )
     return (
-        f"{_when(g)}The audited table above after {g['batches_committed']} batches (each committed to "
-        "the audit branch, then published), then the job's snapshot expiry (`hygiene.expire`, as "
-        f"after a job) with `snapshot_retention_days=0` and `snapshot_retention_min={g['retain_last']}`. "
+        f"{_when(g)}The audited table above after {g['batches_committed']} batches (the warm-up and the "
+        "measured ones, each committed to the audit branch, then published), then the job's snapshot "
+        "expiry (`hygiene.expire`, as after a job) with `snapshot_retention_days=0` and "
+        f"`snapshot_retention_min={g['retain_last']}`. "
         f"Snapshots: **{before['snapshots']} before, {after['snapshots']} after** ({g['expired']} "
         f"expired from main's history, {before['main_history']} -> {after['main_history']}). Refs: "
         f"{_refs(after)}. {pins} Snapshots no ref reaches after expiry: "
