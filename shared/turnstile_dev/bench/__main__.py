@@ -217,10 +217,12 @@ class Bench:
                 work=self.work,
                 verify=turnstile_tables,
                 metadata_commits=self.metadata_commits,
+                quality=True,
             ),
         )
         turnstile_found = cost.result["steps"][0]["tables"]
         growth = next(s for s in cost.result["steps"] if "metadata_json_bytes" in s)
+        quality = next(s for s in cost.result["steps"] if "quality_cost" in s)
         cost_result = cost.result["steps"][-1]
         self.results = self.assemble(
             jars=jars,
@@ -238,6 +240,8 @@ class Bench:
             cost=cost_result,
         )
         self.results["metadata_growth"] = growth
+        self.results["quality_cost"] = quality["quality_cost"]
+        self.results["audit_branch_growth"] = quality["audit_branch_growth"]
         self.results["console"] = pages
         self.results["s3"] = s3
         self.results["s3_requests_per_batch"] = s3["coalesced_state_bucket"]["requests_per_batch"]

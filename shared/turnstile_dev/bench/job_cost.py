@@ -55,14 +55,18 @@ def run(
     work: Path,
     verify: list[str],
     metadata_commits: int = 0,
+    quality: bool = False,
 ) -> SparkRun:
     """Measure on the first `batches` batches of one table; read back the `verify` tables first,
-    then (with `metadata_commits`) grow a table's metadata; the job's cost is the last step."""
+    then (with `metadata_commits`) grow a table's metadata, then (with `quality`) what expectations
+    and audits cost (`quality_cost`); the job's cost is the last step."""
     paths = workload.with_tables(1).prefix(batches + 1).write_batches(work / "job-cost-source")
     steps: list[dict[str, Any]] = [{"task": "verify", "tables": verify}] if verify else []
     if metadata_commits:
         steps.append({"task": "metadata_growth", "catalog": catalog, "commits": metadata_commits})
     rows = workload.files * workload.rows
+    if quality:
+        steps.append({"task": "quality_cost", "catalog": catalog, "batches": paths, "rows": rows})
     steps.append({"task": "job_cost", "catalog": catalog, "batches": paths, "rows": rows})
     return submit(setup, "job-cost", steps, work / "spark")
 

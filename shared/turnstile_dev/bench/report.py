@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from turnstile_dev.bench import console, latency, missed, policy_replay
+from turnstile_dev.bench import console, latency, missed, policy_replay, quality_report
 from turnstile_dev.bench.labels import LABELS, SHORT, TURNSTILE
 
 
@@ -205,6 +205,12 @@ def markdown(r: dict[str, Any]) -> str:
     add(_driver_policy(r))
     add("## metadata.json after many commits\n")
     add(_metadata(r))
+    if "quality_cost" in r:
+        add("## What two expectations and an audit cost the job per batch\n")
+        add(quality_report.cost(r))
+    if "audit_branch_growth" in r:
+        add("## Snapshots of a table with audits, and their expiry\n")
+        add(quality_report.growth(r))
     if "console" in r:
         add("## The operator console's page loads\n")
         add(console.markdown(r["console"]))

@@ -1,0 +1,140 @@
+"""What expectations and audits cost the job per batch, and what the audit branch does to snapshots.
+
+`quality_cost`: in one warm session, batch by batch and alternating which goes first, the same files
+are applied by the job (`execution.execute` with `IcebergApplier`, as in `job_cost`) to two tables
+in separate namespaces: one whose load.json has two row expectations and one audit (so each batch is
+committed to the audit branch, audited over `${staged}`, then published to main), one without.
+
+`audit_branch_growth`: the audited table after those commits, before and after the job's snapshot
+expiry (`hygiene.expire`, with a retention that lets everything but the last few snapshots go): how
+many snapshots the table keeps, its refs and their retention, and whether the audit branch keeps any
+snapshot alive that main's history would not.
+"""
+
+from __future__ import annotations
+
+import statistics
+from datetime import UTC, datetime
+from typing import Any
+
+from turnstile.config.load_config import LoadConfig
+from turnstile.spark import commits, hygiene
+from turnstile_dev.bench.job_cost import _Session
+from turnstile_dev.bench.workload import SCHEMA
+
+NAMESPACE_PLAIN = "quality_plain"
+NAMESPACE_CHECKED = "quality_checked"
+TARGET_RATIO = 1.3
+RETAIN_LAST = 5  # expiry keeps the last 5 snapshots of main (and of each branch)
+EXPECTATIONS = (
+    {"name": "amount_not_negative", "check": "amount >= 0", "on_fail": "warn"},
+    {"name": "id_present", "check": "id IS NOT NULL", "on_fail": "drop"},
+)
+AUDITS = ({"name": "unique_ids", "sql": "SELECT id, count(*) AS n FROM ${staged} GROUP BY id HAVING n > 1"},)
+
+
+def checked_load() -> LoadConfig:
+    return LoadConfig.model_validate(
+        {"schema": SCHEMA, "expectations": list(EXPECTATIONS), "audits": list(AUDITS)}
+    )
+
+
+def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
+    """Both measurements; `step`: {"catalog", "batches": [[csv paths] per batch]}."""
+    catalog: str = step["catalog"]
+    plain = _Session(spark, catalog, step["batches"])
+    checked = _Session(spark, catalog, step["batches"])
+    checked.load = checked_load()
+    for namespace in (NAMESPACE_PLAIN, NAMESPACE_CHECKED):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
+    # Warm-up: batch 0 both ways (it creates both tables), not measured.
+    plain.job(NAMESPACE_PLAIN, 0)
+    checked.job(NAMESPACE_CHECKED, 0)
+    plain_seconds: list[float] = []
+    checked_seconds: list[float] = []
+    for index in range(1, len(step["batches"])):
+        if index % 2:
+            checked_seconds.append(checked.job(NAMESPACE_CHECKED, index))
+            plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
+        else:
+            plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
+            checked_seconds.append(checked.job(NAMESPACE_CHECKED, index))
+    table = f"{catalog}.{NAMESPACE_CHECKED}.t0"
+    return {
+        "quality_cost": summary(plain_seconds, checked_seconds, step.get("rows", 0)),
+        "audit_branch_growth": growth(spark, catalog, table, commits_applied=len(step["batches"])),
+    }
+
+
+def summary(plain: list[float], checked: list[float], rows: int) -> dict[str, Any]:
+    plain_median = statistics.median(plain)
+    checked_median = statistics.median(checked)
+    ratio = checked_median / plain_median
+    return {
+        "batches": len(plain),
+        "rows_per_batch": rows,
+        "expectations": list(EXPECTATIONS),
+        "audits": list(AUDITS),
+        "plain_seconds": plain,
+        "checked_seconds": checked,
+        "plain_median_seconds": plain_median,
+        "checked_median_seconds": checked_median,
+        "ratio": ratio,
+        "target_ratio": TARGET_RATIO,
+        "met": ratio <= TARGET_RATIO,
+    }
+
+
+def _ancestors(loaded: Any, snapshot_id: int | None) -> list[int]:
+    found: list[int] = []
+    current = loaded.snapshot(snapshot_id) if snapshot_id is not None else None
+    while current is not None:
+        found.append(int(current.snapshotId()))
+        parent = current.parentId()
+        current = loaded.snapshot(parent) if parent is not None else None
+    return found
+
+
+def _state(spark: Any, table: str) -> dict[str, Any]:
+    """The table's snapshots, refs (with retention) and what only a branch other than main reaches."""
+    loaded = commits.load_table(spark, table)
+    snapshots = {int(s.snapshotId()) for s in loaded.snapshots()}
+    refs: dict[str, dict[str, Any]] = {}
+    reachable: dict[str, set[int]] = {}
+    for name, ref in dict(loaded.refs()).items():
+        head = int(ref.snapshotId())
+        reachable[str(name)] = set(_ancestors(loaded, head))
+        refs[str(name)] = {
+            "type": "branch" if ref.isBranch() else "tag",
+            "snapshot": head,
+            "max_ref_age_ms": ref.maxRefAgeMs(),
+            "min_snapshots_to_keep": ref.minSnapshotsToKeep(),
+            "max_snapshot_age_ms": ref.maxSnapshotAgeMs(),
+        }
+    main = reachable.get("main", set())
+    only_branches = set().union(*(ids for name, ids in reachable.items() if name != "main")) - main
+    return {
+        "snapshots": len(snapshots),
+        "main_history": int(loaded.history().size()),
+        "refs": refs,
+        "snapshots_only_branches_reach": len(only_branches),
+        "snapshots_no_ref_reaches": len(snapshots - main - only_branches),
+    }
+
+
+def growth(spark: Any, catalog: str, table: str, *, commits_applied: int) -> dict[str, Any]:
+    """Snapshots before and after the job's expiry, run with a retention that lets old ones go."""
+    before = _state(spark, table)
+    load = LoadConfig.model_validate(
+        {"schema": SCHEMA, "snapshot_retention_days": 0, "snapshot_retention_min": RETAIN_LAST}
+    )
+    expired = hygiene.expire(spark, catalog, table, load, datetime.now(UTC))
+    after = _state(spark, table)
+    return {
+        "batches_committed": commits_applied,
+        "retain_last": RETAIN_LAST,
+        "due": hygiene.due(before["main_history"], RETAIN_LAST),
+        "expired": expired,
+        "before": before,
+        "after": after,
+    }

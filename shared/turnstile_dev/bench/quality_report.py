@@ -1,0 +1,72 @@
+"""results.md's sections on expectations and audits: their per-batch cost in the job, and the audit
+branch's snapshots before and after expiry (`quality_cost`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _when(m: dict[str, Any]) -> str:
+    if "measured_at" in m:
+        when = m["measured_at"]
+        return (
+            f"Measured in a separate run on {when}, not in the same run as the rest of this page (nor in "
+            "its list of missed targets). "
+        )
+    return ""
+
+
+def cost(r: dict[str, Any]) -> str:
+    q = r.get("quality_cost")
+    if not q:
+        return "Not measured in this run.\n"
+    checks = ", ".join(f"`{e['check']}` ({e['on_fail']})" for e in q["expectations"])
+    audits = ", ".join(f"`{a['sql']}`" for a in q["audits"])
+    verdict = "met" if q["met"] else "not met"
+    return (
+        f"{_when(q)}In one warm Spark session, batch by batch and alternating which goes first, the same "
+        f"{q['batches']} batches ({q['rows_per_batch']:,} rows each) are applied by the job "
+        "(`execution.execute` with `IcebergApplier`) to two tables in separate namespaces: one whose "
+        f"load.json has two expectations ({checks}) and one audit ({audits}, so each batch is committed "
+        "to the audit branch, audited, then published to main), one without. Median in-job seconds per "
+        f"batch: **{q['checked_median_seconds']:.2f} s** with them, **{q['plain_median_seconds']:.2f} s** "
+        f"without: **{q['ratio']:.2f}x** (target <= {q['target_ratio']}x: {verdict}).\n"
+    )
+
+
+def _refs(state: dict[str, Any]) -> str:
+    parts = []
+    for name, ref in state["refs"].items():
+        age = ref["max_ref_age_ms"]
+        keep = ref["min_snapshots_to_keep"]
+        parts.append(
+            f"`{name}` ({ref['type']}; max ref age {'none' if age is None else f'{age} ms'}, "
+            f"min snapshots to keep {'table default' if keep is None else keep})"
+        )
+    return ", ".join(parts)
+
+
+def growth(r: dict[str, Any]) -> str:
+    g = r.get("audit_branch_growth")
+    if not g:
+        return "Not measured in this run.\n"
+    before, after = g["before"], g["after"]
+    pinned = after["snapshots_only_branches_reach"]
+    pins = (
+        "The audit branch pins no snapshot: after each publish it points at main's head, so it reaches "
+        "only main's own history, and expiry keeps the same snapshots it would without it."
+        if pinned == 0
+        else f"The audit branch keeps {pinned} snapshot(s) alive that main does not reach: a staged "
+        "batch not yet published (or one main moved away from), held until the next batch resets "
+        "the branch to main."
+    )
+    return (
+        f"{_when(g)}The audited table above after {g['batches_committed']} batches (the warm-up and the "
+        "measured ones, each committed to the audit branch, then published), then the job's snapshot "
+        "expiry (`hygiene.expire`, as after a job) with `snapshot_retention_days=0` and "
+        f"`snapshot_retention_min={g['retain_last']}`. "
+        f"Snapshots: **{before['snapshots']} before, {after['snapshots']} after** ({g['expired']} "
+        f"expired from main's history, {before['main_history']} -> {after['main_history']}). Refs: "
+        f"{_refs(after)}. {pins} Snapshots no ref reaches after expiry: "
+        f"{after['snapshots_no_ref_reaches']}.\n"
+    )

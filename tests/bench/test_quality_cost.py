@@ -1,0 +1,46 @@
+"""The bench's quality step on a tiny workload in the test session's Spark: the job with two
+expectations and an audit against the job without, then the audited table's snapshots before and
+after expiry, and the two sections of results.md they render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from turnstile_dev.bench import quality_cost, quality_report
+from turnstile_dev.bench.workload import Workload
+
+pytestmark = [pytest.mark.spark]
+
+
+def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_path: Path) -> None:
+    workload = Workload(tables=1, batches=3, files=1, rows=20)
+    paths = workload.with_tables(1).prefix(3).write_batches(tmp_path / "src")
+    out = quality_cost.in_spark(spark, {"catalog": "local", "batches": paths, "rows": 20})
+
+    cost = out["quality_cost"]
+    assert cost["batches"] == 2 == len(cost["plain_seconds"]) == len(cost["checked_seconds"])
+    assert all(s > 0 for s in cost["plain_seconds"] + cost["checked_seconds"])
+    assert cost["ratio"] == cost["checked_median_seconds"] / cost["plain_median_seconds"]
+    assert cost["met"] == (cost["ratio"] <= 1.3)
+    # Both tables hold every row once; the audited one was published to main.
+    for namespace in (quality_cost.NAMESPACE_PLAIN, quality_cost.NAMESPACE_CHECKED):
+        assert spark.table(f"local.{namespace}.t0").count() == 60
+
+    growth = out["audit_branch_growth"]
+    before, after = growth["before"], growth["after"]
+    assert set(before["refs"]) == {"main", "turnstile_audit"}
+    assert before["refs"]["turnstile_audit"]["snapshot"] == before["refs"]["main"]["snapshot"]
+    # One snapshot per batch, plus one empty snapshot the branch starts from on the new table; main
+    # reaches every one of them, the branch none that main does not.
+    assert before["main_history"] == 3 and before["snapshots"] == 4
+    assert before["snapshots_no_ref_reaches"] == after["snapshots_only_branches_reach"] == 0
+    assert not growth["due"] and growth["expired"] == 0  # 3 snapshots: expiry not due yet
+
+    r = {"quality_cost": cost | {"measured_at": "2026-01-01T00:00:00Z"}, "audit_branch_growth": growth}
+    text = quality_report.cost(r) + quality_report.growth(r)
+    assert "separate run on 2026-01-01T00:00:00Z" in text
+    assert f"{cost['ratio']:.2f}x" in text and ("not met" in text) != cost["met"]
+    assert "The audit branch pins no snapshot" in text
