@@ -4,6 +4,7 @@ refused for any other lock or failure."""
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -125,3 +126,38 @@ def test_history_shows_a_published_batch_with_who_and_why(run: Run, world: World
     text = " ".join(run("history", world.uri).stdout.split())
     assert "PUBLISHED_OVERRIDE" in text
     assert "published without its audits by ana: known refunds" in text
+
+
+def test_status_offers_the_publish_command_for_a_failed_audit_and_it_runs_as_printed(
+    run: Run, world: World
+) -> None:
+    failed(world, kind=AUDIT_FAILURE)
+    text = run("status").stdout
+    shown = f"turnstile publish {world.uri} --expect-generation {world.lock_generation()}"
+    assert f"or, to publish the staged batch to main as it is: {shown}" in text
+    report = run("status", "-o", "json")
+    (table,) = json.loads(report.stdout)["tables"]
+    assert table["lock"]["publish_command"] == shown
+    program, *args = shlex.split(shown)
+    assert program == "turnstile"
+    result = run(*args, "--yes", "-o", "json")
+    assert result.exit_code == 0, result.output
+    assert lock_state(world) is LockState.FREE
+
+
+def test_status_offers_no_publish_for_a_batch_that_failed_for_another_reason(run: Run, world: World) -> None:
+    failed(world, kind=None)
+    assert "turnstile publish" not in run("status").stdout
+    (table,) = json.loads(run("status", "-o", "json").stdout)["tables"]
+    assert table["lock"]["state"] == "FAILED"
+    assert table["lock"]["publish_command"] is None
+
+
+def test_a_publish_expecting_a_generation_the_lock_left_is_refused(run: Run, world: World) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    stale = world.lock_generation() - 1
+    result = run("publish", world.uri, "--expect-generation", str(stale), "--yes")
+    assert result.exit_code == 2
+    assert f"the lock is at generation {world.lock_generation()}, not {stale}" in one_error_line(result)
+    assert lock_state(world) is LockState.FAILED
+    assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is None

@@ -15,7 +15,7 @@ from turnstile.config.settings import Settings
 from turnstile.names.paths import Table
 from turnstile.ops import status as status_ops
 from turnstile.ops.session import invocation
-from turnstile.state.records import Lock, LockState
+from turnstile.state.records import AUDIT_FAILURE, BatchOutcome, BatchResult, Lock, LockState
 from turnstile.store.s3 import S3Store
 
 HEAD = "incremental/2024/05/01/13"
@@ -152,6 +152,34 @@ def test_the_table_page_shows_the_failure_and_the_commands_status_prints(
     assert f"{expected.lock.unlock_command} --skip-head" in text
     assert f'data-rel="{NEXT}" data-state="QUEUED"' in page.text  # the timeline
     assert f'data-rel="{HEAD}" data-state="BLOCKED"' in page.text
+
+
+def test_a_table_blocked_by_a_failed_audit_shows_the_publish_command_status_prints(
+    world: World, client: TestClient
+) -> None:
+    blocked(world, error="the audit 'no_negative' (load.json audits[0]) found 2 offending row(s)")
+    generation = lock_of(world).covers[0].success_generation
+    failed = BatchResult(
+        job_id="turnstile-sales-orders-0123456789abcdef",
+        rel=HEAD,
+        success_generation=generation,
+        outcome=BatchOutcome.FAILED,
+        error="the audit 'no_negative' (load.json audits[0]) found 2 offending row(s)",
+        error_kind=AUDIT_FAILURE,
+    )
+    world.store.write(world.table.result(HEAD, generation), failed.encode())
+    expected = status_ops.table_status(invocation(world.store, Settings.from_env({})), world.table)
+    assert expected.lock is not None and expected.lock.publish_command is not None
+    page = client.get("/table/sales/orders")
+    assert f'<code id="cmd-publish">{html.escape(expected.lock.publish_command)}</code>' in page.text
+    assert "or, to publish the staged batch to main as it is" in text_of(page.text)
+
+
+def test_a_table_blocked_for_another_reason_shows_no_publish_command(
+    world: World, client: TestClient
+) -> None:
+    blocked(world)
+    assert 'id="cmd-publish"' not in client.get("/table/sales/orders").text
 
 
 def test_the_history_is_paged_newest_first(world: World, client: TestClient) -> None:

@@ -10,11 +10,10 @@ import typer
 from turnstile.cli import _target
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
-from turnstile.cli.tables import _confirm, _interactive
+from turnstile.cli.tables import _ask, _report
 from turnstile.ops import controls, render, session
 from turnstile.ops import mark_missing as missing_ops
 from turnstile.ops import skip as skip_ops
-from turnstile.ops.errors import Refused
 from turnstile.state.records import CancelChoice
 from turnstile.store.port import object_uri
 
@@ -31,13 +30,7 @@ def pause_command(
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
-    done = controls.pause(session.invocation(store, target.settings), table, reason)
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
+    _report(controls.pause(session.invocation(store, target.settings), table, reason), output)
 
 
 @guarded
@@ -63,13 +56,7 @@ def cancel_command(
     target.refuse_local_jobs_on_cloud(store)  # before the lock records the cancel
     runner = session.LazyRunner(lambda: target.runner(store))
     choice = CancelChoice.REQUEUE if requeue else CancelChoice.BLOCK
-    done = controls.cancel(session.invocation(store, target.settings, runner), table, choice)
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
+    _report(controls.cancel(session.invocation(store, target.settings, runner), table, choice), output)
 
 
 @guarded
@@ -87,13 +74,7 @@ def skip_command(
     store = target.store(bucket)
     _target.require_stored(store, success.rpartition("/")[0], "no batch there")  # a typo
     inv = session.invocation(store, target.settings)
-    if not yes:
-        if not _interactive():
-            raise Refused(
-                "not skipping without a confirmation and stdin is not a terminal; pass --yes to skip"
-            )
-        if not _confirm(skip_ops.question(object_uri(store, success))):
-            raise Refused("not confirmed; nothing was changed")
+    _ask(yes, doing="skipping", do="skip", question=skip_ops.question(object_uri(store, success)))
     done = skip_ops.skip(inv, success, reason)
     if output is Output.json:
         emit_json(done.__dict__)
@@ -135,17 +116,5 @@ def mark_missing_command(
         render.console().print(f"would record period {period} of {where} ({start.isoformat()}) as missing")
         render.console().print("dry run: nothing was changed")
         return
-    if not yes:
-        if not _interactive():
-            raise Refused(
-                "not marking without a confirmation and stdin is not a terminal; pass --yes to mark"
-            )
-        if not _confirm(missing_ops.question(where, period)):
-            raise Refused("not confirmed; nothing was changed")
-    done = missing_ops.mark_missing(inv, table, period, reason)
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
+    _ask(yes, doing="marking", do="mark", question=missing_ops.question(where, period))
+    _report(missing_ops.mark_missing(inv, table, period, reason), output)

@@ -9,11 +9,10 @@ import typer
 
 from turnstile.cli import _target
 from turnstile.cli._errors import guarded
-from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
-from turnstile.cli.tables import _confirm, _interactive
+from turnstile.cli._options import Output, OutputOption, TableArg
+from turnstile.cli.tables import _ask, _report, _show
 from turnstile.ops import publish as publish_ops
-from turnstile.ops import render, session
-from turnstile.ops.errors import Refused
+from turnstile.ops import session
 
 
 def _local_user() -> str:
@@ -26,10 +25,18 @@ def _local_user() -> str:
 @guarded
 def publish_command(
     uri: TableArg,
+    *,
     reason: Annotated[str | None, typer.Option("--reason", help="kept in the batch's result record")] = None,
     by: Annotated[
         str | None,
         typer.Option("--by", help="who publishes it (default: the local user)"),
+    ] = None,
+    expect_generation: Annotated[
+        int | None,
+        typer.Option(
+            "--expect-generation",
+            help="refuse unless the lock is still at this generation (turnstile status prints it)",
+        ),
     ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
     output: OutputOption = Output.text,
@@ -43,23 +50,10 @@ def publish_command(
     store = target.store(table.bucket)
     _target.require_table(store, table)
     inv = session.invocation(store, target.settings)
-    planned = publish_ops.plan(inv, table, by=by or _local_user(), reason=reason)
-    if output is Output.text:
-        out = render.console()
-        render.show(out, render.table(("", ""), planned.facts(), header=False))
-        for line in planned.effects():
-            out.print(line)
-    if not yes:
-        if not _interactive():
-            raise Refused(
-                "not publishing without a confirmation and stdin is not a terminal; pass --yes to publish"
-            )
-        if not _confirm(f"publish batch {planned.batch.rel!r} of {planned.where} without its audits?"):
-            raise Refused("not confirmed; the lock was left as it is")
-    done = publish_ops.apply(inv, planned)
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
+    planned = publish_ops.plan(
+        inv, table, by=by or _local_user(), reason=reason, expect_generation=expect_generation
+    )
+    _show(planned, output)
+    question = f"publish batch {planned.batch.rel!r} of {planned.where} without its audits?"
+    _ask(yes, doing="publishing", do="publish", question=question, kept="the lock was left as it is")
+    _report(publish_ops.apply(inv, planned), output)

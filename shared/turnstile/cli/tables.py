@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Protocol
 
 import typer
 from rich.console import Console
@@ -16,6 +16,7 @@ from turnstile.ops import history as history_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops import unlock as unlock_ops
 from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
+from turnstile.ops.status_views import LockView
 from turnstile.store.port import object_uri
 
 
@@ -25,6 +26,45 @@ def _interactive() -> bool:
 
 def _confirm(question: str) -> bool:
     return typer.confirm(question, default=False, err=True)  # stdout stays the command's output
+
+
+class _Plan(Protocol):
+    def facts(self) -> list[tuple[str, object]]: ...
+    def effects(self) -> list[str]: ...
+
+
+class _Done(Protocol):
+    def lines(self) -> list[str]: ...
+    def to_json(self) -> dict[str, object]: ...
+
+
+def _show(planned: _Plan, output: Output) -> None:
+    """What an operator command read and what it will do, before it asks (text output only)."""
+    if output is Output.text:
+        out = render.console()
+        render.show(out, render.table(("", ""), planned.facts(), header=False))
+        for line in planned.effects():
+            out.print(line)
+
+
+def _ask(yes: bool, *, doing: str, do: str, question: str, kept: str = "nothing was changed") -> None:
+    """Refused unless `--yes` was given or the operator confirms `question` at a terminal."""
+    if yes:
+        return
+    if not _interactive():
+        raise Refused(f"not {doing} without a confirmation and stdin is not a terminal; pass --yes to {do}")
+    if not _confirm(question):
+        raise Refused(f"not confirmed; {kept}")
+
+
+def _report(done: _Done, output: Output) -> None:
+    """What an operator command did: its JSON, or its lines."""
+    if output is Output.json:
+        emit_json(done.to_json())
+        return
+    out = render.console()
+    for line in done.lines():
+        out.print(line)
 
 
 # -- status ----------------------------------------------------------------------------------------
@@ -167,23 +207,30 @@ def _status_row(s: status_ops.TableStatus) -> tuple[object, ...]:
     )
 
 
+def _blocked_details(out: Console, name: str, lock: LockView) -> None:
+    """Why a BLOCKED table stopped, and the commands that release it, runnable as printed."""
+    out.print()
+    out.print(
+        f"{name} is BLOCKED at batch {lock.failed_rel!r} since {render.age(lock.age_seconds)} ago "
+        f"(job {lock.job_id or 'none: stopped before one was submitted'}, "
+        f"lock generation {lock.generation})"
+    )
+    out.print(f"  error:  {lock.error}")
+    if lock.covers:
+        out.print(f"  covers: {', '.join(lock.covers)}")
+    out.print(f"  fix the cause, then run: {lock.unlock_command}")
+    for choice in lock.unlock_options:
+        out.print(f"  or, to {choice.does}: {lock.unlock_command} {choice.option}")
+    if lock.publish_command:
+        out.print(f"  or, to publish the staged batch to main as it is: {lock.publish_command}")
+
+
 def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
     """Below the table: what to do about each table that needs a human (or is waiting)."""
     for s in found:
         lock = s.lock
         if s.health == status_ops.Health.BLOCKED and lock is not None:
-            out.print()
-            out.print(
-                f"{s.table} is BLOCKED at batch {lock.failed_rel!r} since {render.age(lock.age_seconds)} ago "
-                f"(job {lock.job_id or 'none: stopped before one was submitted'}, "
-                f"lock generation {lock.generation})"
-            )
-            out.print(f"  error:  {lock.error}")
-            if lock.covers:
-                out.print(f"  covers: {', '.join(lock.covers)}")
-            out.print(f"  fix the cause, then run: {lock.unlock_command}")
-            for choice in lock.unlock_options:
-                out.print(f"  or, to {choice.does}: {lock.unlock_command} {choice.option}")
+            _blocked_details(out, s.table, lock)
         elif s.health == status_ops.Health.RETRYING and lock is not None and lock.retry_at is not None:
             out.print()
             rel = lock.covers[0] if lock.covers else s.backlog_head
@@ -283,25 +330,9 @@ def unlock_command(
     where = object_uri(store, table.prefix)
     inv = session.invocation(store, target.settings)
     planned = unlock_ops.plan(inv, table, skip_head=skip_head, expect_generation=expect_generation)
-    if output is Output.text:
-        out = render.console()
-        render.show(out, render.table(("", ""), planned.facts(), header=False))
-        for line in planned.effects():
-            out.print(line)
-    if not yes:
-        if not _interactive():
-            raise Refused(
-                "not unlocking without a confirmation and stdin is not a terminal; pass --yes to unlock"
-            )
-        if not _confirm(f"unlock {where}?"):
-            raise Refused("not confirmed; the lock was left as it is")
-    done = unlock_ops.apply(inv, planned)
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
+    _show(planned, output)
+    _ask(yes, doing="unlocking", do="unlock", question=f"unlock {where}?", kept="the lock was left as it is")
+    _report(unlock_ops.apply(inv, planned), output)
 
 
 @guarded
@@ -312,13 +343,7 @@ def resume_command(uri: TableArg, output: OutputOption = Output.text) -> None:
     table = _target.table_at(target, uri)
     store = target.store(table.bucket)
     _target.require_table(store, table)
-    done = controls.resume(session.invocation(store, target.settings), table)
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
+    _report(controls.resume(session.invocation(store, target.settings), table), output)
 
 
 # -- history ---------------------------------------------------------------------------------------

@@ -140,6 +140,15 @@ def apply(inv: Invocation, planned: PublishPlan) -> PublishDone:
     return PublishDone(planned, object_uri(inv.store, name))
 
 
+def offered(inv: Invocation, table: Table, lock: Lock | None) -> bool:
+    """The lock is FAILED on a batch of the backlog its audits failed: what `plan` accepts, so
+    `status` offers `turnstile publish` (one read of the batch's result record)."""
+    if lock is None or lock.state is not LockState.FAILED or not lock.covers or lock.covers[0].reprocess:
+        return False
+    found = _result(inv, table, lock.covers[0])
+    return found is not None and found.outcome is BatchOutcome.FAILED and found.error_kind == AUDIT_FAILURE
+
+
 def _result(inv: Invocation, table: Table, head: CoveredBatch) -> BatchResult | None:
     name = table.result(head.rel, head.success_generation)
     found = inv.store.read(name)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from turnstile.config.cascade import ORDERED_KINDS, ORDERME, levels
 from turnstile.core.errors import ConfigError, PathError
 from turnstile.names.paths import CONFIG, LOCK, Table, table_of_state_object
+from turnstile.ops import publish as publish_ops
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import status_lineage
 from turnstile.ops.history import ResultView, last_result
@@ -260,7 +261,7 @@ def _status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None
         ordered_by.append("lock")  # only the subscriber of an ordered table writes one
     if state.derived is not None:
         ordered_by.append("derived")  # ordered by definition, before its first lock too
-    view = lock_view(state, lock, lock_generation)
+    view = lock_view(state, lock, lock_generation, audit_failed=publish_ops.offered(inv, table, lock))
     pause = state.operator_pause
     paused = lock is not None and (state.paused or pause is not None)
     result, result_error = last_result(inv.store, table)

@@ -26,6 +26,12 @@ UNLOCK_OPTIONS = (
 )
 
 
+def publish_command(table: Table, generation: int, scheme: str = "gs") -> str:
+    """`turnstile publish gs://BUCKET/DS/TABLE --expect-generation N`: the staged batch a failed
+    audit blocks the table on, published as it is; refused when the lock changed since."""
+    return f"turnstile publish {scheme}://{table.bucket}/{table.prefix} --expect-generation {generation}"
+
+
 def unlock_command(table: Table, generation: int, scheme: str = "gs") -> str:
     """`turnstile unlock gs://BUCKET/DS/TABLE --expect-generation N`, runnable as it is; its options
     are UNLOCK_OPTIONS. The generation shown makes it refuse a lock that changed since."""
@@ -48,6 +54,7 @@ class LockView:
     attempt: int = 0  # transient failures of the head batch so far
     retry_at: datetime | None = None  # when the head's job is tried again after one
     last_error: str | None = None  # the transient failure being retried
+    publish_command: str | None = None  # FAILED on a batch its audits failed: accept it as staged
 
 
 @dataclass(frozen=True)
@@ -63,11 +70,15 @@ class FailedView:
     retry_command: str
 
 
-def lock_view(state: TableState, lock: Lock | None, lock_generation: int) -> LockView | None:
+def lock_view(
+    state: TableState, lock: Lock | None, lock_generation: int, *, audit_failed: bool = False
+) -> LockView | None:
+    """`audit_failed`: the lock is FAILED on a batch its audits failed (`ops.publish.offered`)."""
     if lock is None:
         return None
     table = state.table
     failed = lock.state is LockState.FAILED
+    scheme = state.inv.store.scheme
     return LockView(
         state=lock.state.value,
         generation=lock_generation,
@@ -77,12 +88,13 @@ def lock_view(state: TableState, lock: Lock | None, lock_generation: int) -> Loc
         covers=tuple(c.rel for c in lock.covers),
         failed_rel=lock.failed_rel,
         error=lock.error,
-        unlock_command=unlock_command(table, lock_generation, state.inv.store.scheme) if failed else None,
+        unlock_command=unlock_command(table, lock_generation, scheme) if failed else None,
         unlock_options=UNLOCK_OPTIONS if failed else (),
         position=lock.position,
         attempt=lock.attempt,
         retry_at=lock.retry_at,
         last_error=lock.last_error,
+        publish_command=publish_command(table, lock_generation, scheme) if failed and audit_failed else None,
     )
 
 

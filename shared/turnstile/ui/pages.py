@@ -218,6 +218,8 @@ def table(console: Console, table: Table, page: int = 1, configs: ConfigReader |
         commands["unlock"] = status.lock.unlock_command
         for choice in status.lock.unlock_options:
             commands[f"unlock {choice.option}"] = f"{status.lock.unlock_command} {choice.option}"
+    if status.lock is not None and status.lock.publish_command:
+        commands["publish"] = status.lock.publish_command
     try:
         dependents = tuple(lineage.dependents(inv, table))
     except ConfigError:
