@@ -1,11 +1,13 @@
 """Audits end to end: fake-gcs-server -> event bridge -> functions-framework -> local spark-submit
 -> Iceberg. Each hour of an audited ordered table is committed to its audit branch and published
-to `main` only when its audit passes; a failing hour blocks the table without reaching `main`, and
-`turnstile unlock --skip-head` (the real CLI) drops it while the next hour is published."""
+to `main` only when its audit passes; a failing hour blocks the table without reaching `main`,
+`turnstile unlock --skip-head` (the real CLI) drops it while the next hour is published, and the
+`turnstile publish` command `status` prints accepts another failing hour as it is staged."""
 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from typing import Any
@@ -17,8 +19,9 @@ from turnstile.config.settings import child_environment
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack
 from turnstile.names.paths import Table
-from turnstile.ops.history import history
+from turnstile.ops.history import Entry, history
 from turnstile.state.records import LockState
+from turnstile.store.gcs import GcsStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -27,7 +30,9 @@ __all__ = ["stack"]  # the module's running stack, shared with the other end-to-
 LOAD = {"audits": [{"name": "no_negative_amount", "sql": "SELECT * FROM ${staged} WHERE amount < 0"}]}
 
 
-def test_a_failing_audit_keeps_its_hour_out_of_main_and_skip_head_drops_it(stack: Stack, spark: Any) -> None:
+def test_a_failing_audit_keeps_its_hour_out_of_main_skip_head_drops_it_and_publish_accepts_one(
+    stack: Stack, spark: Any
+) -> None:
     store = _store(stack)
     name = "demo/audited"
     table = Table(store.bucket, name, "demo", "audited")
@@ -49,9 +54,7 @@ def test_a_failing_audit_keeps_its_hour_out_of_main_and_skip_head_drops_it(stack
 
     store.write(f"{name}/2024/05/01/12/part-0.csv", b"id,amount\n3,7\n")
     store.write(f"{name}/2024/05/01/12/_SUCCESS", b"")
-    unlock = [sys.executable, "-m", "turnstile.cli", "unlock", table.uri, "--skip-head", "--yes"]
-    environment = child_environment({"TURNSTILE_HOME": str(stack.home)})
-    done = subprocess.run(unlock, env=environment, check=False, capture_output=True, text=True)
+    done = _turnstile(stack, "unlock", table.uri, "--skip-head", "--yes")
     assert done.returncode == 0, done.stderr
     assert wait_until(lambda: _drained(store, name, 3), 300, 1), logs
 
@@ -63,3 +66,32 @@ def test_a_failing_audit_keeps_its_hour_out_of_main_and_skip_head_drops_it(stack
         ("2024/05/01/11", "DROPPED"),
         ("2024/05/01/12", "COMMITTED"),
     ]
+
+    # Hour 13 fails its audit too, and is accepted as it is with the command status prints.
+    store.write(f"{name}/2024/05/01/13/part-0.csv", b"id,amount\n4,-2\n")
+    store.write(f"{name}/2024/05/01/13/_SUCCESS", b"")
+    assert wait_until(lambda: _lock(store, name).state is LockState.FAILED, 300, 1), logs
+    shown = _turnstile(stack, "status", table.uri, "-o", "json")
+    (row,) = json.loads(shown.stdout)["tables"]
+    program, *args = shlex.split(row["lock"]["publish_command"])
+    assert program == "turnstile"
+    done = _turnstile(stack, *args, "--reason", "a known refund", "--by", "ana", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert wait_until(lambda: _drained(store, name, 4) and _last(store, table).outcome != "FAILED", 300, 1), (
+        logs
+    )
+    spark.sql("REFRESH TABLE local.demo.audited")
+    assert [tuple(r) for r in spark.sql(main).collect()] == [(1, 5), (3, 7), (4, -2)]
+    last = _last(store, table)
+    assert (last.rel, last.outcome, last.published_by) == ("2024/05/01/13", "PUBLISHED_OVERRIDE", "ana")
+
+
+def _last(store: GcsStore, table: Table) -> Entry:
+    return history(store, table, success_filename="_SUCCESS", last=None).entries[-1]
+
+
+def _turnstile(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI against the local stack."""
+    command = [sys.executable, "-m", "turnstile.cli", *args]
+    environment = child_environment({"TURNSTILE_HOME": str(stack.home)})
+    return subprocess.run(command, env=environment, check=False, capture_output=True, text=True)
