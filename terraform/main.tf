@@ -75,38 +75,39 @@ locals {
   # The functions' environment: every key is a turnstile.config.settings alias (tests/terraform checks it
   # against Settings.variables()).
   function_env_all = {
-    JOB_RUNNER                  = "dataproc"
-    GOOGLE_CLOUD_PROJECT        = var.project_id
-    FUNCTION_TIMEOUT_SEC        = tostring(local.function_timeout_seconds)
-    RESTART_BUFFER_SECONDS      = tostring(var.restart_buffer_seconds)
-    LOG_LEVEL                   = var.log_level
-    SUCCESS_FILENAME            = var.success_filename
-    DESTINATION_REGEX           = var.destination_regex == null ? "" : var.destination_regex
-    ORDER_PER_TABLE             = tostring(var.order_per_table)
-    START_BACKFILL_FILENAME     = var.start_backfill_filename == null ? "" : var.start_backfill_filename
-    WAIT_FOR_VALIDATION         = tostring(var.wait_for_validation)
-    STATE_BUCKET                = local.state_bucket
-    JOB_PREFIX                  = local.job_prefix
-    STALE_CLAIM_SECONDS         = tostring(var.stale_claim_seconds)
-    DATAPROC_REGION             = local.dataproc_region
-    DATAPROC_RUNTIME_VERSION    = var.dataproc_runtime_version
-    DATAPROC_SERVICE_ACCOUNT    = google_service_account.batch.email
-    DATAPROC_SUBNETWORK         = var.dataproc_subnetwork == null ? "" : var.dataproc_subnetwork
-    DATAPROC_STAGING_BUCKET     = google_storage_bucket.dataproc_staging.name
-    DATAPROC_PROPERTIES         = jsonencode(local.dataproc_properties)
-    DATAPROC_LABELS             = jsonencode(local.dataproc_labels)
-    JOB_MAIN_URI                = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_main.name}"
-    DRIVER                      = var.driver
-    DRIVER_MAIN_URI             = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_driver.name}"
-    DRIVER_MAX_IDLE_SECONDS     = tostring(var.driver_max_idle_seconds)
-    DRIVER_MAX_LIFETIME_SECONDS = tostring(var.driver_max_lifetime_seconds)
-    JOB_PYTHON_FILE_URIS        = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_package.name}"
-    JOB_JAR_URIS                = join(",", local.job_jar_uris)
-    JOB_ARCHIVE_URIS            = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_dependencies.name}#turnstile_deps"
-    ICEBERG_CATALOG             = var.iceberg_catalog
-    ICEBERG_CATALOG_TYPE        = var.iceberg_catalog_type
-    ICEBERG_WAREHOUSE           = local.iceberg_warehouse
-    ICEBERG_CATALOG_URI         = local.iceberg_catalog_uri
+    JOB_RUNNER                   = "dataproc"
+    GOOGLE_CLOUD_PROJECT         = var.project_id
+    FUNCTION_TIMEOUT_SEC         = tostring(local.function_timeout_seconds)
+    RESTART_BUFFER_SECONDS       = tostring(var.restart_buffer_seconds)
+    LOG_LEVEL                    = var.log_level
+    SUCCESS_FILENAME             = var.success_filename
+    DESTINATION_REGEX            = var.destination_regex == null ? "" : var.destination_regex
+    ORDER_PER_TABLE              = tostring(var.order_per_table)
+    START_BACKFILL_FILENAME      = var.start_backfill_filename == null ? "" : var.start_backfill_filename
+    WAIT_FOR_VALIDATION          = tostring(var.wait_for_validation)
+    STATE_BUCKET                 = local.state_bucket
+    JOB_PREFIX                   = local.job_prefix
+    STALE_CLAIM_SECONDS          = tostring(var.stale_claim_seconds)
+    DATAPROC_REGION              = local.dataproc_region
+    DATAPROC_RUNTIME_VERSION     = var.dataproc_runtime_version
+    DATAPROC_SERVICE_ACCOUNT     = google_service_account.batch.email
+    DATAPROC_SUBNETWORK          = var.dataproc_subnetwork == null ? "" : var.dataproc_subnetwork
+    DATAPROC_STAGING_BUCKET      = google_storage_bucket.dataproc_staging.name
+    DATAPROC_PROPERTIES          = jsonencode(local.dataproc_properties)
+    DATAPROC_LABELS              = jsonencode(local.dataproc_labels)
+    JOB_MAIN_URI                 = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_main.name}"
+    DRIVER                       = var.driver
+    DRIVER_MAIN_URI              = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_driver.name}"
+    DRIVER_MAX_IDLE_SECONDS      = tostring(var.driver_max_idle_seconds)
+    DRIVER_MAX_LIFETIME_SECONDS  = tostring(var.driver_max_lifetime_seconds)
+    DRIVER_START_TIMEOUT_SECONDS = tostring(var.driver_start_timeout_seconds)
+    JOB_PYTHON_FILE_URIS         = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_package.name}"
+    JOB_JAR_URIS                 = join(",", local.job_jar_uris)
+    JOB_ARCHIVE_URIS             = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_dependencies.name}#turnstile_deps"
+    ICEBERG_CATALOG              = var.iceberg_catalog
+    ICEBERG_CATALOG_TYPE         = var.iceberg_catalog_type
+    ICEBERG_WAREHOUSE            = local.iceberg_warehouse
+    ICEBERG_CATALOG_URI          = local.iceberg_catalog_uri
   }
   # Empty values are dropped (the settings treat them as unset anyway), but only those of the keys
   # whose values come straight from optional inputs, known at plan: a filter on every value would

@@ -380,6 +380,17 @@ variable "driver_max_lifetime_seconds" {
   }
 }
 
+variable "driver_start_timeout_seconds" {
+  description = "DRIVER_START_TIMEOUT_SECONDS: a warm job queued this long while no driver runs (launches refused, or batches that never start) fails as a transient failure naming why; the protocol retries it with backoff and blocks the table once job_retries run out."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.driver_start_timeout_seconds > 0
+    error_message = "driver_start_timeout_seconds must be > 0."
+  }
+}
+
 variable "job_prefix" {
   description = "JOB_PREFIX: prefix of every Dataproc batch id (1-20 lowercase letters, digits, hyphens); default: name (cut to 20), so two deployments in one project never share batch ids."
   type        = string

@@ -46,6 +46,7 @@ DEPLOYED = {
     "DRIVER_MAIN_URI": "gs://my-project-turnstile-artifacts/job/0123456789abcdef/driver.py",
     "DRIVER_MAX_IDLE_SECONDS": "300",
     "DRIVER_MAX_LIFETIME_SECONDS": "3600",
+    "DRIVER_START_TIMEOUT_SECONDS": "600",
     # The tests build the runner for real; an endpoint makes its client anonymous (no credentials).
     "DATAPROC_ENDPOINT": "http://127.0.0.1:1",
 }

@@ -29,6 +29,7 @@ def test_three_hundred_spool_schedules_keep_every_invariant() -> None:
     assert stats["jobs WITHDRAWN"] > 100
     assert stats["spool objects removed by hand"] > 100
     assert stats["drivers ended: idle"] > 500 and stats["drivers ended: max lifetime"] > 50
+    assert stats["jobs a runner's poll gave up on (start timeout)"] > 50  # DRIVER_START_TIMEOUT_SECONDS
 
 
 def test_a_spool_schedule_replays_identically() -> None:
@@ -51,7 +52,7 @@ def test_it_catches_a_driver_that_lists_the_queue_before_it_says_leaving(
         return listed
 
     monkeypatch.setattr(SpoolDriver, "leave", leave)
-    assert any("left queued with no driver" in p for p in _violations(range(60, 180)))
+    assert any("left queued with no driver" in p for p in _violations(range(180, 300)))
 
 
 def test_it_catches_a_claim_without_its_precondition(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,3 +90,18 @@ def test_it_catches_a_status_poll_that_trusts_any_leaving_driver_to_serve_its_jo
     monkeypatch.setattr(spoolsubmit, "listed_by_leaving", lambda records, queued_at, now, bounds: True)
     # A launch lost while faults were on leaves a job to the runners' polls, which never start one.
     assert any("waited" in p and "for a driver" in p for p in _violations(range(60, 150)))
+
+
+def test_it_catches_a_start_timeout_that_gives_up_on_a_job_a_driver_took(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    withdraw = spoolsubmit.withdraw
+
+    def trusting(
+        store: object, clock: object, job_id: str, *, reason: str | None = None
+    ) -> spoolsubmit.Withdrawal:
+        done = withdraw(store, clock, job_id, reason=reason)  # type: ignore[arg-type]
+        return spoolsubmit.Withdrawal(True, done.driver_id, done.end) if reason else done
+
+    monkeypatch.setattr("turnstile_dev.simulation.spool.withdraw", trusting)
+    assert any("its start timeout won, yet it ran" in p for p in _violations(range(100, 300)))

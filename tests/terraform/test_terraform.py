@@ -259,8 +259,15 @@ def test_the_functions_run_warm_drivers_by_default_with_the_staged_driver_main(t
     assert "google_storage_bucket_object.job_driver.name" in env["DRIVER_MAIN_URI"]
     assert tf.resource("google_storage_bucket_object", "job_driver")["source"] == "${local.job_driver}"
     assert "job/driver.py" in tf.locals["job_driver"]
-    for key in ("DRIVER", "DRIVER_MAIN_URI", "DRIVER_MAX_IDLE_SECONDS", "DRIVER_MAX_LIFETIME_SECONDS"):
+    for key in (
+        "DRIVER",
+        "DRIVER_MAIN_URI",
+        "DRIVER_MAX_IDLE_SECONDS",
+        "DRIVER_MAX_LIFETIME_SECONDS",
+        "DRIVER_START_TIMEOUT_SECONDS",
+    ):
         assert key in Settings.variables(), key
+    assert tf.variables["driver_start_timeout_seconds"]["default"] == 600
     # An operator's CLI reads a warm job from the spool: it needs DRIVER as the functions have it.
     assert 'startswith(key, "DRIVER")' in tf.locals["operator_job_env"]
 

@@ -63,7 +63,9 @@ def store(clock: ManualClock) -> MemoryStore:
     return MemoryStore("spool", clock=clock)
 
 
-def runner(store: MemoryStore, clock: ManualClock, batches: Batches) -> WarmDataprocRunner:
+def runner(
+    store: MemoryStore, clock: ManualClock, batches: Batches, start_timeout: timedelta = timedelta(hours=1)
+) -> WarmDataprocRunner:
     return WarmDataprocRunner(
         batches,
         store,
@@ -73,6 +75,7 @@ def runner(store: MemoryStore, clock: ManualClock, batches: Batches) -> WarmData
         driver_args=("--poll-seconds", "1"),
         clock=clock,
         bounds=BOUNDS,
+        start_timeout=start_timeout,
     )
 
 
@@ -207,6 +210,48 @@ def test_a_queued_job_whose_driver_never_started_gets_a_new_driver_on_status(
     clock.sleep((BOUNDS.start_within + timedelta(seconds=1)).total_seconds())
     assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
     assert len(batches.created) == 2
+
+
+def test_a_job_no_driver_started_for_fails_as_transient_after_the_start_timeout_and_never_runs(
+    store: MemoryStore, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches, start_timeout=timedelta(minutes=10))
+    warm.submit("job-a", manifest("job-a"))
+    clock.sleep((BOUNDS.start_within + timedelta(seconds=1)).total_seconds())
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)  # a second launch
+    clock.sleep(timedelta(minutes=5).total_seconds())
+    with caplog.at_level(logging.ERROR, logger="turnstile"):
+        failed = warm.status("job-a")
+    assert failed is not None and failed.state is JobState.FAILED
+    detail = failed.detail or ""
+    assert "no warm driver started within DRIVER_START_TIMEOUT_SECONDS (600 s) of the job's submit" in detail
+    assert f"batch {batches.created[-1][0]}" in detail and "(a transient failure)" in detail
+    [alert] = [r for r in caplog.records if getattr(r, "event", None) == "driver_launch_failed"]
+    assert alert.job_id == "job-a"  # type: ignore[attr-defined]
+    again = warm.status("job-a")  # read from the job's end record now: the same reason, transient
+    assert again is not None and again.state is JobState.FAILED
+    assert "no warm driver started within" in (again.detail or "")
+    assert "did not finish" in (again.detail or "")
+    late = driver(store, clock, "late")
+    assert late.register()
+    runs = Runs()
+    serve(late, runs, lambda idle, now: "idle", clock, 1.0)
+    assert runs.order == []  # withdrawn: a driver that starts after the timeout never runs it
+
+
+def test_a_job_queued_while_a_driver_runs_does_not_time_out(store: MemoryStore, clock: ManualClock) -> None:
+    batches = Batches()
+    warm = runner(store, clock, batches, start_timeout=timedelta(minutes=2))
+    warm.submit("job-a", manifest("job-a"))
+    ((batch_id, _),) = batches.created
+    batches.states[batch_id] = JobState.RUNNING
+    busy = driver(store, clock, batch_id)
+    assert busy.register()
+    for _ in range(4):
+        clock.sleep(60)
+        busy.heartbeat()
+    assert warm.status("job-a") == JobStatus("job-a", JobState.PENDING)
 
 
 def test_a_failed_create_withdraws_its_announcement_so_the_next_submit_launches(

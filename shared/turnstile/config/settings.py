@@ -150,6 +150,11 @@ class Settings(BaseModel):
     """Past this age a warm driver takes no new job and leaves (its successor runs the current
     code); keep it below the batch TTL (4 hours) minus the longest job."""
 
+    driver_start_timeout_seconds: float = Field(600.0, gt=0, alias="DRIVER_START_TIMEOUT_SECONDS")
+    """A warm job queued this long while no driver runs (launches refused, or batches that never
+    start) fails as a transient failure naming why, which the protocol retries with backoff and
+    blocks on once job_retries run out: no request waits silently."""
+
     driver_poll_seconds: float = Field(2.0, gt=0, le=60, alias="DRIVER_POLL_SECONDS")
     """How often an idle warm driver lists the spool for requests."""
 

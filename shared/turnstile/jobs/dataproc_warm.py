@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from datetime import timedelta
 from typing import Protocol
 
 from google.cloud import dataproc_v1
@@ -90,6 +91,7 @@ class WarmDataprocRunner:
         driver_args: tuple[str, ...] = (),
         clock: Clock | None = None,
         bounds: SpoolBounds | None = None,
+        start_timeout: timedelta = timedelta(seconds=600),
     ) -> None:
         self._batches = batches
         self._spool = spool
@@ -99,6 +101,7 @@ class WarmDataprocRunner:
         self._driver_args = driver_args
         self._clock = clock or SystemClock()
         self._bounds = bounds or SpoolBounds()
+        self._start_timeout = start_timeout
 
     @classmethod
     def from_settings(cls, settings: Settings, store: ObjectStore) -> WarmDataprocRunner:
@@ -122,6 +125,7 @@ class WarmDataprocRunner:
             prefix=settings.job_prefix,
             driver_main_uri=settings.driver_main_uri,
             driver_args=args,
+            start_timeout=timedelta(seconds=settings.driver_start_timeout_seconds),
         )
 
     def submit(self, job_id: str, manifest_uri: str) -> None:
@@ -167,6 +171,9 @@ class WarmDataprocRunner:
         if view.state is spoolsubmit.JobState.UNKNOWN:
             return self._batches.status(job_id)  # a batch of its own, from before DRIVER=warm
         if view.state is spoolsubmit.JobState.QUEUED:
+            failed = self._overdue(job_id)
+            if failed is not None:
+                return failed
             needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
             if not needed and self._ended_drivers():
                 needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
@@ -176,6 +183,19 @@ class WarmDataprocRunner:
         if view.state is not spoolsubmit.JobState.FINISHED and self._driver_ended(view.driver_id):
             view = spoolsubmit.job_status(self._spool, self._clock, job_id, self._bounds)
         return _status(job_id, view)
+
+    def _overdue(self, job_id: str) -> JobStatus | None:
+        """The job FAILED (transient) when it waited past the start timeout with no driver running:
+        withdrawn, so that no driver runs it later, with the ERROR the launch alert counts."""
+        why = spoolsubmit.start_overdue(self._spool, self._clock, job_id, self._bounds, self._start_timeout)
+        if why is None or not spoolsubmit.withdraw(self._spool, self._clock, job_id, reason=why).withdrawn:
+            return None  # a driver took it meanwhile: it runs
+        log.error(
+            f"warm job {job_id} gave up waiting: {why}; it fails as a transient failure, which the "
+            "protocol retries with backoff",
+            extra={"event": "driver_launch_failed", "job_id": job_id, "error": why},
+        )
+        return JobStatus(job_id, JobState.FAILED, f"{why} (a transient failure)")
 
     def _ended_drivers(self) -> bool:
         """Declare dead every registered driver whose batch ended without leaving (its heartbeat

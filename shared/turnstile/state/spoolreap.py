@@ -132,7 +132,9 @@ def settle_request(
 ) -> None:
     """A request whose driver can no longer end it, a withdrawn one or a lost one: its end is
     recorded (the first record stands), then the request is removed at the generation read."""
-    if request.state is RequestState.WITHDRAWN:
+    if request.state is RequestState.WITHDRAWN and request.reason:
+        end = transient(clock, request.job_id, None, request.reason)
+    elif request.state is RequestState.WITHDRAWN:
         end = JobFinished(job_id=request.job_id, outcome=Outcome.WITHDRAWN, finished_at=clock.now())
     elif request.state is RequestState.LOST:
         end = transient(clock, request.job_id, None, lost_request(found.name))

@@ -37,6 +37,9 @@ class SpoolRequest(Record):
     driver_id: str | None = None
     instance: str | None = None  # the claiming driver's instance: a retried claim knows its own
     claimed_at: AwareDatetime | None = None
+    # WITHDRAWN because no driver started in time (not an operator's cancel): why. Its job's end
+    # is then a transient failure the protocol retries, not a cancel.
+    reason: str | None = None
     nonce: str = Field(default_factory=new_nonce)
 
 

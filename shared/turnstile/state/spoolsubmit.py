@@ -9,6 +9,7 @@ whichever of the two writes lands second, its reader sees the other's (docs/DRIV
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -37,8 +38,10 @@ from turnstile.state.spoolrecords import (
     SpoolRequest,
     Submitted,
     claimant_lost,
+    death,
     listed_by_leaving,
     needs_driver,
+    taking,
 )
 from turnstile.store.port import ObjectStore, StoredObject
 
@@ -227,10 +230,11 @@ class Withdrawal:
     end: JobFinished | None = None  # how it ended, when it had
 
 
-def withdraw(store: ObjectStore, clock: Clock, job_id: str) -> Withdrawal:
+def withdraw(store: ObjectStore, clock: Clock, job_id: str, *, reason: str | None = None) -> Withdrawal:
     """Take a queued job back. Compare-and-swap QUEUED -> WITHDRAWN against a driver's QUEUED ->
     CLAIMED: either the withdraw wins and no driver runs the job, or the claim wins and this says
-    which driver took it."""
+    which driver took it. With a `reason` (no driver started in time), the job's end is a transient
+    failure naming it rather than a cancel."""
     found = store.read(names.submitted_name(job_id))
     if found is None:
         return Withdrawal(withdrawn=False)
@@ -238,7 +242,7 @@ def withdraw(store: ObjectStore, clock: Clock, job_id: str) -> Withdrawal:
     while True:
         end = finished(store, job_id)
         if end is not None:
-            return Withdrawal(end.outcome is Outcome.WITHDRAWN, end.driver_id, end)
+            return Withdrawal(_withdrawn(end, reason), end.driver_id, end)
         read = store.read(submitted.request)
         if read is None:
             started = read_started(store, job_id)
@@ -251,10 +255,54 @@ def withdraw(store: ObjectStore, clock: Clock, job_id: str) -> Withdrawal:
             report(store, JobFinished(job_id=job_id, outcome=Outcome.WITHDRAWN, finished_at=clock.now()))
             continue
         if request.state is RequestState.QUEUED:
-            request = request.model_copy(update={"state": RequestState.WITHDRAWN, "nonce": new_nonce()})
+            update = {"state": RequestState.WITHDRAWN, "reason": reason, "nonce": new_nonce()}
+            request = request.model_copy(update=update)
             try:
                 generation = store.replace(read.name, request.encode(), if_generation=read.generation)
             except PreconditionFailed:
                 continue  # claimed (or withdrawn) meanwhile: read again
             read = type(read)(read.name, generation, request.encode())
         settle_request(store, clock, read, request, "withdrawn")
+
+
+def _withdrawn(end: JobFinished, reason: str | None) -> bool:
+    """Whether the job ended without any driver running it: withdrawn by a cancel, or (for a withdraw
+    with a `reason`) a transient failure no driver reported, such as another poller's withdraw."""
+    if end.outcome is Outcome.WITHDRAWN:
+        return True
+    return reason is not None and end.outcome is Outcome.FAILED_TRANSIENT and end.driver_id is None
+
+
+def start_overdue(
+    store: ObjectStore, clock: Clock, job_id: str, bounds: SpoolBounds, timeout: timedelta
+) -> str | None:
+    """Why the queued job has waited longer than `timeout` with no driver running to serve it
+    (drivers announced but never started, or none); None while a running driver, or a leaving one
+    that lists the queue after it, will take it, or before the timeout."""
+    found = store.read(names.submitted_name(job_id))
+    if found is None:
+        return None
+    try:
+        queued_at = Submitted.decode(found.data, found.name).submitted_at
+    except ConfigError:
+        return None
+    now = clock.now()
+    if now - queued_at <= timeout:
+        return None
+    records = reap(store, clock, bounds)
+    if any(r.state is DriverState.RUNNING and taking(r, now, bounds) for r in records):
+        return None
+    if listed_by_leaving(records, queued_at, now, bounds):
+        return None
+    tried = sorted((r for r in records if r.started_at >= queued_at), key=lambda r: r.started_at)
+    last = (
+        f"; the last driver launched for it, batch {tried[-1].batch}, "
+        f"{death(tried[-1], now, bounds) or 'has not started yet'}"
+        if tried
+        else ""
+    )
+    return (
+        f"no warm driver started within DRIVER_START_TIMEOUT_SECONDS ({timeout.total_seconds():.0f} s) of "
+        f"the job's submit{last} (Dataproc quota, permissions or capacity: see the driver_launch_failed "
+        "log lines)"
+    )

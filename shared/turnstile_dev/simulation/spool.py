@@ -29,7 +29,15 @@ from turnstile.state.spoollaunch import next_driver
 from turnstile.state.spoolreap import decoded_request
 from turnstile.state.spoolrecords import Outcome, RequestState, SpoolBounds, SpoolRequest
 from turnstile.state.spoolserve import serve
-from turnstile.state.spoolsubmit import JobState, announce, driver_needed_for, job_status, submit, withdraw
+from turnstile.state.spoolsubmit import (
+    JobState,
+    announce,
+    driver_needed_for,
+    job_status,
+    start_overdue,
+    submit,
+    withdraw,
+)
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import FaultyStore
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, Task
@@ -39,6 +47,7 @@ STARTUP = (20.0, 60.0)  # a driver's start-up, seconds
 DRIVER_POLL = 5.0  # an idle driver looks at the queue this often
 RUNNER_POLL = (400.0, 900.0)  # a runner looks at its job this often: far slower than a driver
 CALM_POLL = (2000.0, 3000.0)  # once faults stop: so slow that a request left with no driver shows
+START_TIMEOUT = timedelta(seconds=600)  # DRIVER_START_TIMEOUT_SECONDS: a queued job gives up on a driver
 PROMPT = 400.0  # once faults stop: a job is taken within this of its submit (its queue included)
 
 
@@ -96,6 +105,8 @@ class SpoolWorld:
     submitted_at: dict[str, float] = field(default_factory=dict)
     first_run_at: dict[str, float] = field(default_factory=dict)
     withdrawals: dict[str, list[tuple[bool, str | None]]] = field(default_factory=dict)
+    # A runner's poll that gave up on a driver (the start timeout): whether its withdraw won.
+    timeouts: dict[str, list[bool]] = field(default_factory=dict)
     calm: set[str] = field(default_factory=set)
     junk: list[str] = field(default_factory=list)
     removed: set[str] = field(default_factory=set)  # by hand
@@ -133,6 +144,13 @@ class SpoolWorld:
                     return
                 if state is JobState.UNKNOWN:  # its submit never landed: the runner submits again
                     submit(self.store, self.clock, job, "ds/tbl", {"manifest": f"{job}.json"}, bounds=BOUNDS)
+                why = start_overdue(self.store, self.clock, job, BOUNDS, START_TIMEOUT)
+                if why is not None:  # as WarmDataprocRunner's poll: withdraw, a transient failure
+                    won = withdraw(self.store, self.clock, job, reason=why).withdrawn
+                    self.timeouts.setdefault(job, []).append(won)
+                    self.stats["jobs a runner's poll gave up on (start timeout)"] += won
+                    if won:
+                        return
                 if driver_needed_for(self.store, self.clock, job, BOUNDS):
                     self.stats["drivers a runner's poll started"] += 1
                     self.start_driver()

@@ -103,6 +103,10 @@ def violations(world: SpoolWorld, settled_in_time: bool) -> list[str]:
             world.stats["jobs ran, then reported failed (a stalled driver declared dead)"] += 1
             if not excused(world, end):
                 problems.append(f"{job} ran, yet was reported failed: {end.error}")
+        if any(world.timeouts.get(job, [])) and (ran or end.outcome is not Outcome.FAILED_TRANSIENT):
+            problems.append(
+                f"{job}: its start timeout won, yet it ran {ran} times and ended {end.outcome.value}"
+            )
         for withdrawn, driver in world.withdrawals.get(job, []):
             if withdrawn and end.outcome is not Outcome.WITHDRAWN:
                 problems.append(f"{job}: its withdraw won, but it ended {end.outcome.value}")
