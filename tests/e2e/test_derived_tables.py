@@ -86,9 +86,15 @@ def test_a_fact_table_waits_for_its_late_source_then_catches_up_in_order_once(
         _arrive(store, "stage/orders", hour, 10.0 * (hour + 1))
     _arrive(store, "stage/rates", 0, 2.0)
 
-    assert wait_until(lambda: _lock(store, "mart/fact").position == "2026/01/01/00", 300, 1), (
-        f"lock {_lock(store, 'mart/fact')}; see {stack.home / 'logs'}"
-    )
+    # The subscriber moves the watermark just after it releases the lock: wait for both.
+    fact_watermark = "mart/fact/_turnstile/watermark.json"
+    assert wait_until(
+        lambda: (
+            _lock(store, "mart/fact").position == "2026/01/01/00" and store.stat(fact_watermark) is not None
+        ),
+        300,
+        1,
+    ), f"lock {_lock(store, 'mart/fact')}; see {stack.home / 'logs'}"
     monkeypatch.setenv("TURNSTILE_HOME", str(stack.home))
     status = CliRunner().invoke(app, ["status", "--output", "json"])
     assert status.exit_code == 0, status.stderr
