@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import statistics
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from turnstile.config.load_config import LoadConfig
 from turnstile.spark import commits, hygiene
 from turnstile_dev.bench.job_cost import _Session
-from turnstile_dev.bench.workload import SCHEMA
+from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup, submit
+from turnstile_dev.bench.workload import SCHEMA, Workload
 
 NAMESPACE_PLAIN = "quality_plain"
 NAMESPACE_CHECKED = "quality_checked"
@@ -37,6 +39,15 @@ def checked_load() -> LoadConfig:
     return LoadConfig.model_validate(
         {"schema": SCHEMA, "expectations": list(EXPECTATIONS), "audits": list(AUDITS)}
     )
+
+
+def run(setup: SparkSetup, catalog: str, workload: Workload, *, work: Path) -> SparkRun:
+    """`quality_cost` alone in its own Spark application, over the first table's batches (the first
+    one a warm-up)."""
+    paths = workload.with_tables(1).write_batches(work / "quality-source")
+    rows = workload.files * workload.rows
+    step = {"task": "quality_cost", "catalog": catalog, "batches": paths, "rows": rows}
+    return submit(setup, "quality-cost", [step], work / "spark")
 
 
 def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
