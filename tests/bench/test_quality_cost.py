@@ -25,6 +25,14 @@ def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_
     assert all(s > 0 for s in cost["plain_seconds"] + cost["checked_seconds"])
     assert cost["ratio"] == cost["checked_median_seconds"] / cost["plain_median_seconds"]
     assert cost["met"] == (cost["ratio"] <= 1.3)
+    # The checked side runs more Spark jobs (its expectations' pass, the audit's query), and its
+    # steps were timed: every one ran, the audit's query on every batch.
+    jobs = cost["spark_jobs_per_batch"]
+    assert jobs["plain"] >= 1 and jobs["checked"] > jobs["plain"]
+    steps = cost["checked_step_seconds_per_batch"]
+    assert set(steps) == {label for _, _, label in quality_cost.STEPS}
+    assert all(seconds > 0 for seconds in steps.values())
+    assert steps["the audit's query"] < sum(cost["checked_seconds"]) / cost["batches"]
     # Both tables hold every row once; the audited one was published to main.
     for namespace in (quality_cost.NAMESPACE_PLAIN, quality_cost.NAMESPACE_CHECKED):
         assert spark.table(f"local.{namespace}.t0").count() == 60
@@ -44,3 +52,6 @@ def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_
     assert "separate run on 2026-01-01T00:00:00Z" in text
     assert f"{cost['ratio']:.2f}x" in text and ("not met" in text) != cost["met"]
     assert "The audit branch pins no snapshot" in text
+    assert f"Spark jobs per batch: {jobs['checked']:.1f} with them, {jobs['plain']:.1f} without" in text
+    audit_query = steps["the audit's query"]
+    assert f"the audit's query {audit_query:.2f} s" in text

@@ -249,3 +249,18 @@ def test_a_table_fixed_by_hand_after_a_failed_audit_gets_the_batch_written_again
     assert kit.rows() == [(1, 10), (2, 7), (3, 1)]
     assert refs(kit)["main"] == result(kit, two).snapshot_id == refs(kit)[BRANCH]
     assert main_batches(kit)[-1] == f"2#{two.success_generation}"
+
+
+def test_an_audit_returning_more_rows_than_the_sample_counts_them_all_and_shows_five(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    # The audit's rows are read once, five at most; they are counted only when there is one.
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[NO_NEGATIVE])
+    bad = kit.batch("1", csv("id,amount", *[f"{i},-{i}" for i in range(1, 8)], "8,1"))
+    done = kit.run(bad)
+    assert not done.succeeded
+    error = result(kit, bad).error or ""
+    assert "the audit 'no_negative' (load.json audits[0]) found 7 offending row(s)" in error
+    shown = error.split("First rows: ", 1)[1].split(". Read the staged table", 1)[0]
+    assert len(shown.split("; ")) == audits.SAMPLE == 5
+    assert "main" not in refs(kit)  # nothing published

@@ -19,6 +19,7 @@ from turnstile.ops import history as history_ops
 from turnstile.ops import validate as validate_ops
 from turnstile.ops.validate import Report
 from turnstile.ops.validate_expectations import SparkChecker
+from turnstile.spark import expectations
 from turnstile.state.records import BatchOutcome, BatchResult, ExpectationCount, ManifestBatch
 from turnstile.store.gcs import GcsStore
 
@@ -191,6 +192,87 @@ def test_fail_fails_the_batch_naming_the_expectation_the_count_the_first_row_and
     assert failed.rows_read == 3
     assert kit.rows() == [(1, 1)]  # nothing of the failed batch committed
     assert len(kit.snapshots()) == 1
+
+
+def jobs_run(spark: Any, action: Any) -> tuple[Any, int]:
+    """`action()`'s value, and how many Spark jobs it ran."""
+    context = spark.sparkContext
+    group = f"expectations-{id(action)}"
+    context.setJobGroup(group, group)
+    try:
+        value = action()
+    finally:
+        context.setJobGroup("idle", "idle")
+    return value, len(context.statusTracker().getJobIdsForGroup(group))
+
+
+@pytest.mark.parametrize("dropping", [True, False], ids=["rows-dropped", "none-dropped"])
+def test_with_a_drop_one_query_counts_every_expectation_nulls_included_and_finds_the_dropped_rows(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore, dropping: bool
+) -> None:
+    kit = Kit(
+        spark,
+        tmp_path,
+        store=gcs_store,
+        expectations=[
+            POSITIVE | {"on_fail": "warn"},
+            {"name": "has_id", "check": "id IS NOT NULL", "on_fail": "drop"},
+            {"name": "small_id", "check": "id < 3", "on_fail": "drop" if dropping else "warn"},
+        ],
+    )
+    data = csv("id,amount", "1,10", "2,-5", ",3", "4,", "5,7")
+    batch = kit.batch("1", data)
+    path = tmp_path / "rows.csv"
+    path.write_bytes(data[1])
+    rows = spark.read.option("header", "true").schema("id BIGINT, amount BIGINT").csv(str(path))
+    where = expectations.Where(gcs_store, batch.data_uris, [str(path)])
+    checks = [e.check for e in batch.load.expectations]
+    checked, jobs = jobs_run(spark, lambda: expectations.check(batch, rows, checks, where))
+    assert jobs == 1  # the counts are observed on the query that collects the rows to set aside
+    # A NULL check fails the row, as an aggregation counting `NOT coalesce(check, false)` finds.
+    assert [(c.name, c.failed_rows) for c in checked.counts] == [
+        ("positive_amount", 2),
+        ("has_id", 1),
+        ("small_id", 3),
+    ]
+    assert checked.rows_read == 5
+    kept = sorted(tuple(r) for r in checked.rows.collect())
+    stored = gcs_store.read(f"{batch.failed_prefix}expectations-{batch.success_generation}.jsonl")
+    assert stored is not None
+    lines = sorted((json.loads(x) for x in stored.text().splitlines()), key=lambda x: x["row"]["id"] or 0)
+    if dropping:
+        assert kept == [(1, 10), (2, -5)]
+        assert [(x["row"]["id"], x["expectations"]) for x in lines] == [
+            (None, ["has_id", "small_id"]),
+            (4, ["small_id"]),
+            (5, ["small_id"]),
+        ]
+    else:
+        assert kept == [(1, 10), (2, -5), (4, None), (5, 7)]
+        assert [(x["row"]["id"], x["expectations"]) for x in lines] == [(None, ["has_id"])]
+    assert checked.dropped == len(lines)
+
+
+def test_a_fail_beside_a_drop_fails_before_any_commit_and_sets_nothing_aside(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    kit = Kit(
+        spark,
+        tmp_path,
+        store=gcs_store,
+        expectations=[
+            POSITIVE | {"on_fail": "drop"},
+            {"name": "small_id", "check": "id < 4", "on_fail": "fail"},
+        ],
+    )
+    batch = kit.batch("1", ROWS)
+    done = kit.run(batch)
+    assert not done.succeeded
+    failed = result(kit, batch)
+    assert "expectation 'small_id' (expectations[1].check: id < 4) failed on 1 row(s)" in (failed.error or "")
+    assert [(c.name, c.failed_rows) for c in failed.expectations] == [("positive_amount", 2), ("small_id", 1)]
+    assert gcs_store.list_entries(batch.failed_prefix) == []
+    assert not kit.spark.catalog.tableExists(kit.table) or kit.snapshots() == []
 
 
 @pytest.mark.parametrize(

@@ -183,7 +183,7 @@ class IcebergApplier:
         if override is None:
             self._audit_and_publish(batch, table, key, found[0])
         else:
-            audits.publish(self._spark, self._catalog, table, found[0])
+            audits.publish(self._spark, table, found[0])
             self._committed(table)[key] = found[0]
         committed = results.committed(
             batch, job_id, started, found[0], (None, None), rows_read=0, rows_written=found[1]
@@ -192,7 +192,7 @@ class IcebergApplier:
 
     def _audit_and_publish(self, batch: ManifestBatch, table: str, key: str, snapshot: int) -> None:
         audits.audit(self._spark, batch, table, snapshot, transforms.values(batch, self._catalog))
-        audits.publish(self._spark, self._catalog, table, snapshot)
+        audits.publish(self._spark, table, snapshot)
         self._committed(table)[key] = snapshot
 
     def _columnless(

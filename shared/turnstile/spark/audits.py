@@ -120,8 +120,8 @@ def audit(
                     "returning the offending rows"
                 )
             rows = spark.sql(statement)
-            count = rows.count()
-            sample = [] if count == 0 else _sample(rows)
+            sample = _sample(rows)  # one query when it returns no row, as a passing audit does
+            count = rows.count() if sample else 0
         except BatchFailed:
             raise
         except Exception as exc:  # AnalysisException (parse, resolve) or a failure while it runs
@@ -151,9 +151,11 @@ def nothing_staged(batch: ManifestBatch, table: str) -> BatchFailed:
     )
 
 
-def publish(spark: SparkSession, catalog: str, table: str, snapshot: int) -> None:
+def publish(spark: SparkSession, table: str, snapshot: int) -> None:
     """`main` fast-forwarded to the audited `snapshot` (the head of the audit branch); nothing to do
-    when `main` already holds it."""
+    when `main` already holds it. Through Iceberg's Java API on the table just read (what `CALL
+    system.fast_forward` does, without a SQL statement to parse and plan), so the checks above and
+    the commit see the same metadata; Iceberg checks again that `main` is an ancestor as it commits."""
     loaded, main, branch = _refs(spark, table)
     if main is not None and (main == snapshot or _is_ancestor(spark, loaded, snapshot, main)):
         return
@@ -168,8 +170,7 @@ def publish(spark: SparkSession, catalog: str, table: str, snapshot: int) -> Non
             f"the audit branch {BRANCH} of {table} moved while batch snapshot {snapshot} was audited "
             f"(it is at {branch}): another writer is using it; nothing was published"
         )
-    identifier = table.split(".", 1)[1]  # the catalog's own name for it: dataset.table
-    spark.sql(f"CALL {catalog}.system.fast_forward('{identifier}', 'main', '{BRANCH}')")
+    loaded.manageSnapshots().fastForwardBranch("main", BRANCH).commit()
 
 
 def _sample(rows: Any) -> list[str]:

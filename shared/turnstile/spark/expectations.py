@@ -3,9 +3,13 @@
 A row passes an expectation only when its check is TRUE (NULL fails, as in Delta Live Tables). Every
 check is resolved against the rows first (no job: Spark's analysis), so a check that does not parse,
 names a column the batch lacks or is not boolean fails the batch naming `expectations[i].check`.
-Then one aggregation counts the rows failing each expectation. Only when an expectation failed does
-a further query run: the first offending row of a `fail`, or the rows a `drop` sets aside, which go
-to `_failed/expectations-<generation>.jsonl` with the expectation's name and the object they came from.
+Then one pass over the rows counts the rows failing each expectation, before the write: with a `drop`
+expectation it is the query that collects the rows to set aside (usually none), the counts observed
+on its way (`DataFrame.observe`: one Spark job, no shuffle); without, one aggregation. The rows a
+`drop` sets aside go to `_failed/expectations-<generation>.jsonl` (with the expectation's name and the
+object they came from) before the commit, so a job that dies after its commit never leaves dropped
+rows unrecorded: the retry skips the committed batch. Only when a `fail` failed does a further query
+run, for its first offending row.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as f
 
 from turnstile.config.expectations import Expectation
@@ -70,10 +75,15 @@ def check(batch: ManifestBatch, rows: DataFrame, checks: list[str], where: Where
     if not expectations:
         return Checked(rows.select(*[f.col(quote(c)) for c in data]), (), 0, 0)
     passes = [_passing(batch, rows, index, text) for index, text in enumerate(checks)]
-    found = rows.agg(
+    measures = [
         f.count(f.lit(1)).alias("rows"),
         *[f.count(f.when(~passed, 1)).alias(f"e{i}") for i, passed in enumerate(passes)],
-    ).collect()[0]
+    ]
+    drops = [(e, passes[i]) for i, e in enumerate(expectations) if e.on_fail == "drop"]
+    if drops:
+        found, set_aside = _dropped(rows, measures, drops, data)
+    else:
+        found, set_aside = rows.agg(*measures).collect()[0], []
     counts = tuple(
         ExpectationCount(name=e.name, on_fail=e.on_fail, failed_rows=int(found[f"e{i}"]))
         for i, e in enumerate(expectations)
@@ -89,18 +99,37 @@ def check(batch: ManifestBatch, rows: DataFrame, checks: list[str], where: Where
                 counts=tuple((c.name, c.on_fail, c.failed_rows) for c in counts),
                 rows_read=int(found["rows"]),
             )
-    failing = [
-        (e, passes[i])
-        for i, (e, c) in enumerate(zip(expectations, counts, strict=True))
-        if e.on_fail == "drop" and c.failed_rows
-    ]
     kept = rows
     dropped = 0
-    if failing:
-        everything = _all([p for _, p in failing])
-        dropped = _set_aside(batch, rows.where(~everything), failing, data, where)
-        kept = rows.where(everything)
+    if set_aside:
+        dropped = _set_aside(batch, set_aside, [e for e, _ in drops], where)
+        kept = rows.where(_all([p for _, p in drops]))
     return Checked(kept.select(*[f.col(quote(c)) for c in data]), counts, int(found["rows"]), dropped)
+
+
+_OBSERVED = "turnstile_expectations"
+
+
+def _dropped(
+    rows: DataFrame, measures: list[Column], drops: list[tuple[Expectation, Column]], data: list[str]
+) -> tuple[Any, list[Row]]:
+    """One pass: the rows failing a `drop` expectation (as JSON, their object, which drops they
+    fail), with every expectation's count observed over all the rows on the way (`measures`)."""
+    source = f.col(SOURCE) if SOURCE in rows.columns else f.lit(None).cast("string")
+    observed = rows.observe(_OBSERVED, *measures)
+    frame = observed.where(~_all([p for _, p in drops])).select(
+        _json(data).alias("row"),
+        source.alias("file"),
+        *[(~passed).alias(f"d{i}") for i, (_, passed) in enumerate(drops)],
+    )
+    collected = frame.collect()
+    # Filled by the query just run, on the DataFrame's own execution (no listener to wait for).
+    metrics = frame._jdf.queryExecution().observedMetrics().get(_OBSERVED)
+    if not metrics.isDefined():  # not expected: counted apart rather than guessed
+        return rows.agg(*measures).collect()[0], collected
+    found = metrics.get()
+    names = ["rows", *[f"e{i}" for i in range(len(measures) - 1)]]
+    return {name: int(found.getLong(i)) for i, name in enumerate(names)}, collected
 
 
 def _passing(batch: ManifestBatch, rows: DataFrame, index: int, text: str) -> Column:
@@ -160,24 +189,12 @@ def _failure(batch: ManifestBatch, index: int, count: int, first: tuple[str, str
     )
 
 
-def _set_aside(
-    batch: ManifestBatch,
-    dropped: DataFrame,
-    failing: list[tuple[Expectation, Column]],
-    data: list[str],
-    where: Where,
-) -> int:
-    """Write the rows `dropped` (those failing a `drop` expectation) to the batch's `_failed/`
-    file: per row, the first expectation it failed, all of them, the row and its object."""
-    source = f.col(SOURCE) if SOURCE in dropped.columns else f.lit(None).cast("string")
-    frame = dropped.select(
-        _json(data).alias("row"),
-        source.alias("file"),
-        *[(~passed).alias(f"e{i}") for i, (_, passed) in enumerate(failing)],
-    )
+def _set_aside(batch: ManifestBatch, rows: list[Row], drops: list[Expectation], where: Where) -> int:
+    """Write the rows failing a `drop` expectation (`_dropped`'s) to the batch's `_failed/` file:
+    per row, the first expectation it failed, all of them, the row and its object."""
     lines = []
-    for found in frame.toLocalIterator():
-        names = [e.name for i, (e, _) in enumerate(failing) if found[f"e{i}"]]
+    for found in rows:
+        names = [e.name for i, e in enumerate(drops) if found[f"d{i}"]]
         line: dict[str, object] = {
             "expectation": names[0],
             "expectations": names,

@@ -1,5 +1,9 @@
 """`python -m turnstile_dev.bench [--tables T --batches N --files F --rows R --quick]` (`make bench`).
 
+`--only quality_cost` runs only what expectations and audits cost (`quality_cost`, on `--batches`
+batches, default 50) and puts it, dated, into the `<out>/results.json` and `results.md` of the last
+full run (`make bench BENCH_ARGS="--only quality_cost"`).
+
 Runs every contender one after another on this machine, alone, on the same workload: (a) turnstile
 coalescing and (b') one job per batch on a local stack with a warm driver, the single-batch latency
 on that stack, (b) one job per batch on a second stack whose every job is its own Spark
@@ -11,6 +15,7 @@ emptied first.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import sys
@@ -33,6 +38,7 @@ from turnstile_dev.bench import (
     latency,
     machine,
     policy_replay,
+    quality_cost,
     report,
     s3_requests,
     scale,
@@ -76,6 +82,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=StackOptions.sweep_every,
         help="the local stack's sweeper period, s (default: the stack's own)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["quality_cost"],
+        help="run only this part, into the last full run's results (default: everything)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench"), help="where the results go")
     parser.add_argument("--work", type=Path, default=Path("bench/work"), help="scratch folder (emptied)")
@@ -476,8 +487,37 @@ class Bench:
         }
 
 
+def quality_only(args: argparse.Namespace) -> int:
+    """`--only quality_cost`: measured in its own Spark application, then written into the last full
+    run's results.json (dated: results.md says it was measured apart) and results.md rendered again."""
+    out: Path = args.out
+    work: Path = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    check_java()
+    setup = SparkSetup(ensure_jars(args.jars), {BENCH_CATALOG: work / "warehouse"})
+    measured = args.batches or 50  # and one warm-up batch before them
+    workload = Workload(tables=1, batches=measured + 1, files=args.files or 2, rows=args.rows or 1000)
+    say(f"quality_cost: {measured} batches of {workload.files * workload.rows:,} rows...")
+    run = quality_cost.run(setup, BENCH_CATALOG, workload, work=work)
+    found = run.result["steps"][0]
+    when = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    results: dict[str, Any] = json.loads((out / "results.json").read_text())
+    for key in ("quality_cost", "audit_branch_growth"):
+        results[key] = found[key] | {"measured_at": when, "wall_seconds": round(run.wall_seconds, 1)}
+    report.write(results, out)
+    q = found["quality_cost"]
+    say(
+        f"quality_cost: {q['checked_median_seconds']:.2f} s with, {q['plain_median_seconds']:.2f} s "
+        f"without: {q['ratio']:.2f}x; wrote {out / 'results.md'}"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
+    if args.only == "quality_cost":
+        return quality_only(args)
     bench = Bench(args)
     results = bench.run()
     report.write(results, bench.out)

@@ -3,7 +3,9 @@
 `quality_cost`: in one warm session, batch by batch and alternating which goes first, the same files
 are applied by the job (`execution.execute` with `IcebergApplier`, as in `job_cost`) to two tables
 in separate namespaces: one whose load.json has two row expectations and one audit (so each batch is
-committed to the audit branch, audited over `${staged}`, then published to main), one without.
+committed to the audit branch, audited over `${staged}`, then published to main), one without. The
+Spark jobs each side runs per batch are counted, and the checked side's steps timed (`STEPS`, each
+inclusive of what it calls), so a ratio above target says where the time goes.
 
 `audit_branch_growth`: the audited table after those commits, before and after the job's snapshot
 expiry (`hygiene.expire`, with a retention that lets everything but the last few snapshots go): how
@@ -14,13 +16,18 @@ snapshot alive that main's history would not.
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from turnstile.config.load_config import LoadConfig
-from turnstile.spark import commits, hygiene
+from turnstile.spark import audits, commits, expectations, hygiene
 from turnstile_dev.bench.job_cost import _Session
-from turnstile_dev.bench.workload import SCHEMA
+from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup, submit
+from turnstile_dev.bench.workload import SCHEMA, Workload
 
 NAMESPACE_PLAIN = "quality_plain"
 NAMESPACE_CHECKED = "quality_checked"
@@ -31,12 +38,60 @@ EXPECTATIONS = (
     {"name": "id_present", "check": "id IS NOT NULL", "on_fail": "drop"},
 )
 AUDITS = ({"name": "unique_ids", "sql": "SELECT id, count(*) AS n FROM ${staged} GROUP BY id HAVING n > 1"},)
+# The checked batch's own steps: (module, function, label); each timed with what it calls.
+STEPS: tuple[tuple[Any, str, str], ...] = (
+    (expectations, "check", "expectations: counts (and rows set aside)"),
+    (audits, "staged", "staged-commit lookup"),
+    (audits, "prepare", "audit branch prepared"),
+    (commits, "tagged_commit", "tagged-commit lookup"),
+    (audits, "audit", "the audit's query"),
+    (audits, "publish", "publish (main fast-forwarded)"),
+)
+
+
+class _Steps:
+    """Seconds per step of the checked side, each inclusive; only while `active`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {label: 0.0 for _, _, label in STEPS}
+        self.active = False
+
+    def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if self.active:
+                    self.seconds[label] += time.perf_counter() - started
+
+        return timed
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        originals = [(module, name, getattr(module, name)) for module, name, _ in STEPS]
+        for module, name, label in STEPS:
+            setattr(module, name, self.wrap(label, getattr(module, name)))
+        try:
+            yield
+        finally:
+            for module, name, original in originals:
+                setattr(module, name, original)
 
 
 def checked_load() -> LoadConfig:
     return LoadConfig.model_validate(
         {"schema": SCHEMA, "expectations": list(EXPECTATIONS), "audits": list(AUDITS)}
     )
+
+
+def run(setup: SparkSetup, catalog: str, workload: Workload, *, work: Path) -> SparkRun:
+    """`quality_cost` alone in its own Spark application, over the first table's batches (the first
+    one a warm-up)."""
+    paths = workload.with_tables(1).write_batches(work / "quality-source")
+    rows = workload.files * workload.rows
+    step = {"task": "quality_cost", "catalog": catalog, "batches": paths, "rows": rows}
+    return submit(setup, "quality-cost", [step], work / "spark")
 
 
 def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
@@ -52,16 +107,36 @@ def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     checked.job(NAMESPACE_CHECKED, 0)
     plain_seconds: list[float] = []
     checked_seconds: list[float] = []
-    for index in range(1, len(step["batches"])):
-        if index % 2:
+    steps = _Steps()
+    plain.spark_jobs.clear()
+    checked.spark_jobs.clear()
+
+    def run_checked(index: int) -> None:
+        steps.active = True
+        try:
             checked_seconds.append(checked.job(NAMESPACE_CHECKED, index))
-            plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
-        else:
-            plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
-            checked_seconds.append(checked.job(NAMESPACE_CHECKED, index))
+        finally:
+            steps.active = False
+
+    with steps.installed():
+        for index in range(1, len(step["batches"])):
+            if index % 2:
+                run_checked(index)
+                plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
+            else:
+                plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
+                run_checked(index)
     table = f"{catalog}.{NAMESPACE_CHECKED}.t0"
+    measured = len(plain_seconds)
     return {
-        "quality_cost": summary(plain_seconds, checked_seconds, step.get("rows", 0)),
+        "quality_cost": summary(plain_seconds, checked_seconds, step.get("rows", 0))
+        | {
+            "spark_jobs_per_batch": {
+                "plain": plain.spark_jobs.get("job", 0) / measured,
+                "checked": checked.spark_jobs.get("job", 0) / measured,
+            },
+            "checked_step_seconds_per_batch": {k: v / measured for k, v in steps.seconds.items()},
+        },
         "audit_branch_growth": growth(spark, catalog, table, commits_applied=len(step["batches"])),
     }
 
