@@ -80,6 +80,9 @@ def test_a_failing_audit_leaves_main_unchanged_and_names_the_audit_the_count_a_s
     assert '{"id":2,"amount":-5}' in error and '{"id":3,"amount":-7}' in error
     staged = refs(kit)[BRANCH]
     assert f'turnstile query "SELECT * FROM {kit.table} VERSION AS OF {staged}"' in error
+    assert error.endswith(
+        f"to publish it as it is: turnstile publish gs://{gcs_store.bucket}/{bad.table_prefix}"
+    )
     assert refs(kit)["main"] == published  # main unchanged: readers never see the batch
     assert kit.rows() == [(1, 10)]
     assert staged_rows(kit) == [(1, 10), (2, -5), (3, -7), (4, 1)]  # the branch holds it

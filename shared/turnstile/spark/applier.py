@@ -34,7 +34,7 @@ from turnstile.spark import (
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.state.execution import overridden
 from turnstile.state.records import BatchResult, ManifestBatch
-from turnstile.store.port import ObjectStore
+from turnstile.store.port import ObjectStore, object_uri
 
 
 class IcebergApplier:
@@ -191,7 +191,10 @@ class IcebergApplier:
         return committed if override is None else overridden(committed, override)
 
     def _audit_and_publish(self, batch: ManifestBatch, table: str, key: str, snapshot: int) -> None:
-        audits.audit(self._spark, batch, table, snapshot, transforms.values(batch, self._catalog))
+        where = object_uri(self._stores(self._bucket), batch.table_prefix)  # the table, for its commands
+        audits.audit(
+            self._spark, batch, table, snapshot, transforms.values(batch, self._catalog), where=where
+        )
         audits.publish(self._spark, table, snapshot)
         self._committed(table)[key] = snapshot
 

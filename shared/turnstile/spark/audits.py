@@ -102,7 +102,13 @@ def prepare(spark: SparkSession, table: str) -> None:
 
 
 def audit(
-    spark: SparkSession, batch: ManifestBatch, table: str, snapshot: int, values: dict[str, Any]
+    spark: SparkSession,
+    batch: ManifestBatch,
+    table: str,
+    snapshot: int,
+    values: dict[str, Any],
+    *,
+    where: str,
 ) -> None:
     """Every audit of the batch over the table as of `snapshot`; BatchFailed naming the first that
     returns rows (how many, the first of them, how to query the staged snapshot) or cannot run."""
@@ -137,7 +143,7 @@ def audit(
                 f"the audit {query.name!r} ({query.where}) found {count} offending row(s) in batch "
                 f"{batch.rel!r}, staged as snapshot {snapshot} on branch {BRANCH} of {table}; main is "
                 f"unchanged. First rows: {'; '.join(sample)}. Read the staged table with: turnstile "
-                f'query "SELECT * FROM {staged_at}"; to publish it as it is: turnstile publish'
+                f'query "SELECT * FROM {staged_at}"; to publish it as it is: turnstile publish {where}'
             )
 
 
