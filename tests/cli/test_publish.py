@@ -4,6 +4,7 @@ refused for any other lock or failure."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -125,3 +126,17 @@ def test_history_shows_a_published_batch_with_who_and_why(run: Run, world: World
     text = " ".join(run("history", world.uri).stdout.split())
     assert "PUBLISHED_OVERRIDE" in text
     assert "published without its audits by ana: known refunds" in text
+
+
+def test_an_unlock_after_a_publish_that_died_before_its_release_withdraws_the_publish(
+    run: Run, world: World
+) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    name = override_name(world.table.prefix, HEAD, generation)
+    # What a `turnstile publish` killed between its record and the release leaves: the lock FAILED.
+    left = PublishOverride(by="ana", reason="known refunds", at=datetime(2024, 5, 1, 14, tzinfo=UTC))
+    world.store.write(name, left.encode())
+    result = run("unlock", world.uri, "--yes")  # the operator fixed the data instead: audit it again
+    assert result.exit_code == 0, result.output
+    assert lock_state(world) is LockState.FREE
+    assert world.store.read(name) is None  # the next job audits the batch, never publishes it as is

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from turnstile.core import logs
 from turnstile.core.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.names.paths import Table
+from turnstile.names.publishing import override_name
 from turnstile.protocol import lineage, results, unordered
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
@@ -43,10 +44,17 @@ class Unlocked:
 
 
 def unlock(
-    inv: Invocation, table: Table, *, skip_head: bool, expected_generation: int | None = None
+    inv: Invocation,
+    table: Table,
+    *,
+    skip_head: bool,
+    expected_generation: int | None = None,
+    publishing: bool = False,
 ) -> Unlocked:
     """Release a FAILED lock; with `skip_head`, drop the failed batch's pointer first (it was applied
-    or repaired by hand). Then restart the subscriber."""
+    or repaired by hand). Then restart the subscriber. Unless `publishing` (`turnstile publish`'s own
+    release), a publish of the failed batch that died before its release is withdrawn first: this
+    unlock decides, and the batch is audited again (or dropped)."""
     lock, generation = table_lock.read(inv, table)
     if expected_generation is not None and generation != expected_generation:
         raise UnlockRefused(
@@ -60,6 +68,8 @@ def unlock(
         )
     dropped = None
     head = lock.covers[0] if lock.covers else None
+    if head is not None and not head.reprocess and not publishing:
+        inv.store.remove(override_name(table.prefix, head.rel, head.success_generation))
     # Its pointer removed by hand (the original's way to skip a batch applied by hand): dropped.
     by_hand = head is not None and not head.reprocess and inv.store.stat(head.pointer) is None
     if by_hand and head:

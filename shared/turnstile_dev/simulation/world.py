@@ -10,7 +10,8 @@ invariants every schedule must keep.
   recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL` (also,
   now and then, while a job holds it). Now and then the operator asks for a committed batch to be
   reprocessed (`reprocessing`), or drops a queued batch with `turnstile skip` or a failed one with
-  `unlock --skip-head`.
+  `unlock --skip-head`. Half the ordered tables have audits (`adapters.SimTables`): a batch whose
+  audit failed may be published as it is with `turnstile publish` (`publishing`).
 - Odd seeds keep turnstile's own objects in a state bucket (STATE_BUCKET) from the start; half the
   even ones switch to one mid-run, with whatever the data bucket holds then (locks, failures, drops,
   pauses, reprocess requests, running jobs): invocations already running finish with the data bucket
@@ -20,7 +21,8 @@ invariants every schedule must keep.
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
   lock is FREE; each reprocess request is applied exactly once, after what was queued before it. A
   batch the operator skipped is never committed at the generation recorded as dropped (one whose
-  skip was cut short by a crash may be, once, in order).
+  skip was cut short by a crash may be, once, in order). On a table with audits, main holds only
+  branch commits, each once, whose audit passed or which the operator published as staged.
 """
 
 from __future__ import annotations
