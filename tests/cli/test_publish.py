@@ -140,3 +140,22 @@ def test_an_unlock_after_a_publish_that_died_before_its_release_withdraws_the_pu
     assert result.exit_code == 0, result.output
     assert lock_state(world) is LockState.FREE
     assert world.store.read(name) is None  # the next job audits the batch, never publishes it as is
+
+
+def test_an_unlock_after_the_publishing_job_died_keeps_the_publish(run: Run, world: World) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    result = run("publish", world.uri, "--by", "ana", "--yes")
+    assert result.exit_code == 0, result.output
+    # The next job published the staged commit, then died before its result record: the lock is
+    # FAILED by that job, the batch's record still the audit failure of the one before.
+    world.fail(HEAD, error="the job died")
+    lock = world.store.read(world.table.lock)
+    assert lock is not None
+    died = Lock.decode(lock.data, lock.name).model_copy(
+        update={"job_id": "turnstile-sales-orders-fedcba9876543210"}
+    )
+    world.store.write(world.table.lock, died.encode())
+    result = run("unlock", world.uri, "--yes")
+    assert result.exit_code == 0, result.output
+    # Kept: the retry finds the batch on main and records it PUBLISHED_OVERRIDE, by ana.
+    assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is not None

@@ -68,7 +68,12 @@ def unlock(
         )
     dropped = None
     head = lock.covers[0] if lock.covers else None
-    if head is not None and not head.reprocess and not publishing:
+    if (
+        head is not None
+        and not head.reprocess
+        and not publishing
+        and _publish_unreleased(inv, table, lock, head)
+    ):
         inv.store.remove(override_name(table.prefix, head.rel, head.success_generation))
     # Its pointer removed by hand (the original's way to skip a batch applied by hand): dropped.
     by_hand = head is not None and not head.reprocess and inv.store.stat(head.pointer) is None
@@ -230,3 +235,18 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ..
         extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": held.job_id},
     )
     return (held.job_id,)
+
+
+def _publish_unreleased(inv: Invocation, table: Table, lock: Lock, head: CoveredBatch) -> bool:
+    """The lock is still FAILED by the job whose audits failed the batch (or that cannot be told): a
+    `turnstile publish` of it never released it. A publish that did has the batch's next job hold
+    the lock (which may have published it, then died before its result record): its record stays,
+    for that batch's PUBLISHED_OVERRIDE."""
+    found = inv.store.read(table.result(head.rel, head.success_generation))
+    if found is None:
+        return True
+    try:
+        result = BatchResult.decode(found.data, object_uri(inv.store, found.name))
+    except TurnstileError:
+        return True
+    return result.job_id == lock.job_id
