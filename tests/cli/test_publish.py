@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 
 import pytest
 
@@ -161,3 +162,36 @@ def test_a_publish_expecting_a_generation_the_lock_left_is_refused(run: Run, wor
     assert f"the lock is at generation {world.lock_generation()}, not {stale}" in one_error_line(result)
     assert lock_state(world) is LockState.FAILED
     assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is None
+
+
+def test_an_unlock_after_a_publish_that_died_before_its_release_withdraws_the_publish(
+    run: Run, world: World
+) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    name = override_name(world.table.prefix, HEAD, generation)
+    # What a `turnstile publish` killed between its record and the release leaves: the lock FAILED.
+    left = PublishOverride(by="ana", reason="known refunds", at=datetime(2024, 5, 1, 14, tzinfo=UTC))
+    world.store.write(name, left.encode())
+    result = run("unlock", world.uri, "--yes")  # the operator fixed the data instead: audit it again
+    assert result.exit_code == 0, result.output
+    assert lock_state(world) is LockState.FREE
+    assert world.store.read(name) is None  # the next job audits the batch, never publishes it as is
+
+
+def test_an_unlock_after_the_publishing_job_died_keeps_the_publish(run: Run, world: World) -> None:
+    generation = failed(world, kind=AUDIT_FAILURE)
+    result = run("publish", world.uri, "--by", "ana", "--yes")
+    assert result.exit_code == 0, result.output
+    # The next job published the staged commit, then died before its result record: the lock is
+    # FAILED by that job, the batch's record still the audit failure of the one before.
+    world.fail(HEAD, error="the job died")
+    lock = world.store.read(world.table.lock)
+    assert lock is not None
+    died = Lock.decode(lock.data, lock.name).model_copy(
+        update={"job_id": "turnstile-sales-orders-fedcba9876543210"}
+    )
+    world.store.write(world.table.lock, died.encode())
+    result = run("unlock", world.uri, "--yes")
+    assert result.exit_code == 0, result.output
+    # Kept: the retry finds the batch on main and records it PUBLISHED_OVERRIDE, by ana.
+    assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is not None

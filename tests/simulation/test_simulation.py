@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,10 +16,10 @@ from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.state import execution
-from turnstile.state.records import BatchOutcome, BatchResult, Lock, ManifestBatch
+from turnstile.state.records import BatchOutcome, BatchResult, Lock, ManifestBatch, PublishOverride
 from turnstile.store import split
 from turnstile.store.port import ObjectStore
-from turnstile_dev.simulation.adapters import SimTables
+from turnstile_dev.simulation.adapters import Commit, SimTables
 from turnstile_dev.simulation.world import run_many, run_schedule
 
 
@@ -38,6 +38,9 @@ def test_three_hundred_schedules_keep_every_invariant() -> None:
     assert stats["batches audited and published"] > 100
     assert stats["staged batches audited again by a later job"] > 5
     assert stats["audits failed"] > 5
+    # Some failed audits were answered with `turnstile publish`: published as staged, unaudited.
+    assert stats["turnstile publish returned"] > 5
+    assert stats["batches published by override (turnstile publish)"] > 5
 
 
 def test_a_schedule_replays_identically() -> None:
@@ -91,6 +94,42 @@ def test_it_catches_a_job_that_commits_a_staged_batch_to_main_again(monkeypatch:
 
     monkeypatch.setattr(SimTables, "_write_audit_publish", restages)
     assert any("staged twice" in p for p in _violations(range(40)))
+
+
+def test_it_catches_a_job_that_writes_a_published_batch_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = SimTables._publish_staged
+
+    def rewrites(self: SimTables, batch: ManifestBatch, job_id: str) -> BatchResult | None:
+        if batch.publish_override is not None:  # the override read, its staged commit not looked for:
+            self.reset_branch(batch.table_prefix)  # the batch written to the branch again, published
+            written = Commit(batch.table_prefix, batch.rel, batch.success_generation, self.loop.now)
+            self.staged[batch.table_prefix] = written
+            self.stagings.append(written)
+        return original(self, batch, job_id)
+
+    monkeypatch.setattr(SimTables, "_publish_staged", rewrites)
+    assert any(
+        "from another commit than the staged one turnstile publish accepted" in p
+        for p in _violations(range(20))
+    )
+
+
+def test_it_catches_a_job_that_skips_the_audits_of_a_batch_nobody_published(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    original = SimTables._publish_staged
+    anyone = PublishOverride(by="nobody", at=datetime(2026, 1, 1, tzinfo=UTC))
+
+    def hasty(self: SimTables, batch: ManifestBatch, job_id: str) -> BatchResult | None:
+        staged = self.staged.get(batch.table_prefix)
+        if staged is not None and (staged.rel, staged.generation) == (batch.rel, batch.success_generation):
+            batch = batch.model_copy(update={"publish_override": batch.publish_override or anyone})
+        return original(self, batch, job_id)  # any staged batch published as if overridden
+
+    monkeypatch.setattr(SimTables, "_publish_staged", hasty)
+    assert any(
+        "published without its audit by an override, but the operator" in p for p in _violations(range(30))
+    )
 
 
 def test_it_catches_reprocess_requests_left_unapplied(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,7 +133,9 @@ def apply(inv: Invocation, planned: PublishPlan) -> PublishDone:
     record = PublishOverride(by=planned.by, reason=planned.reason, at=inv.clock.now())
     inv.store.write(name, record.encode())
     try:
-        operator.unlock(inv, planned.table, skip_head=False, expected_generation=planned.generation)
+        operator.unlock(
+            inv, planned.table, skip_head=False, expected_generation=planned.generation, publishing=True
+        )
     except BaseException:
         inv.store.remove(name)  # a plain unlock later must not publish it unaudited
         raise

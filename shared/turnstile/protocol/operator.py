@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from turnstile.core import logs
 from turnstile.core.errors import PreconditionFailed, Terminal, TurnstileError
 from turnstile.names.paths import Table
+from turnstile.names.publishing import override_name
 from turnstile.protocol import lineage, results, unordered
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
@@ -43,10 +44,17 @@ class Unlocked:
 
 
 def unlock(
-    inv: Invocation, table: Table, *, skip_head: bool, expected_generation: int | None = None
+    inv: Invocation,
+    table: Table,
+    *,
+    skip_head: bool,
+    expected_generation: int | None = None,
+    publishing: bool = False,
 ) -> Unlocked:
     """Release a FAILED lock; with `skip_head`, drop the failed batch's pointer first (it was applied
-    or repaired by hand). Then restart the subscriber."""
+    or repaired by hand). Then restart the subscriber. Unless `publishing` (`turnstile publish`'s own
+    release), a publish of the failed batch that died before its release is withdrawn first: this
+    unlock decides, and the batch is audited again (or dropped)."""
     lock, generation = table_lock.read(inv, table)
     if expected_generation is not None and generation != expected_generation:
         raise UnlockRefused(
@@ -60,6 +68,13 @@ def unlock(
         )
     dropped = None
     head = lock.covers[0] if lock.covers else None
+    if (
+        head is not None
+        and not head.reprocess
+        and not publishing
+        and _publish_unreleased(inv, table, lock, head)
+    ):
+        inv.store.remove(override_name(table.prefix, head.rel, head.success_generation))
     # Its pointer removed by hand (the original's way to skip a batch applied by hand): dropped.
     by_hand = head is not None and not head.reprocess and inv.store.stat(head.pointer) is None
     if by_hand and head:
@@ -220,3 +235,18 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ..
         extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": held.job_id},
     )
     return (held.job_id,)
+
+
+def _publish_unreleased(inv: Invocation, table: Table, lock: Lock, head: CoveredBatch) -> bool:
+    """The lock is still FAILED by the job whose audits failed the batch (or that cannot be told): a
+    `turnstile publish` of it never released it. A publish that did has the batch's next job hold
+    the lock (which may have published it, then died before its result record): its record stays,
+    for that batch's PUBLISHED_OVERRIDE."""
+    found = inv.store.read(table.result(head.rel, head.success_generation))
+    if found is None:
+        return True
+    try:
+        result = BatchResult.decode(found.data, object_uri(inv.store, found.name))
+    except TurnstileError:
+        return True
+    return result.job_id == lock.job_id

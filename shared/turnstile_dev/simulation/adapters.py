@@ -6,20 +6,33 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from turnstile.core.errors import BatchFailed, JobServiceUnavailable
+from turnstile.core.errors import AuditFailed, BatchFailed, JobServiceUnavailable
 from turnstile.jobs.port import JobState, JobStatus
-from turnstile.state.execution import execute, read_manifest
+from turnstile.state.execution import execute, overridden, read_manifest
 from turnstile.state.records import BatchOutcome, BatchResult, ManifestBatch
 from turnstile.store.port import ListedObject, ObjectInfo, ObjectStore, StoredObject
 from turnstile_dev.simulation.engine import Crash, Loop, SimClock, Task
 
 
 class FaultyStore:
-    """Pauses at every operation and may crash the running task before or after it lands."""
+    """Pauses at every operation and may crash the running task before or after it lands. A mortal
+    one is a process's that a crash kills: every later call fails too, so no clean-up handler of
+    the dying code reaches the store (an operator's command dies that way)."""
 
-    def __init__(self, inner: ObjectStore, loop: Loop) -> None:
+    def __init__(self, inner: ObjectStore, loop: Loop, *, mortal: bool = False) -> None:
         self.inner = inner
         self._loop = loop
+        self._mortal = mortal
+        self._dead = False
+
+    def _crash_point(self) -> None:
+        if self._dead:
+            raise Crash("the process died already")
+        try:
+            self._loop.maybe_crash()
+        except Crash:
+            self._dead = self._mortal
+            raise
 
     @property
     def bucket(self) -> str:
@@ -33,7 +46,7 @@ class FaultyStore:
         rng = self._loop.rng
         slow = self._loop.faults_on and rng.random() < 0.004  # a stalled call: timeouts and handovers
         self._loop.pause(rng.uniform(30, 400) if slow else rng.uniform(0.005, 0.08))
-        self._loop.maybe_crash()
+        self._crash_point()
 
     def read(self, name: str) -> StoredObject | None:
         self._before()
@@ -46,30 +59,30 @@ class FaultyStore:
     def create(self, name: str, data: bytes) -> int:
         self._before()
         generation = self.inner.create(name, data)
-        self._loop.maybe_crash()  # landed, but the caller never learns it
+        self._crash_point()  # landed, but the caller never learns it
         return generation
 
     def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
         self._before()
         generation = self.inner.replace(name, data, if_generation=if_generation)
-        self._loop.maybe_crash()
+        self._crash_point()
         return generation
 
     def write(self, name: str, data: bytes) -> int:
         self._before()
         generation = self.inner.write(name, data)
-        self._loop.maybe_crash()
+        self._crash_point()
         return generation
 
     def delete(self, name: str, *, if_generation: int) -> None:
         self._before()
         self.inner.delete(name, if_generation=if_generation)
-        self._loop.maybe_crash()
+        self._crash_point()
 
     def remove(self, name: str) -> bool:
         self._before()
         removed = self.inner.remove(name)
-        self._loop.maybe_crash()
+        self._crash_point()
         return removed
 
     def list_objects(
@@ -128,6 +141,11 @@ class SimTables:
     stagings: list[Commit] = field(default_factory=list)  # every branch commit
     passed: list[tuple[Commit, float]] = field(default_factory=list)  # (branch commit, when its audit passed)
     discarded: list[Commit] = field(default_factory=list)  # branch commits a reset to main dropped
+    # Branch commits a job published without their audit, for the operator's `turnstile publish`.
+    overridden: list[tuple[Commit, float]] = field(default_factory=list)  # (branch commit, when)
+    audits_run: list[tuple[Commit, float]] = field(
+        default_factory=list
+    )  # (branch commit, when), pass or fail
     audit_counts: Counter[str] = field(default_factory=Counter)
 
     def committed_snapshot(self, batch: ManifestBatch) -> int | None:
@@ -149,64 +167,97 @@ class SimTables:
         self.commits.append(
             Commit(batch.table_prefix, batch.rel, batch.success_generation, self.loop.now, batch.reprocess)
         )
-        return BatchResult(
-            job_id=job_id,
-            rel=batch.rel,
-            success_generation=batch.success_generation,
-            outcome=BatchOutcome.COMMITTED,
-        )
+        return _committed(batch, job_id)
 
     def _write_audit_publish(self, batch: ManifestBatch, job_id: str) -> BatchResult:
-        """The branch's commit found again when it holds this batch (an attempt died before the
-        publish, or its audit failed and the table was unlocked), else the branch reset to main
-        (discarding another batch staged there) and the batch committed to it; then the audit, then
-        the publish. The job may die between the branch commit and the publish."""
-        table, key = batch.table_prefix, (batch.rel, batch.success_generation, batch.reprocess)
-        staged = self.staged.get(table)
-        if staged is None or (staged.rel, staged.generation, staged.reprocess) != key:
-            if (dropped := self.staged.pop(table, None)) is not None:  # reset to main
-                self.discarded.append(dropped)
-                self.audit_counts["staged batches discarded by the next batch"] += 1
-            self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
-            staged = Commit(table, batch.rel, batch.success_generation, self.loop.now, batch.reprocess)
-            self.staged[table] = staged
-            self.stagings.append(staged)
-            self.loop.maybe_crash()  # the job dies after the branch commit, before the publish
-        else:
-            self.audit_counts["staged batches audited again by a later job"] += 1
+        """As the Spark job (`spark.applier`): the branch's commit of this batch published when there
+        is one (`_publish_staged`), else the branch reset to main (discarding another batch staged
+        there), the batch committed to it, audited, then published. The job may die between the
+        branch commit and the publish."""
+        if (published := self._publish_staged(batch, job_id)) is not None:
+            return published
+        table = batch.table_prefix
+        if (dropped := self.staged.pop(table, None)) is not None:  # reset to main
+            self.discarded.append(dropped)
+            self.audit_counts["staged batches discarded by the next batch"] += 1
+        self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
+        staged = Commit(table, batch.rel, batch.success_generation, self.loop.now, batch.reprocess)
+        self.staged[table] = staged
+        self.stagings.append(staged)
+        self.loop.maybe_crash()  # the job dies after the branch commit, before the publish
         self._audit(staged)
         self.loop.maybe_crash()  # the job dies after the audit, before the publish
-        self.commits.append(staged)  # main fast-forwarded to the branch's commit
+        self._publish(staged)
         self.audit_counts["batches audited and published"] += 1
-        del self.staged[table]
-        return BatchResult(
-            job_id=job_id,
-            rel=batch.rel,
-            success_generation=batch.success_generation,
-            outcome=BatchOutcome.COMMITTED,
-        )
+        return _committed(batch, job_id)
+
+    def _publish_staged(self, batch: ManifestBatch, job_id: str) -> BatchResult | None:
+        """The branch's commit of this batch, which an earlier attempt left unpublished (it died
+        before the publish, or its audit failed and the table was unlocked): audited again and
+        published, not written again; with the operator's `turnstile publish` of the batch (the
+        override `execute` read), published as it is, without its audit. With that override and no
+        such commit (the branch was reset since), the batch fails as `audits.nothing_staged` says:
+        nothing is published."""
+        table, key = batch.table_prefix, (batch.rel, batch.success_generation, batch.reprocess)
+        staged, override = self.staged.get(table), batch.publish_override
+        if staged is None or (staged.rel, staged.generation, staged.reprocess) != key:
+            if override is not None:
+                self.audit_counts["publish overrides with nothing staged"] += 1
+                raise BatchFailed(
+                    f"turnstile publish of batch {batch.rel!r}: its staged commit is no longer on the "
+                    "audit branch ahead of main: nothing was published"
+                )
+            return None
+        if override is None:
+            self.audit_counts["staged batches audited again by a later job"] += 1
+            self._audit(staged)
+        self.loop.maybe_crash()  # the job dies before the publish
+        self._publish(staged)
+        if override is None:
+            self.audit_counts["batches audited and published"] += 1
+            return _committed(batch, job_id)
+        self.overridden.append((staged, self.loop.now))
+        self.audit_counts["batches published by override (turnstile publish)"] += 1
+        return overridden(_committed(batch, job_id), override)
+
+    def _publish(self, staged: Commit) -> None:
+        """main fast-forwarded to the branch's commit."""
+        self.commits.append(staged)
+        del self.staged[staged.table]
+
+    def reset_branch(self, table: str) -> bool:
+        """Someone resets the audit branch to main by hand: a batch staged there is discarded."""
+        dropped = self.staged.pop(table, None)
+        if dropped is not None:
+            self.discarded.append(dropped)
+        return dropped is not None
 
     def _audit(self, staged: Commit) -> None:
-        """The audits of the branch's commit: BatchFailed for a failing batch."""
+        """The audits of the branch's commit: AuditFailed (offending rows found) for a failing batch."""
         self.loop.pause(self.loop.rng.uniform(0.2, 2.0))
+        self.audits_run.append((staged, self.loop.now))
         if (staged.table, staged.rel) in self.failing:
             self.audit_counts["audits failed"] += 1
-            raise BatchFailed(f"injected audit failure of {staged.rel!r}")
+            raise AuditFailed(
+                f"injected audit failure of {staged.rel!r}: its commit stays staged on the audit "
+                "branch; to publish it as it is: turnstile publish"
+            )
         self.passed.append((staged, self.loop.now))
 
     def audit_violations(self, table: str) -> list[str]:
-        """Main holds only batches whose branch commit passed its audit, each its own branch commit
-        (published, never written again), and no branch commit is published twice; a batch is
-        committed to the branch once, unless a reset to main discarded that commit."""
+        """Main holds only batches whose branch commit passed its audit or was published by the
+        operator's `turnstile publish` (the override), each its own branch commit (published, never
+        written again), and no branch commit is published twice; a batch is committed to the branch
+        once, unless a reset to main discarded that commit."""
         if table not in self.audited:
             return []
         found = []
         published = [c for c in self.commits if c.table == table]
-        audited = {id(c) for c, _ in self.passed}
+        accepted = {id(c) for c, _ in self.passed} | {id(c) for c, _ in self.overridden}
         for commit in published:
             if not any(commit is s for s in self.stagings):
                 found.append(f"{table}: {commit.rel}#{commit.generation} on main without a branch commit")
-            elif id(commit) not in audited:
+            elif id(commit) not in accepted:
                 found.append(f"{table}: {commit.rel}#{commit.generation} published unaudited")
         if len({id(c) for c in published}) != len(published):
             found.append(f"{table}: a branch commit published twice")
@@ -216,6 +267,15 @@ class SimTables:
             if times > 1:  # a retry wrote it again instead of publishing the branch's commit
                 found.append(f"{table}: {rel}#{generation} staged twice")
         return found
+
+
+def _committed(batch: ManifestBatch, job_id: str) -> BatchResult:
+    return BatchResult(
+        job_id=job_id,
+        rel=batch.rel,
+        success_generation=batch.success_generation,
+        outcome=BatchOutcome.COMMITTED,
+    )
 
 
 class Cancelled(Exception):

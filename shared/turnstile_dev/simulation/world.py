@@ -10,7 +10,8 @@ invariants every schedule must keep.
   recovers it as the original loader's docs say: deletes `_bqlock` and uploads `_BACKFILL` (also,
   now and then, while a job holds it). Now and then the operator asks for a committed batch to be
   reprocessed (`reprocessing`), or drops a queued batch with `turnstile skip` or a failed one with
-  `unlock --skip-head`.
+  `unlock --skip-head`. Half the ordered tables have audits (`adapters.SimTables`): a batch whose
+  audit failed may be published as it is with `turnstile publish` (`publishing`).
 - Odd seeds keep turnstile's own objects in a state bucket (STATE_BUCKET) from the start; half the
   even ones switch to one mid-run, with whatever the data bucket holds then (locks, failures, drops,
   pauses, reprocess requests, running jobs): invocations already running finish with the data bucket
@@ -20,7 +21,8 @@ invariants every schedule must keep.
   nothing is committed while the table is FAILED; once faults stop, every backlog drains and every
   lock is FREE; each reprocess request is applied exactly once, after what was queued before it. A
   batch the operator skipped is never committed at the generation recorded as dropped (one whose
-  skip was cut short by a crash may be, once, in order).
+  skip was cut short by a crash may be, once, in order). On a table with audits, main holds only
+  branch commits, each once, whose audit passed or which the operator published as staged.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from turnstile.store.split import SplitStore
 from turnstile_dev.simulation import lineage as sim_lineage
 from turnstile_dev.simulation.adapters import Commit, FaultyStore, SimRunner, SimTables
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
+from turnstile_dev.simulation.publishing import PUBLISH_PROBABILITY, Operating, Publishes, audit_blocked
 from turnstile_dev.simulation.reprocessing import Reprocesses
 
 BUCKET = "sim-bucket"
@@ -151,6 +154,7 @@ class World:
     # The function instances' `_config/` cache: one per world, so no seed sees another's configs.
     config_cache: ConfigCache = field(default_factory=ConfigCache)
     reprocesses: Reprocesses = field(default_factory=Reprocesses)
+    publishes: Publishes = field(default_factory=Publishes)  # `turnstile publish`, and the answers it weighs
     # Batches the operator tried to skip (a crash may have cut the try short: applied or not), and
     # those it skipped, with the generation recorded as dropped: that one must never be committed.
     tried_skip: dict[str, set[str]] = field(default_factory=dict)
@@ -164,10 +168,13 @@ class World:
     def clock(self) -> Clock:
         return SimClock(self.loop)
 
-    def function_store(self) -> ObjectStore:
-        """The store of one invocation (or job): each bucket's calls pause and may crash apart."""
-        data = FaultyStore(self.bucket, self.loop)
-        return data if self.state is None else SplitStore(data, FaultyStore(self.state, self.loop))
+    def function_store(self, *, mortal: bool = False) -> ObjectStore:
+        """The store of one invocation (or job): each bucket's calls pause and may crash apart;
+        `mortal`, of a process that a crash ends (no call after it lands)."""
+        data = FaultyStore(self.bucket, self.loop, mortal=mortal)
+        if self.state is None:
+            return data
+        return SplitStore(data, FaultyStore(self.state, self.loop, mortal=mortal))
 
     def job_store(self, manifest_uri: str) -> ObjectStore:
         """A job records where its manifest is (`spark.run`): one submitted before the switch keeps
@@ -261,11 +268,10 @@ class World:
         if windows and windows[-1][1] < 0:
             windows[-1][1] = self.loop.now
 
-    def invocation(self) -> Invocation:
+    def invocation(self, *, mortal: bool = False) -> Invocation:
         settings = Settings.from_env(self.env)
-        return Invocation(
-            self.function_store(), self.runner, settings, self.clock, uuid.uuid4().hex, self.clock.now()
-        )
+        store = self.function_store(mortal=mortal)
+        return Invocation(store, self.runner, settings, self.clock, uuid.uuid4().hex, self.clock.now())
 
     # --- actors ---------------------------------------------------------------------------
     def upstream(self) -> None:
@@ -280,6 +286,8 @@ class World:
             }
             if self.plan.lineage:
                 load = sim_lineage.load_json(self.plan.lineage, prefix, load)
+            if prefix in self.tables.audited:  # what the job reads a `turnstile publish` of a batch by
+                load["audits"] = [{"name": "no_negative_ids", "sql": "SELECT * FROM ${staged} WHERE id < 0"}]
             self.memory.write(f"{prefix}/_config/load.json", json.dumps(load).encode())
             self.published[prefix] = set()
         if self.plan.lineage:
@@ -397,6 +405,10 @@ class World:
                 continue
             if lock.state is not LockState.FAILED:
                 continue
+            blocked = audit_blocked(self.memory, _table(prefix), lock)
+            if blocked and not before_switch and self.loop.rng.random() < PUBLISH_PROBABILITY:
+                self._publish(prefix, generation)
+                continue
             if fix:
                 self.tables.failing.discard((prefix, lock.failed_rel or ""))
             if self.plan.recovers_by_hand and (fix or self.loop.rng.random() < 0.5):
@@ -406,7 +418,17 @@ class World:
             elif self.plan.skips and self.loop.faults_on and self.loop.rng.random() < 0.3:
                 self._drop_failed(inv, prefix, lock, generation)
             elif fix:
+                if blocked:  # fixed: written (or found staged) and audited again, not published as it is
+                    self.publishes.answer(blocked, self.loop.now, "retry")
                 operator.unlock(inv, _table(prefix), skip_head=False)
+
+    def _publish(self, prefix: str, generation: int) -> None:
+        """`turnstile publish` of the table a failed audit blocks (its lock read at `generation`): the
+        operator's own process, which a crash ends."""
+        invocation = functools.partial(self.invocation, mortal=True)
+        crash = self.plan.crash_probability
+        operating = Operating(self.loop, self.tables, invocation, crash, self.stats, self.unexpected)
+        self.publishes.start(operating, _table(prefix), generation)
 
     def _pause_or_cancel(self, inv: Invocation, prefix: str, state: LockState) -> None:
         """Now and then, while faults last, the operator pauses a table (and resumes it later) or
@@ -453,6 +475,7 @@ class World:
         if head is not None and not head.reprocess:
             self.tried_skip.setdefault(prefix, set()).add(head.rel)
             self.tables.failing.discard((prefix, head.rel))  # applying it would now succeed
+            self.publishes.answer((prefix, head.rel, head.success_generation), self.loop.now, "drop")
         operator.unlock(inv, _table(prefix), skip_head=True, expected_generation=generation)
         if head is not None and not head.reprocess:
             self.skipped.setdefault(prefix, {})[head.rel] = head.success_generation
@@ -520,6 +543,7 @@ class World:
                 found.append(f"{prefix}: committed {order}, expected {sorted(rels)} each once in order")
             found.extend(self._history_disagrees(prefix, committed))
             found.extend(self.tables.audit_violations(prefix))
+            found.extend(self.publishes.violations(prefix, self.tables, self.memory, _table(prefix)))
             dropped = self.tried_skip.get(prefix, set()) - set(order)
             found.extend(self.reprocesses.violations(self.memory, prefix, committed, frozenset(dropped)))
             # An unordered table's lock serialises only its reprocesses (a failed or cancelled one
