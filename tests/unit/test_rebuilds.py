@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
 
 from turnstile.config.load_config import LoadConfig
 from turnstile.protocol import dependencies, rebuilds
@@ -53,3 +56,33 @@ def test_a_rebuild_id_is_the_same_for_one_change_and_step_and_sorts_by_the_commi
     assert rebuilds.is_rebuild(f"ds/mart/_turnstile/reprocess/{first}.json")
     assert not rebuilds.is_rebuild("ds/mart/_turnstile/reprocess/20260101T113000000000Z-0a1b2c3d.json")
     assert rebuilds.requested_at(f"ds/mart/_turnstile/reprocess/{first}.json") == at(11.5)
+
+
+DERIVED = {"derived": {"step": "1h", "start": "2026-01-01T00:00:00Z"}, "depends_on": ["src.orders"]}
+
+
+@pytest.mark.parametrize(
+    ("load", "problem"),
+    [
+        ({"mode": "replace_window", "time_column": "ts", "partition_by": ["hours(ts)"]}, "set derived"),
+        (DERIVED | {"mode": "replace_window", "partition_by": ["hours(ts)"]}, "needs time_column"),
+        (DERIVED | {"mode": "replace_window", "time_column": "ts"}, r"partition_by with hours\(ts\)"),
+        (
+            DERIVED | {"mode": "replace_window", "time_column": "ts", "partition_by": ["days(ts)"]},
+            r"partition_by with hours\(ts\)",
+        ),
+    ],
+    ids=["not-derived", "no-time-column", "no-partition", "coarser-than-the-step"],
+)
+def test_replace_window_is_refused_where_it_cannot_replace_a_window(
+    load: dict[str, Any], problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        LoadConfig.model_validate(load)
+
+
+def test_replace_window_accepts_partitions_that_split_rows_at_the_step() -> None:
+    daily = DERIVED | {"derived": {"step": "24h", "start": "2026-01-01T00:00:00Z"}}
+    for partition in ("days(ts)", "hours(ts)"):
+        load = daily | {"mode": "replace_window", "time_column": "ts", "partition_by": [partition]}
+        assert LoadConfig.model_validate(load).mode == "replace_window"
