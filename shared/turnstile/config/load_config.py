@@ -103,7 +103,8 @@ class LoadConfig(BaseModel):
     """`add_columns`: new columns in a batch are added to the table (plus Iceberg's widenings)."""
 
     time_column: str | None = None
-    """Column whose min and max go into each batch's result record."""
+    """Column whose min and max go into each batch's result record; with `mode: replace_window`,
+    the column of a row's time on which a derived step's window is replaced."""
 
     snapshot_retention_days: StrictInt | None = Field(7, ge=0)
     """The job expires the table's snapshots older than this many days (0: by count only), keeping
