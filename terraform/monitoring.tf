@@ -25,6 +25,11 @@
 #   sweeper on every sweep while a table's oldest missing period (its gap-aware watermark waits for it,
 #   later periods are committed) has been missing longer than its max_gap_wait; it stops once the
 #   period lands, its batch is skipped, or `turnstile mark-missing` declares it.
+# - derived_step_stale (ERROR, table, bucket, rel, source, source_rel, command): logged by the
+#   subscriber that finishes a source's job when the period it committed was already read by a built
+#   step of an `append` derived table, which a rebuild would append twice; the step is recorded STALE
+#   (`turnstile status` lists it) until an operator deletes its rows and reprocesses it. Once per
+#   source change and step: any is an incident.
 # - driver_launch_failed (ERROR, batch, error): with DRIVER=warm, Dataproc refused a warm driver's
 #   batch (quota, permission, image). No warm job runs until a driver starts: any is an incident.
 # - batch_failed (ERROR, table): an unordered batch failed for a terminal reason; it waits for
@@ -650,6 +655,79 @@ resource "google_monitoring_alert_policy" "batch_failed" {
       1. See why: `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` lists the failed batch with its error.
       2. Fix the cause (the batch's files, its `_config/load.json` or `transform.sql`, the table).
       3. Apply it on Dataproc, with the deployment's job settings (terraform output operator_job_env_prefix; needs the operator grants of docs/DEPLOY.md): `${local.operator_job_env_prefix} turnstile retry gs://${google_storage_bucket.inbound.name}/$${metric.label.table}/BATCH`.
+    EOT
+  }
+}
+
+resource "google_logging_metric" "derived_step_stale" {
+  project     = var.project_id
+  name        = "${var.name}/derived_step_stale"
+  description = "turnstile: a source of an append derived table of gs://${google_storage_bucket.inbound.name} changed after a step read it; the step is STALE."
+  filter      = "jsonPayload.event=\"derived_step_stale\" AND jsonPayload.bucket=\"${google_storage_bucket.inbound.name}\" AND (${local.function_logs})"
+
+  metric_descriptor {
+    metric_kind  = "DELTA"
+    value_type   = "INT64"
+    unit         = "1"
+    display_name = "turnstile stale derived steps (${var.name})"
+
+    labels {
+      key         = "table"
+      value_type  = "STRING"
+      description = "<dataset>/<table>"
+    }
+  }
+
+  label_extractors = {
+    table = "EXTRACT(jsonPayload.table)"
+  }
+}
+
+resource "google_monitoring_alert_policy" "derived_step_stale" {
+  project               = var.project_id
+  display_name          = "turnstile ${var.name}: derived step stale"
+  combiner              = "OR"
+  notification_channels = var.notification_channels
+  user_labels           = { app = "turnstile", deployment = var.name }
+
+  conditions {
+    display_name = "a step of an append derived table was built before its source changed"
+
+    condition_threshold {
+      filter                  = "metric.type=\"logging.googleapis.com/user/${google_logging_metric.derived_step_stale.name}\""
+      comparison              = "COMPARISON_GT"
+      threshold_value         = 0
+      duration                = "0s"
+      evaluation_missing_data = "EVALUATION_MISSING_DATA_INACTIVE"
+
+      aggregations {
+        alignment_period     = "600s"
+        per_series_aligner   = "ALIGN_SUM"
+        cross_series_reducer = "REDUCE_SUM"
+        group_by_fields      = ["metric.label.table"]
+      }
+
+      trigger {
+        count = 1
+      }
+    }
+  }
+
+  alert_strategy {
+    auto_close = "86400s"
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = <<-EOT
+      A source of the derived table `$${metric.label.table}` of `gs://${google_storage_bucket.inbound.name}` committed a period
+      (a late batch let through, a reprocess, a re-upload) after a step of the table had been built from it. The
+      table's mode is `append`, so turnstile cannot replace the step's rows: the step is recorded STALE.
+
+      1. `${local.operator_env_prefix} turnstile status gs://${google_storage_bucket.inbound.name}/$${metric.label.table}` lists the stale steps, each with its cause and command.
+      2. Delete the step's rows from the Iceberg table (its window on the table's time column).
+      3. Rebuild it: `${local.operator_env_prefix} turnstile reprocess gs://${google_storage_bucket.inbound.name}/$${metric.label.table}/STEP`; the STALE record is cleared when it commits.
+      4. To have turnstile replace steps itself, use `mode: replace_window` (or `overwrite_partitions`, `merge`) for the table.
     EOT
   }
 }

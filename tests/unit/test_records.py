@@ -34,7 +34,10 @@ from turnstile.state.records import (
     Pause,
     Pointer,
     PublishOverride,
+    RebuildCause,
     Record,
+    ReprocessRequest,
+    StaleStep,
     StepsPublished,
     Watermark,
 )
@@ -173,6 +176,18 @@ EXAMPLES: dict[str, Record] = {
     ),
     "steps-published": StepsPublished(through=T0.replace(minute=0, second=0, microsecond=0), updated_at=T0),
     "dependent": Dependent(table="ds/fact"),
+    "stale-step": StaleStep(
+        rel="2024/05/01/11",
+        cause=RebuildCause(table="ds/src", rel="2024/05/01/11", success_generation=7, reprocess="r1", at=T0),
+        at=T0,
+    ),
+    "result-rebuilt": BatchResult(
+        job_id="j",
+        rel="2024/05/01/11",
+        success_generation=1,
+        outcome=BatchOutcome.REBUILT,
+        cause=RebuildCause(table="ds/src", rel="2024/05/01/11", success_generation=7, at=T0),
+    ),
 }
 
 RECORD_TYPES = [
@@ -191,6 +206,7 @@ RECORD_TYPES = [
     MissingPeriod,
     StepsPublished,
     Dependent,
+    StaleStep,
 ]
 
 
@@ -199,6 +215,21 @@ def test_examples_cover_every_record_type() -> None:
     # This module's records (the spool's, in turnstile.state.spoolrecords, have tests of their own).
     here = {c for c in Record.__subclasses__() if c.__module__ == Record.__module__}
     assert here == set(RECORD_TYPES)
+
+
+def test_a_rebuild_request_keeps_its_cause_and_an_operators_has_none() -> None:
+    cause = RebuildCause(table="ds/src", rel="2024/05/01/11", success_generation=7, reprocess="r1", at=T0)
+    request = ReprocessRequest(
+        success="ds/fact/2024/05/01/11/_SUCCESS",
+        success_generation=1,
+        published_at=T0,
+        rel="2024/05/01/11",
+        requested_at=T0,
+        cause=cause,
+    )
+    assert ReprocessRequest.decode(request.encode(), WHERE).cause == cause
+    written_before = json.dumps({k: v for k, v in json.loads(request.encode()).items() if k != "cause"})
+    assert ReprocessRequest.decode(written_before.encode(), WHERE).cause is None
 
 
 @pytest.mark.parametrize("record", list(EXAMPLES.values()), ids=list(EXAMPLES))

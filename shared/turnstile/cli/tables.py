@@ -278,12 +278,10 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
         for job in s.open_jobs:
             out.print()
             out.print(status_jobs.describe(s.table, job))
-        if s.reprocess_pending:
+        for lines in _request_details(s):
             out.print()
-            out.print(
-                f"{s.table}: {s.reprocess_pending} reprocess request(s) pending, each applied after the "
-                f"batches queued before it; turnstile history {s.uri} shows them as REPROCESSED"
-            )
+            for line in lines:
+                out.print(line)
         for failed in s.failed_batches:
             out.print()
             when = (
@@ -296,6 +294,35 @@ def _status_details(out: Console, found: list[status_ops.TableStatus]) -> None:
         for error in s.errors:
             out.print()
             out.print(f"{s.table}: {error}")
+
+
+def _request_details(s: status_ops.TableStatus) -> list[list[str]]:
+    """Pending reprocess requests and step rebuilds, and each STALE step with the command that fixes it."""
+    found = []
+    if s.reprocess_pending:
+        found.append(
+            [
+                f"{s.table}: {s.reprocess_pending} reprocess request(s) pending, each applied after the "
+                f"batches queued before it; turnstile history {s.uri} shows them as REPROCESSED"
+            ]
+        )
+    if s.rebuilds_pending:
+        since = f"{s.rebuilds_oldest:%Y-%m-%d %H:%M:%S}" if s.rebuilds_oldest else "?"
+        found.append(
+            [
+                f"{s.table}: {s.rebuilds_pending} step rebuild(s) pending after a source changed (the oldest "
+                f"change at {since}); turnstile history {s.uri} shows them as REBUILT"
+            ]
+        )
+    for stale in s.stale_steps:
+        found.append(
+            [
+                f"{s.table}: step {stale.rel!r} is STALE: {stale.source} committed {stale.source_rel!r} "
+                "after it was built (mode append cannot replace its rows)",
+                f"  delete the step's rows from the table, then run: {stale.command}",
+            ]
+        )
+    return found
 
 
 # -- unlock, resume --------------------------------------------------------------------------------

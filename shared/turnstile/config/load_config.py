@@ -5,6 +5,7 @@ The config cascade (`turnstile.config.cascade`) builds it; the manifest carries 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from functools import cached_property
 from typing import Annotated, Literal
 
@@ -35,6 +36,7 @@ from turnstile.config.lineage_config import (
     lineage,
 )
 from turnstile.config.lineage_config import Dependency as _Dependency
+from turnstile.names.naturaltime import parse_duration
 
 NESTED_BY_DEFAULT = frozenset({"parquet", "orc", "avro"})
 """Formats whose batches are nested folders unless `nested` says otherwise."""
@@ -70,9 +72,10 @@ class LoadConfig(BaseModel):
     schema_: str | None = Field(None, alias="schema")
     """Explicit schema as Spark DDL (`id BIGINT, name STRING, ts TIMESTAMP`); default: inferred."""
 
-    mode: Literal["append", "merge", "overwrite", "overwrite_partitions"] = "append"
+    mode: Literal["append", "merge", "overwrite", "overwrite_partitions", "replace_window"] = "append"
     """append rows; merge (MERGE INTO on `merge_keys`); overwrite (replace the table atomically);
-    overwrite_partitions (replace only the table partitions the batch has rows for)."""
+    overwrite_partitions (replace only the table partitions the batch has rows for); replace_window
+    (a derived table's step: the rows of its window on `time_column` replaced, in one commit)."""
 
     merge_keys: tuple[str, ...] = ()
     """Columns identifying a row for `mode: merge`."""
@@ -100,7 +103,8 @@ class LoadConfig(BaseModel):
     """`add_columns`: new columns in a batch are added to the table (plus Iceberg's widenings)."""
 
     time_column: str | None = None
-    """Column whose min and max go into each batch's result record."""
+    """Column whose min and max go into each batch's result record; with `mode: replace_window`,
+    the column of a row's time on which a derived step's window is replaced."""
 
     snapshot_retention_days: StrictInt | None = Field(7, ge=0)
     """The job expires the table's snapshots older than this many days (0: by count only), keeping
@@ -236,6 +240,31 @@ class LoadConfig(BaseModel):
             raise ValueError("merge_order_by and delete_column only apply to mode 'merge'")
         if self.derived is not None and not self.depends_on:
             raise ValueError("a derived table needs depends_on: the tables its steps are built from")
+        if self.mode == "replace_window" and (problem := window_problem(self)):
+            raise ValueError(problem)
         if self.jagged_rows and self.format != "csv":
             raise ValueError(f"jagged_rows only applies to format 'csv' (format is {self.format!r})")
         return self
+
+
+def window_problem(load: LoadConfig) -> str | None:
+    """Why `mode: replace_window` cannot replace a step's window: not a derived table, no
+    `time_column`, or a `partition_by` that does not split rows at the step (Iceberg deletes the
+    window by whole data files: one straddling it fails the commit)."""
+    if load.derived is None:
+        return (
+            "mode 'replace_window' replaces a derived table's step window: set derived (a table of "
+            "files: use overwrite_partitions or merge)"
+        )
+    column = load.time_column
+    if not column:
+        return "mode 'replace_window' needs time_column: the column of a row's time, which the window is on"
+    fits = {f"hours({column})".lower()}
+    if parse_duration(load.derived.step) % timedelta(days=1) == timedelta(0):
+        fits.add(f"days({column})".lower())
+    if not any(p.replace(" ", "").lower() in fits for p in load.partition_by):
+        return (
+            f"mode 'replace_window' needs partition_by with {' or '.join(sorted(fits))}: Iceberg replaces a "
+            "step's window by whole data files, so the table's partitions must split rows at the step"
+        )
+    return None

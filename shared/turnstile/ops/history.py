@@ -33,7 +33,8 @@ READERS = 8  # records read at once
 class Entry:
     rel: str
     generation: int  # of the batch's `_SUCCESS`
-    outcome: str  # COMMITTED | SKIPPED | REPROCESSED | PUBLISHED_OVERRIDE | FAILED | DROPPED | UNREADABLE
+    # COMMITTED | SKIPPED | REPROCESSED | REBUILT | PUBLISHED_OVERRIDE | FAILED | DROPPED | UNREADABLE
+    outcome: str
     rows_read: int
     rows_written: int
     bad_rows: int
@@ -47,9 +48,19 @@ class Entry:
     expectations: tuple[dict[str, Any], ...] = ()
     published_by: str | None = None  # PUBLISHED_OVERRIDE: who ran `turnstile publish`, and why
     publish_reason: str | None = None
+    # REBUILT: the source change the step was rebuilt for ({"table", "rel", "success_generation",
+    # "reprocess", "at"}).
+    cause: dict[str, Any] | None = None
 
     def note(self) -> str | None:
-        """The error of a failed batch; who published a batch without its audits, and why."""
+        """The error of a failed batch; who published a batch without its audits, and why; the
+        source change a derived step was rebuilt for."""
+        if self.cause is not None:
+            how = f"reprocess {self.cause['reprocess']}" if self.cause.get("reprocess") else "commit"
+            return (
+                f"rebuilt after {self.cause['table']} {self.cause['rel']!r} changed (its {how} of "
+                f"generation {self.cause['success_generation']})"
+            )
         if self.published_by is None:
             return self.error
         why = f": {self.publish_reason}" if self.publish_reason else ""
@@ -143,6 +154,7 @@ def _entry(where: str, rel: str, generation: int, data: bytes) -> Entry:
         expectations=tuple(count.model_dump() for count in record.expectations),
         published_by=record.published_by,
         publish_reason=record.publish_reason,
+        cause=None if record.cause is None else record.cause.model_dump(),
     )
 
 

@@ -24,7 +24,7 @@ from turnstile.ops import status_lineage
 from turnstile.ops.history import ResultView, last_result
 from turnstile.ops.status_jobs import OpenJobView, open_jobs
 from turnstile.ops.status_views import FailedView, LockView, failed_view, lock_view
-from turnstile.protocol import reprocess, results
+from turnstile.protocol import results
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.lineage import holds_more_than_waits
 from turnstile.protocol.state import TableState
@@ -43,7 +43,7 @@ class Health(StrEnum):
 
     UNREADABLE = "UNREADABLE"  # a state object does not hold what turnstile wrote
     BLOCKED = "BLOCKED"  # FAILED lock: nothing moves until `turnstile unlock`
-    FAILED = "FAILED"  # unordered batches failed and wait for `turnstile retry`
+    FAILED = "FAILED"  # unordered batches failed (`turnstile retry`), or derived steps are STALE
     STALLED = "STALLED"  # a backlog, a free lock, and no live subscriber: the sweeper (or resume) restarts it
     RETRYING = "RETRYING"  # a transient failure: the head's job is tried again at the lock's retry_at
     RUNNING = "RUNNING"  # a job holds the table, or an unordered job runs
@@ -97,6 +97,9 @@ class TableStatus:
     failed_batches: tuple[FailedView, ...] = field(default=())  # unordered batches whose job failed
     retrying: int = 0  # of those, how many the sweeper retries by itself
     reprocess_pending: int = 0  # operators' `turnstile reprocess` requests not applied yet
+    rebuilds_pending: int = 0  # derived steps to rebuild after a source changed (`protocol.rebuilds`)
+    rebuilds_oldest: datetime | None = None  # the oldest of those: its source change's commit time
+    stale_steps: tuple[status_lineage.StaleView, ...] = ()  # `append` steps a source change left stale
     paused: PauseView | None = None  # `turnstile pause`: no job starts until `turnstile resume`
     held: int = 0  # unordered batches that arrived while paused, submitted on resume
     open_jobs: tuple[OpenJobView, ...] = field(default=())  # unordered jobs not ended (or not settled)
@@ -270,15 +273,21 @@ def _status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None
     where = object_uri(inv.store, table.prefix)
     failed_batches = tuple(failed_view(where, f) for f in retry_ops.failures(inv, table, FAILED_SHOWN))
     waiting = [f for f in failed_batches if f.retry_at is None]
-    held = pause is not None
     running = open_jobs(inv, table, state.now, errors)
     health = _health(
-        lock, errors, len(head), gate=gate_present, paused=paused, held=held, live=subscriber.live
+        lock,
+        errors,
+        len(head),
+        gate=gate_present,
+        paused=paused,
+        held=pause is not None,
+        live=subscriber.live,
     )
     if running and health in (Health.PAUSED, Health.IDLE, Health.QUEUED, Health.STALLED):
         health = Health.RUNNING  # an unordered job runs, or its cancel is not settled yet
-    if waiting and not health.is_problem:
-        health = Health.FAILED
+    requests = status_lineage.request_fields(inv, state, BACKLOG_CAP, errors)
+    if (waiting or requests["stale_steps"]) and not health.is_problem:
+        health = Health.FAILED  # failed batches wait for a retry, stale steps for a reprocess
     retrying = lock is not None and lock.retry_at is not None and lock.retry_at > state.now
     if retrying and health in (Health.RUNNING, Health.QUEUED, Health.STALLED):
         health = Health.RETRYING
@@ -307,7 +316,7 @@ def _status(inv: Invocation, table: Table, orderme_cache: dict[str, bool] | None
         errors=tuple(errors),
         failed_batches=failed_batches,
         retrying=len(failed_batches) - len(waiting),
-        reprocess_pending=len(inv.store.list_entries(reprocess.folder(table), limit=BACKLOG_CAP)),
+        **requests,
         watermark=mark,
         watermark_lag_seconds=state.age(mark),
         **status_lineage.gap_fields(inv, state, errors),

@@ -7,13 +7,29 @@ from datetime import datetime
 from typing import Any
 
 from turnstile.core.errors import ConfigError
-from turnstile.protocol import dependencies, lineage, watermarks
+from turnstile.protocol import dependencies, lineage, rebuilds, reprocess, watermarks
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import Blocker, WaitForTable
 from turnstile.protocol.state import TableState
 from turnstile.state.records import Lock, LockState
 from turnstile.store.port import object_uri
+
+
+@dataclass(frozen=True)
+class StaleView:
+    """A step of an `append` derived table built before a source changed (`protocol.rebuilds`)."""
+
+    rel: str
+    source: str  # the source's folder
+    source_rel: str
+    source_generation: int
+    source_reprocess: str | None  # the source's reprocess request, when that was the change
+    since: datetime  # when it was found stale
+    command: str  # `turnstile reprocess` of the step, run once its rows are deleted
+
+
+SHOWN_STALE = 100  # stale steps listed per table
 
 
 @dataclass(frozen=True)
@@ -142,3 +158,32 @@ def over_max_gap_wait(state: TableState, found: watermarks.Gap | None) -> bool:
         return False
     age = state.age(found.since)
     return age is not None and age > state.lineage.max_gap_wait.total_seconds()
+
+
+def request_fields(inv: Invocation, state: TableState, cap: int, errors: list[str]) -> dict[str, Any]:
+    """`TableStatus`'s fields of the table's reprocess requests (operators', and the protocol's
+    rebuilds of derived steps: how many, the oldest's time) and of its STALE steps."""
+    names = [info.name for info in inv.store.list_entries(reprocess.folder(state.table), limit=cap)]
+    rebuilding = [name for name in names if rebuilds.is_rebuild(name)]
+    try:
+        stale = rebuilds.stale_steps(inv, state.table, SHOWN_STALE) if state.derived else []
+    except ConfigError as exc:
+        errors.append(str(exc))
+        stale = []
+    return {
+        "reprocess_pending": len(names) - len(rebuilding),
+        "rebuilds_pending": len(rebuilding),
+        "rebuilds_oldest": rebuilds.requested_at(rebuilding[0]) if rebuilding else None,
+        "stale_steps": tuple(
+            StaleView(
+                rel=s.rel,
+                source=s.cause.table,
+                source_rel=s.cause.rel,
+                source_generation=s.cause.success_generation,
+                source_reprocess=s.cause.reprocess,
+                since=s.at,
+                command=rebuilds.reprocess_command(inv, state.table, s.rel),
+            )
+            for s in stale
+        ),
+    }

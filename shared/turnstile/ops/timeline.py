@@ -26,7 +26,8 @@ QUEUED_SHOWN = 50
 class Span:
     rel: str
     generation: int | None  # of the batch's `_SUCCESS`, when known
-    # COMMITTED | REPROCESSED | PUBLISHED_OVERRIDE | SKIPPED | FAILED | DROPPED | RUNNING | BLOCKED | QUEUED
+    # COMMITTED | REPROCESSED | REBUILT | PUBLISHED_OVERRIDE | SKIPPED | FAILED | DROPPED | RUNNING | BLOCKED
+    # | QUEUED
     state: str
     arrived: datetime | None  # its `_SUCCESS` written (a queued batch: its pointer published)
     started: datetime | None  # its job took it
@@ -123,9 +124,9 @@ def _with_arrivals(inv: Invocation, table: Table, found: list[Span]) -> list[Spa
     shown = []
     for span in found:
         info = arrived.get(table.success(span.rel, success))
-        # A reprocess is asked for long after its batch arrived: it has no wait of its own to show.
+        # A reprocess (a rebuild) is asked for long after its batch arrived: it has no wait to show.
         fits = info is not None and (span.generation is None or info.generation == span.generation)
-        if info is not None and fits and span.state != "REPROCESSED":
+        if info is not None and fits and span.state not in ("REPROCESSED", "REBUILT"):
             shown.append(replace(span, arrived=info.updated))
         else:
             shown.append(span)

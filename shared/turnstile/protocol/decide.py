@@ -189,8 +189,9 @@ def decide(view: View) -> Action:
 
 
 _APPLIED = APPLIED_OUTCOMES
-# A reprocess's job commits it as REPROCESSED, or finds its own commit there (SKIPPED) when retried.
-_REPROCESSED = (BatchOutcome.REPROCESSED, BatchOutcome.SKIPPED)
+# A reprocess's job commits it as REPROCESSED (a rebuild of a derived step as REBUILT), or finds its
+# own commit there (SKIPPED) when retried.
+_REPROCESSED = (BatchOutcome.REPROCESSED, BatchOutcome.REBUILT, BatchOutcome.SKIPPED)
 
 
 def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) -> Finish:

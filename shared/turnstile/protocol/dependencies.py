@@ -119,6 +119,23 @@ def due_steps(
     return starts
 
 
+def steps_over(lineage: Lineage, start: datetime, end: datetime, offset: timedelta) -> list[datetime]:
+    """The starts of a derived table's steps that read a source period `[start, end)`: those whose
+    window overlaps it, or overlaps it shifted by the dependency's `offset` (a step ending at E
+    waits for the source up to E + offset, so it may read that far)."""
+    if lineage.step is None or lineage.start is None:
+        return []
+    step, first = lineage.step, lineage.start
+    low, high = min(start, start - offset), max(end, end - offset)
+    at = max(first, first + ((low - first) // step) * step)
+    found = []
+    while at < high:
+        if at + step > low:
+            found.append(at)
+        at += step
+    return found
+
+
 def step_rel(start: datetime) -> str:
     """A step's batch folder below the table: the hourly layout, so path order is time order."""
     return start.strftime("%Y/%m/%d/%H")

@@ -145,6 +145,7 @@ def acquire(
     planned = manifest_batch(inv, batch, resolved, request.success_generation).model_copy(
         update={
             "reprocess": request_id,
+            "rebuild": request.cause,
             "result": result_name(table, batch.rel, request.success_generation, request_id),
         }
     )
@@ -173,8 +174,9 @@ def acquire(
         generation = lock.write(inv, table, running, lock_generation)
     except PreconditionFailed:
         return None  # another subscriber moved first; decide again from what it wrote
+    why = "on an operator's request" if request.cause is None else f"after {request.cause.table} changed"
     log.warning(
-        f"reprocessing committed batch {request.rel!r} of {table.uri} on an operator's request",
+        f"reprocessing committed batch {request.rel!r} of {table.uri} {why}",
         extra={
             "event": "reprocess_started",
             "table": table.prefix,

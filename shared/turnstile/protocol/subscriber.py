@@ -20,7 +20,7 @@ from turnstile.core.errors import (
 )
 from turnstile.names.batchfiles import data_files
 from turnstile.names.paths import Table
-from turnstile.protocol import backlog, covering, lineage, lock, recovery, reprocess, retrying
+from turnstile.protocol import backlog, covering, lineage, lock, rebuilds, recovery, reprocess, retrying
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import (
     Acquire,
@@ -185,7 +185,7 @@ def _acquire(
                 raise ConfigError(unread)
         except (ConfigError, PathError) as exc:  # the next job starts at it, and stops on it
             if not batches:
-                _block(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
+                _fail(inv, table, held, lock_generation, backlog.covered(ref, generation), error=str(exc))
                 return None
             break
         names = data_files(
@@ -276,17 +276,10 @@ def _coverable(
         if generation is None:  # deleted upstream: nothing to apply, nothing to block on
             backlog.drop(inv, table, head)
         else:
-            _block(inv, table, held, lock_generation, backlog.covered(head, generation), error=str(exc))
+            _fail(inv, table, held, lock_generation, backlog.covered(head, generation), error=str(exc))
         return (), False
     limit = 1 if inv.settings.wait_for_validation else lineage.batches_per_job(resolved.load)
     return covers[:limit], resolved.load.derived is not None
-
-
-def _block(
-    inv: Invocation, table: Table, held: Lock, lock_generation: int, at: CoveredBatch, *, error: str
-) -> None:
-    """Fail the lock on a batch that cannot even be described (bad path or config)."""
-    _fail(inv, table, held, lock_generation, at, error=error)
 
 
 def _fail(
@@ -300,7 +293,8 @@ def _fail(
     job_id: str | None = None,
     **update: object,
 ) -> None:
-    """Fail the lock at batch `at` (from `lock_generation`) and raise the alert."""
+    """Fail the lock at batch `at` (from `lock_generation`) and raise the alert (also on a batch that
+    cannot even be described: a bad path or config)."""
     failed = lock.failed(table, held, job_id, at, error=error, now=inv.clock.now(), scheme=inv.store.scheme)
     lock.fail(inv, table, failed.model_copy(update=update) if update else failed, lock_generation)
 
@@ -336,6 +330,8 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
 
 
 def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, finish: Finish) -> None:
+    # Before the lock is released: a crash leaves this finish, rebuilds included, to the next run.
+    rebuilds.queue(inv, table, held, finish.applied)
     backlog.remove_applied(inv, finish.applied)
     history = lock.with_job(held.history, held.job_id)
     # A late batch an operator let through sorts before the position: it must not move it back.

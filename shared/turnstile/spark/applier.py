@@ -30,6 +30,7 @@ from turnstile.spark import (
     sql,
     steps,
     transforms,
+    windows,
 )
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.state.execution import overridden
@@ -264,9 +265,9 @@ class IcebergApplier:
         audited = self._audited(batch)
         branch = BRANCH if audited else None
         found = commits.tagged_commit(self._spark, table, key, branch=branch)
-        if found is None and load.mode == "overwrite_partitions":
-            # Iceberg skips the commit of a dynamic overwrite that replaces no partition (a batch of
-            # no rows): an empty append records the batch instead, changing no row either.
+        if found is None and load.mode in ("overwrite_partitions", "replace_window"):
+            # Iceberg skips the commit of an overwrite that replaces nothing (a batch of no rows):
+            # an empty append records the batch instead, changing no row either.
             target = audits.branch_reference(table) if audited else table
             with commits.commit_properties(self._spark, properties):
                 self._spark.createDataFrame([], self._table_schema(table)).writeTo(target).append()
@@ -338,6 +339,8 @@ class IcebergApplier:
                 frame.writeTo(target).overwrite(f.lit(True))
             elif load.mode == "overwrite_partitions":  # Iceberg dynamic partition overwrite
                 frame.writeTo(target).overwritePartitions()
+            elif load.mode == "replace_window":  # the step's window deleted, its rows added
+                windows.replace(target, frame, batch, load)
             else:
                 merge.merge(spark, target, frame, load)
 

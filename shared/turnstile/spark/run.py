@@ -42,7 +42,12 @@ def _expire_snapshots(
         applier.table(batch): batch
         for batch in manifest.batches
         if done.outcomes.get(batch.rel)
-        in (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED, BatchOutcome.PUBLISHED_OVERRIDE)
+        in (
+            BatchOutcome.COMMITTED,
+            BatchOutcome.REPROCESSED,
+            BatchOutcome.REBUILT,
+            BatchOutcome.PUBLISHED_OVERRIDE,
+        )
     }
     for table, batch in committed.items():
         try:

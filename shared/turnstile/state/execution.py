@@ -54,7 +54,12 @@ def _record(store: ObjectStore, name: str, result: BatchResult) -> None:
     store.write(name, result.encode())
 
 
-_WRITTEN = (BatchOutcome.COMMITTED, BatchOutcome.REPROCESSED, BatchOutcome.PUBLISHED_OVERRIDE)
+_WRITTEN = (
+    BatchOutcome.COMMITTED,
+    BatchOutcome.REPROCESSED,
+    BatchOutcome.REBUILT,
+    BatchOutcome.PUBLISHED_OVERRIDE,
+)
 _APPLIED = (*_WRITTEN, BatchOutcome.SKIPPED)
 
 
@@ -85,7 +90,10 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
         else:
             try:
                 result = applier.apply(batch, manifest.job_id)
-                if batch.reprocess is not None:  # committed once more, deliberately: history says so
+                if batch.rebuild is not None:  # a derived step rebuilt after a source changed
+                    rebuilt = {"outcome": BatchOutcome.REBUILT, "cause": batch.rebuild}
+                    result = result.model_copy(update=rebuilt)
+                elif batch.reprocess is not None:  # committed once more, deliberately: history says so
                     result = result.model_copy(update={"outcome": BatchOutcome.REPROCESSED})
             except BatchFailed as exc:
                 error = f"batch {batch.rel!r}: {exc}"

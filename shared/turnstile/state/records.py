@@ -191,6 +191,28 @@ class Pointer(Record):
     published_at: AwareDatetime
 
 
+class RebuildCause(BaseModel):
+    """The source change a derived step is rebuilt for (`protocol.rebuilds`): a period of `table`
+    committed (or reprocessed: `reprocess`, its request id) after the step had read it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    table: str  # the source's folder
+    rel: str
+    success_generation: int
+    reprocess: str | None = None
+    at: AwareDatetime  # when the source's commit finished (its result record's `finished_at`)
+
+
+class StaleStep(Record):
+    """`<table>/_turnstile/stale/<rel>/<id>.json`: a step of an `append` derived table whose source
+    changed after it was built; cleared by the next reprocess of the step."""
+
+    rel: str
+    cause: RebuildCause
+    at: AwareDatetime
+
+
 class ReprocessRequest(Pointer):
     """`<table>/_turnstile/reprocess/<id>.json`: an operator's `turnstile reprocess` of a committed
     batch. The subscriber applies it once, after the pointers queued before it (`after`: the last
@@ -201,6 +223,7 @@ class ReprocessRequest(Pointer):
     after: str | None = None  # the name of the last backlog pointer when the request was written
     requested_at: AwareDatetime
     reason: str | None = None
+    cause: RebuildCause | None = None  # a rebuild the protocol asked for (a derived step)
 
 
 class PublishOverride(Record):
@@ -238,6 +261,7 @@ class ManifestBatch(BaseModel):
     # The id of an operator's reprocess request: the batch is committed once more, under a commit key
     # of its own, instead of being skipped as already committed.
     reprocess: str | None = None
+    rebuild: RebuildCause | None = None  # the reprocess is the protocol's rebuild of a derived step
     # The hour (or day...) the batch's path names, as the protocol parsed it with the table's
     # destination regex: what a `from_path: time` mapping entry writes.
     natural_time: AwareDatetime | None = None
@@ -274,6 +298,7 @@ class BatchOutcome(StrEnum):
     COMMITTED = "COMMITTED"
     SKIPPED = "SKIPPED"  # already committed by an earlier run: not applied again
     REPROCESSED = "REPROCESSED"  # committed once more on an operator's request (`turnstile reprocess`)
+    REBUILT = "REBUILT"  # a derived step committed once more after a source changed (`protocol.rebuilds`)
     # Published without its audits on an operator's request (`turnstile publish`) after they failed.
     PUBLISHED_OVERRIDE = "PUBLISHED_OVERRIDE"
     FAILED = "FAILED"
@@ -318,6 +343,7 @@ class BatchResult(Record):
     error_kind: str | None = None  # FAILED: `audit` when the batch's audits found offending rows
     published_by: str | None = None  # PUBLISHED_OVERRIDE: the operator who ran `turnstile publish`
     publish_reason: str | None = None  # and why
+    cause: RebuildCause | None = None  # REBUILT: the source change it was rebuilt for
 
 
 class OpenJob(Record):

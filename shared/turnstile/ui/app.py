@@ -58,6 +58,7 @@ HEALTH_CLASS = {
 OUTCOME_CLASS = {
     "COMMITTED": "ok",
     "REPROCESSED": "busy",
+    "REBUILT": "busy",
     "PUBLISHED_OVERRIDE": "warn",
     "SKIPPED": "wait",
     "FAILED": "bad",

@@ -1,0 +1,211 @@
+"""A source period committed after a derived table's step already read it: the step is rebuilt once
+(a reprocess request of the step made by the protocol, its cause recorded), or, for an `append`
+table, recorded as STALE with an alert and the command that fixes it.
+
+Real CloudEvents through functions/main.py on fake-gcs-server (harness.py) and the in-process
+runner, as in test_gaps.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from tests.functional.harness import Host
+from tests.functional.scenario import invocation
+from tests.functional.test_dependencies import HOURLY, arrive, configure, rel
+from tests.functional.test_gaps import sensors
+from turnstile.names.paths import Table
+from turnstile.ops import history as history_ops
+from turnstile.ops import reprocess as reprocess_ops
+from turnstile.ops import status as status_ops
+from turnstile.protocol import lock as lock_io
+from turnstile.protocol import operator, rebuilds, sweeper
+from turnstile.protocol import reprocess as requests
+from turnstile.state.records import CoveredBatch, LockState
+
+IGNORE = HOURLY | {"gaps": "ignore"}
+STEPS = {"derived": {"step": "1h", "start": "2026-01-01T10:00:00Z"}}
+MART = STEPS | {"depends_on": ["ds.sensors"], "mode": "overwrite_partitions", "partition_by": ["hours(ts)"]}
+
+
+def table_of(host: Host, prefix: str) -> Table:
+    return Table(host.bucket, prefix, *prefix.split("/"))
+
+
+def marts(host: Host, mart: dict[str, object] = MART, *, top: bool = False) -> None:
+    configure(host, "ds/sensors", IGNORE)
+    configure(host, "ds/mart", mart, ordered=False)
+    if top:
+        configure(host, "ds/top", MART | {"depends_on": ["ds.mart"]}, ordered=False)
+    sweeper.sweep(invocation(host))  # registers the derived tables with their sources
+
+
+def late_hour_11(host: Host) -> None:
+    """Hours 10 and 12 land, the mart builds 10, 11 (empty) and 12; then hour 11 lands late and
+    an operator lets it through."""
+    arrive(host, "ds/sensors", 10, 12)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+    arrive(host, "ds/sensors", 11)
+    assert host.lock("ds/sensors").state is LockState.FAILED  # a late batch stops the source
+    operator.unlock(invocation(host), sensors(host), skip_head=False)
+
+
+def events(host: Host, name: str) -> list[dict[str, Any]]:
+    return [r for r in host.log_records() if r.get("event") == name]
+
+
+def entries(host: Host, prefix: str) -> list[tuple[str, str]]:
+    found = history_ops.history(host.store, table_of(host, prefix), success_filename="_SUCCESS", last=None)
+    return [(e.rel, e.outcome) for e in found.entries]
+
+
+def rebuilt(host: Host, prefix: str) -> list[history_ops.Entry]:
+    found = history_ops.history(host.store, table_of(host, prefix), success_filename="_SUCCESS", last=None)
+    return [e for e in found.entries if e.outcome == "REBUILT"]
+
+
+def test_a_late_source_hour_rebuilds_the_step_that_read_it_once(host: Host) -> None:
+    marts(host)
+    late_hour_11(host)
+    host.drain(rng=random.Random(3), duplicates=0.5)  # every finish may be handled twice
+    for name, generation, _ in list(host.delivered):  # and every event delivered again, late
+        host.deliver(name, generation)
+    host.drain()
+    assert host.applied("ds/sensors") == [rel(10), rel(12), rel(11)]
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    assert len(events(host, "rebuild_requested")) == 1
+    assert host.store.inner.list_objects(requests.folder(table_of(host, "ds/mart"))) == []
+    [entry] = rebuilt(host, "ds/mart")
+    source_result = history_ops.history(host.store, sensors(host), success_filename="_SUCCESS", last=None)
+    [committed] = [e for e in source_result.entries if e.rel == rel(11)]
+    assert entry.rel == rel(11) and entry.cause is not None
+    assert entry.cause["table"] == "ds/sensors" and entry.cause["rel"] == rel(11)
+    assert entry.cause["success_generation"] == committed.generation and entry.cause["reprocess"] is None
+    assert entry.cause["at"] == committed.finished_at
+    lock = host.lock("ds/mart")
+    assert lock.state is LockState.FREE and lock.position == rel(12)  # a rebuild does not move it
+
+
+def test_a_request_made_again_after_it_was_applied_is_skipped_by_the_job(host: Host) -> None:
+    """The same source change seen again (a finish redone by a handler that read the lock before
+    it was released): the same request id, whose commit key the mart already has."""
+    marts(host)
+    late_hour_11(host)
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    [request] = events(host, "rebuild_requested")
+    source = sensors(host)
+    held, _ = lock_io.read(invocation(host), source)
+    [covered] = [c for c in host.tables.commits["ds/sensors"] if c[0] == rel(11)]
+    again = CoveredBatch(rel=rel(11), pointer="", pointer_generation=1, success_generation=covered[1])
+    rebuilds.queue(invocation(host), source, held.model_copy(update={"acquired_at": None}), (again,))
+    name = f"ds/mart/_turnstile/reprocess/{request['request_id']}.json"
+    assert host.store.inner.stat(name) is not None  # the same name: created again
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]  # SKIPPED, not applied
+    assert host.store.inner.stat(name) is None
+    assert [o for r, o in entries(host, "ds/mart") if r == rel(11)] == ["COMMITTED", "REBUILT"]
+
+
+def test_a_crash_between_the_request_and_the_lock_release_makes_no_second_request(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marts(host)
+    arrive(host, "ds/sensors", 10, 12)
+    arrive(host, "ds/sensors", 11)
+    real_write = lock_io.write
+    crashed: list[str] = []
+
+    def crash_once(inv: Any, table: Table, lock: Any, generation: int) -> int:
+        releasing = lock.state is LockState.FREE and lock.position == rel(12) and not crashed
+        sensor_job = table.prefix == "ds/sensors" and host.lock("ds/sensors").job_id is not None
+        if releasing and sensor_job and host.store.inner.list_objects("ds/mart/_turnstile/reprocess/"):
+            crashed.append(table.prefix)
+            raise RuntimeError("the function's instance stopped before releasing the lock")
+        return real_write(inv, table, lock, generation)
+
+    monkeypatch.setattr(lock_io, "write", crash_once)
+    operator.unlock(invocation(host), sensors(host), skip_head=False)
+    host.drain()
+    assert crashed == ["ds/sensors"]
+    sweeper.sweep(invocation(host))
+    host.drain()
+    assert host.lock("ds/sensors").state is LockState.FREE
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    assert len(rebuilt(host, "ds/mart")) == 1
+
+
+def test_a_reprocessed_source_hour_rebuilds_the_step_with_the_reprocess_as_its_cause(host: Host) -> None:
+    marts(host)
+    arrive(host, "ds/sensors", 10, 11, 12)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+    operator.pause(invocation(host), table_of(host, "ds/mart"))
+    done = reprocess_ops.request(invocation(host), "ds/sensors/2026/01/01/11/_SUCCESS", "fixed rows")
+    host.drain()
+    shown = status_ops.table_status(invocation(host), table_of(host, "ds/mart")).to_json()
+    assert shown["rebuilds_pending"] == 1 and shown["rebuilds_oldest"] is not None
+    assert shown["reprocess_pending"] == 0  # operators' requests only
+    operator.resume(invocation(host), table_of(host, "ds/mart"))
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    [entry] = rebuilt(host, "ds/mart")
+    assert entry.cause is not None and entry.cause["reprocess"] == done.request.rpartition("/")[2][:-5]
+    shown = status_ops.table_status(invocation(host), table_of(host, "ds/mart")).to_json()
+    assert shown["rebuilds_pending"] == 0 and shown["rebuilds_oldest"] is None
+
+
+def test_an_append_mart_is_marked_stale_with_the_alert_and_not_rebuilt(host: Host) -> None:
+    marts(host, STEPS | {"depends_on": ["ds.sensors"]})  # mode append
+    late_hour_11(host)
+    host.drain()
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]  # no rebuild: it would add rows again
+    assert host.store.inner.list_objects("ds/mart/_turnstile/reprocess/") == []
+    [alert] = events(host, "derived_step_stale")
+    assert alert["severity"] == "ERROR" and alert["rel"] == rel(11) and alert["source"] == "ds/sensors"
+    command = f"turnstile reprocess gs://{host.bucket}/ds/mart/{rel(11)}"
+    assert command in str(alert["message"])
+    shown = status_ops.table_status(invocation(host), table_of(host, "ds/mart")).to_json()
+    [stale] = shown["stale_steps"]
+    assert (stale["rel"], stale["source"], stale["source_rel"], stale["command"]) == (
+        rel(11),
+        "ds/sensors",
+        rel(11),
+        command,
+    )
+    assert shown["health"] != "IDLE"  # a stale step is a problem to act on
+    # The operator deletes the step's rows, then reprocesses it: the stale record is cleared.
+    reprocess_ops.request(invocation(host), f"ds/mart/{rel(11)}/_SUCCESS", "stale")
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    shown = status_ops.table_status(invocation(host), table_of(host, "ds/mart")).to_json()
+    assert shown["stale_steps"] == ()
+
+
+def test_a_rebuild_of_a_mart_rebuilds_the_mart_built_on_it(host: Host) -> None:
+    marts(host, top=True)
+    late_hour_11(host)
+    host.drain()
+    assert host.applied("ds/top") == [rel(10), rel(11), rel(12), rel(11)]
+    [mart_entry] = rebuilt(host, "ds/mart")
+    [top_entry] = rebuilt(host, "ds/top")
+    assert top_entry.cause is not None and mart_entry.cause is not None
+    assert (top_entry.cause["table"], top_entry.cause["rel"]) == ("ds/mart", rel(11))
+    assert top_entry.cause["reprocess"] is not None and "-rebuild-" in top_entry.cause["reprocess"]
+    found = host.store.inner.list_objects("ds/top/_turnstile/results/")
+    rebuild_records = [o.name for o in found if "reprocess-" in o.name]
+    assert len(rebuild_records) == 1
+
+
+def test_history_says_rebuilt_with_the_cause(host: Host) -> None:
+    marts(host)
+    late_hour_11(host)
+    host.drain()
+    [entry] = rebuilt(host, "ds/mart")
+    shown = json.loads(json.dumps(entry.to_json(), default=str))
+    assert shown["outcome"] == "REBUILT" and shown["cause"]["table"] == "ds/sensors"
+    assert "rebuilt after ds/sensors" in (entry.note() or "")
