@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
-from turnstile.cli import tables as cli
+from turnstile.cli import _confirm as asking
 from turnstile.state.records import Lock, LockState
 
 HEAD = "incremental/2024/05/01/13"
@@ -144,14 +144,14 @@ def test_a_lock_changed_since_it_was_shown_is_not_released(
     run: Run, failed: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The operator reads the lock, and while they confirm, something rewrites it."""
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(asking, "_interactive", lambda: True)
 
     def confirm_while_it_changes(question: str) -> bool:
         assert failed.uri in question
         failed.fail(HEAD, error="a different failure", position="incremental/2024/05/01/12")
         return True
 
-    monkeypatch.setattr(cli, "_confirm", confirm_while_it_changes)
+    monkeypatch.setattr(asking, "_confirm", confirm_while_it_changes)
     result = run("unlock", failed.uri)
     assert result.exit_code == 2
     assert "changed since it was read" in one_error_line(result)
@@ -173,7 +173,7 @@ def test_expect_generation_from_status_json(run: Run, failed: World) -> None:
 
 
 def test_confirmation_declined(run: Run, failed: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(asking, "_interactive", lambda: True)
     result = run("unlock", failed.uri, input="n\n")
     assert result.exit_code == 2
     prompt, _, error = result.stderr.partition("[y/N]:")  # the prompt goes to stderr, not stdout
@@ -184,7 +184,7 @@ def test_confirmation_declined(run: Run, failed: World, monkeypatch: pytest.Monk
 
 
 def test_confirmation_accepted(run: Run, failed: World, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "_interactive", lambda: True)
+    monkeypatch.setattr(asking, "_interactive", lambda: True)
     result = run("unlock", failed.uri, input="y\n")
     assert result.exit_code == 0, result.output
     assert lock_of(failed).state is LockState.FREE

@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from turnstile.cli import _target
+from turnstile.cli._confirm import _ask, _report
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
-from turnstile.cli.tables import _ask, _report
 from turnstile.ops import controls, render, session
 from turnstile.ops import mark_missing as missing_ops
 from turnstile.ops import skip as skip_ops

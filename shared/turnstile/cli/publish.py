@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from turnstile.cli import _target
+from turnstile.cli._confirm import _ask, _report, _show
 from turnstile.cli._errors import guarded
 from turnstile.cli._options import Output, OutputOption, TableArg
-from turnstile.cli.tables import _ask, _report, _show
 from turnstile.ops import publish as publish_ops
 from turnstile.ops import session
 

@@ -2,70 +2,22 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated, Protocol
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from turnstile.cli import _target
+from turnstile.cli._confirm import _ask, _report, _show
 from turnstile.cli._errors import SCHEME, guarded, one_line
 from turnstile.cli._options import Output, OutputOption, TableArg, emit_json
 from turnstile.ops import controls, render, session, status_drivers, status_jobs
 from turnstile.ops import history as history_ops
 from turnstile.ops import status as status_ops
 from turnstile.ops import unlock as unlock_ops
-from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS, Refused
+from turnstile.ops.errors import EXIT_OK, EXIT_PROBLEMS
 from turnstile.ops.status_views import LockView
 from turnstile.store.port import object_uri
-
-
-def _interactive() -> bool:
-    return sys.stdin.isatty()
-
-
-def _confirm(question: str) -> bool:
-    return typer.confirm(question, default=False, err=True)  # stdout stays the command's output
-
-
-class _Plan(Protocol):
-    def facts(self) -> list[tuple[str, object]]: ...
-    def effects(self) -> list[str]: ...
-
-
-class _Done(Protocol):
-    def lines(self) -> list[str]: ...
-    def to_json(self) -> dict[str, object]: ...
-
-
-def _show(planned: _Plan, output: Output) -> None:
-    """What an operator command read and what it will do, before it asks (text output only)."""
-    if output is Output.text:
-        out = render.console()
-        render.show(out, render.table(("", ""), planned.facts(), header=False))
-        for line in planned.effects():
-            out.print(line)
-
-
-def _ask(yes: bool, *, doing: str, do: str, question: str, kept: str = "nothing was changed") -> None:
-    """Refused unless `--yes` was given or the operator confirms `question` at a terminal."""
-    if yes:
-        return
-    if not _interactive():
-        raise Refused(f"not {doing} without a confirmation and stdin is not a terminal; pass --yes to {do}")
-    if not _confirm(question):
-        raise Refused(f"not confirmed; {kept}")
-
-
-def _report(done: _Done, output: Output) -> None:
-    """What an operator command did: its JSON, or its lines."""
-    if output is Output.json:
-        emit_json(done.to_json())
-        return
-    out = render.console()
-    for line in done.lines():
-        out.print(line)
-
 
 # -- status ----------------------------------------------------------------------------------------
 

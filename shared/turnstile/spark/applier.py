@@ -8,7 +8,6 @@ import time
 from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as f
 from pyspark.sql.types import StructType
 
 from turnstile.config.audits import BRANCH
@@ -22,7 +21,6 @@ from turnstile.spark import (
     emptybatch,
     expectations,
     mapping,
-    merge,
     messages,
     reading,
     results,
@@ -30,7 +28,7 @@ from turnstile.spark import (
     sql,
     steps,
     transforms,
-    windows,
+    writes,
 )
 from turnstile.spark.staging import Staging, as_uploaded, base_path
 from turnstile.state.execution import overridden
@@ -333,16 +331,7 @@ class IcebergApplier:
             audits.prepare(spark, table)
             target = audits.branch_reference(table)
         with commits.commit_properties(spark, properties):
-            if load.mode == "append":
-                frame.writeTo(target).append()
-            elif load.mode == "overwrite":
-                frame.writeTo(target).overwrite(f.lit(True))
-            elif load.mode == "overwrite_partitions":  # Iceberg dynamic partition overwrite
-                frame.writeTo(target).overwritePartitions()
-            elif load.mode == "replace_window":  # the step's window deleted, its rows added
-                windows.replace(target, frame, batch, load)
-            else:
-                merge.merge(spark, target, frame, load)
+            writes.write(spark, target, frame, batch, load)
 
     def _exists(self, table: str) -> bool:
         if table not in self._tables and commits.table_exists(self._spark, table):
