@@ -109,7 +109,7 @@ def test_it_catches_a_job_that_writes_a_published_batch_again(monkeypatch: pytes
 
     monkeypatch.setattr(SimTables, "_publish_staged", rewrites)
     assert any(
-        "from another commit than the staged one turnstile publish accepted" in p
+        "from another commit than the staged ones turnstile publish accepted" in p
         for p in _violations(range(20))
     )
 

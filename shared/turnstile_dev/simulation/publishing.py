@@ -73,7 +73,8 @@ class Operating:
 @dataclass
 class Publishes:
     answers: dict[Key, list[tuple[float, Answer]]] = field(default_factory=dict)  # the operator's, in time
-    accepted: dict[Key, Commit | None] = field(default_factory=dict)  # the staged commit a run accepted
+    # The staged commits runs accepted (runs may overlap: one that read after the publish finds none).
+    accepted: dict[Key, list[Commit]] = field(default_factory=dict)
     returned: dict[Key, tuple[Commit | None, float]] = field(default_factory=dict)  # and when a run returned
 
     def answer(self, key: Key, when: float, answer: Answer) -> None:
@@ -110,11 +111,13 @@ class Publishes:
             ctx.stats["audit branches reset by hand before a publish"] += 1
         staged = tables.staged.get(table.prefix)
         found = staged is not None and (staged.rel, staged.generation, staged.reprocess) == (*key[1:], None)
-        self.accepted[key] = staged if found else None
+        accepted = staged if found else None
+        if accepted is not None:
+            self.accepted.setdefault(key, []).append(accepted)
         self.answer(key, loop.now, "publish")
         ctx.stats["turnstile publish runs"] += 1
         publish_ops.apply(inv, planned)
-        self.returned[key] = (self.accepted[key], loop.now)
+        self.returned[key] = (accepted, loop.now)
         ctx.stats["turnstile publish returned"] += 1
 
     def violations(self, prefix: str, tables: SimTables, memory: ObjectStore, table: Table) -> list[str]:
@@ -132,9 +135,9 @@ class Publishes:
                     f"{prefix}: {batch} published without its audit by an override, but the operator's "
                     f"last answer to its failed audit was {said or 'none'}"
                 )
-            elif self.accepted.get(key) is not commit:
+            elif not any(commit is c for c in self.accepted.get(key, [])):
                 found.append(
-                    f"{prefix}: {batch} published by override from another commit than the staged one "
+                    f"{prefix}: {batch} published by override from another commit than the staged ones "
                     "turnstile publish accepted (written again)"
                 )
             record = memory.read(table.result(commit.rel, commit.generation))
