@@ -9,7 +9,7 @@ whichever of the two writes lands second, its reader sees the other's (docs/DRIV
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -110,14 +110,19 @@ def driver_needed_for(store: ObjectStore, clock: Clock, job_id: str, bounds: Spo
     now = clock.now()
     if not needs_driver(records, now, bounds):
         return False
+    queued_at = _queued_at(store, job_id)
+    return queued_at is None or not listed_by_leaving(records, queued_at, now, bounds)
+
+
+def _queued_at(store: ObjectStore, job_id: str) -> datetime | None:
+    """When the job was submitted, from its `submitted.json`; None when absent or unreadable."""
     found = store.read(names.submitted_name(job_id))
     if found is None:
-        return True
+        return None
     try:
-        queued_at = Submitted.decode(found.data, found.name).submitted_at
+        return Submitted.decode(found.data, found.name).submitted_at
     except ConfigError:
-        return True
-    return not listed_by_leaving(records, queued_at, now, bounds)
+        return None
 
 
 def announce(store: ObjectStore, clock: Clock, driver_id: str, batch: str) -> bool:
@@ -279,12 +284,8 @@ def start_overdue(
     """Why the queued job has waited longer than `timeout` with no driver running to serve it
     (drivers announced but never started, or none); None while a running driver, or a leaving one
     that lists the queue after it, will take it, or before the timeout."""
-    found = store.read(names.submitted_name(job_id))
-    if found is None:
-        return None
-    try:
-        queued_at = Submitted.decode(found.data, found.name).submitted_at
-    except ConfigError:
+    queued_at = _queued_at(store, job_id)
+    if queued_at is None:
         return None
     now = clock.now()
     if now - queued_at <= timeout:
