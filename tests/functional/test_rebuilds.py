@@ -25,7 +25,7 @@ from turnstile.ops import status as status_ops
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol import operator, rebuilds, sweeper
 from turnstile.protocol import reprocess as requests
-from turnstile.state.records import CoveredBatch, LockState
+from turnstile.state.records import CoveredBatch, Lock, LockState
 
 IGNORE = HOURLY | {"gaps": "ignore"}
 STEPS = {"derived": {"step": "1h", "start": "2026-01-01T10:00:00Z"}}
@@ -88,6 +88,23 @@ def test_a_late_source_hour_rebuilds_the_step_that_read_it_once(host: Host) -> N
     assert entry.cause["at"] == committed.finished_at
     lock = host.lock("ds/mart")
     assert lock.state is LockState.FREE and lock.position == rel(12)  # a rebuild does not move it
+
+
+def test_a_mart_whose_lock_was_deleted_by_hand_still_has_its_built_steps_rebuilt(host: Host) -> None:
+    """The lock rebuilt FREE without a position (an operator deleted `_bqlock`): which steps are
+    built comes from the mart's history instead."""
+    marts(host)
+    arrive(host, "ds/sensors", 10, 12)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+    mart = table_of(host, "ds/mart")
+    host.store.inner.remove(mart.lock)
+    lock_io.write(invocation(host), mart, Lock(), 0)
+    assert host.lock("ds/mart").position is None
+    arrive(host, "ds/sensors", 11)
+    operator.unlock(invocation(host), sensors(host), skip_head=False)
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    assert [e.rel for e in rebuilt(host, "ds/mart")] == [rel(11)]
 
 
 def test_a_request_made_again_after_it_was_applied_is_skipped_by_the_job(host: Host) -> None:

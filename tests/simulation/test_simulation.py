@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -11,12 +12,19 @@ import pytest
 from turnstile.jobs.port import JobStatus
 from turnstile.names.paths import Table
 from turnstile.names.placement import Places
-from turnstile.protocol import backlog, covering, reprocess
+from turnstile.protocol import backlog, covering, rebuilds, reprocess
 from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
 from turnstile.state import execution
-from turnstile.state.records import BatchOutcome, BatchResult, Lock, ManifestBatch, PublishOverride
+from turnstile.state.records import (
+    BatchOutcome,
+    BatchResult,
+    Lock,
+    ManifestBatch,
+    PublishOverride,
+    RebuildCause,
+)
 from turnstile.store import split
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import Commit, SimTables
@@ -164,13 +172,35 @@ def test_schedules_with_dependencies_build_derived_steps() -> None:
     _, failures = run_many(60, 70_000, stats)
     assert failures == [], failures[:3]
     assert stats["derived steps"] > 100
+    assert stats["derived steps rebuilt"] > 5  # sources reprocessed after steps read them
+
+
+def test_it_catches_a_source_change_whose_rebuild_is_never_queued(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rebuilds, "_request", lambda inv, dependent, rel, cause, request: False)
+    assert any("never rebuilt" in p for p in _violations(range(4, 8)))
+
+
+def test_it_catches_a_stale_append_step_nobody_is_told_of(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rebuilds, "_mark_stale", lambda inv, dependent, rel, cause, request: None)
+    assert any("not reported STALE" in p for p in _violations(range(14, 19)))
+
+
+def test_it_catches_a_change_rebuilt_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = rebuilds.request_id
+
+    def unrepeatable(cause: RebuildCause, dependent: str, step: str) -> str:  # a handler redone names anew
+        return original(cause, dependent, step)[:-16] + uuid.uuid4().hex[:16]
+
+    monkeypatch.setattr(rebuilds, "request_id", unrepeatable)
+    assert any("times for one change" in p for p in _violations(range(160, 167)))
 
 
 def test_it_catches_a_dependent_that_does_not_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     from turnstile.protocol import dependencies
 
     monkeypatch.setattr(dependencies, "blockers", lambda lineage, rel, watermarks, now: ())
-    assert any("before ds0/tbl0 reached" in p for p in _violations(range(60)))
+    # "before ds0/tbl0 reached ..." (gaps: ignore), "before ds0/tbl0's hour ..." (gaps: wait)
+    assert any("ds1/tbl1: committed" in p and "before ds0/tbl0" in p for p in _violations(range(60)))
 
 
 def test_it_catches_steps_published_before_the_sources_allow(monkeypatch: pytest.MonkeyPatch) -> None:

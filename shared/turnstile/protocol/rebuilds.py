@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from turnstile.core import logs
 from turnstile.core.errors import ConfigError, PathError, PreconditionFailed
 from turnstile.names.paths import Table
-from turnstile.protocol import dependencies, gaps, lineage, reprocess, watermarks
+from turnstile.protocol import dependencies, gaps, lineage, recovery, reprocess, watermarks
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.publisher import ensure_subscriber
@@ -129,6 +129,8 @@ def _for_dependent(inv: Invocation, source: Table, held: Lock, prefix: str, chan
     if not steps.derived or edge is None:
         return  # a table of files: its batches are not built from the source's
     held_by, _ = lock_io.read(inv, dependent)
+    if held_by.position is None:  # a lock rebuilt without it (deleted by hand): the history has it
+        held_by = held_by.model_copy(update={"position": recovery.last_applied(inv, dependent)})
     queued = False
     for change in changes:
         for start in dependencies.steps_over(steps, change.start, change.end, edge.offset):

@@ -121,7 +121,8 @@ class Commit:
     rel: str
     generation: int
     at: float
-    reprocess: str | None = None  # the operator's reprocess request this commit applied
+    reprocess: str | None = None  # the reprocess request (an operator's, or a rebuild) it applied
+    read: float | None = None  # when its job read what it was built from (a derived step's sources)
 
 
 @dataclass
@@ -134,6 +135,7 @@ class SimTables:
     loop: Loop
     failing: set[tuple[str, str]] = field(default_factory=set)  # (table, rel) whose application fails
     commits: list[Commit] = field(default_factory=list)  # main: what readers see
+    shown: dict[int, float] = field(default_factory=dict)  # id of a commit -> when main first showed it
     # Tables with audits (write-audit-publish, `spark/audits.py`): a batch is committed to the audit
     # branch, audited, then published to main; a failing batch fails its audit, after its commit.
     audited: frozenset[str] = frozenset()
@@ -161,13 +163,19 @@ class SimTables:
     def apply(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         if batch.table_prefix in self.audited:
             return self._write_audit_publish(batch, job_id)
+        read = self.loop.now  # a derived step reads its sources as the Spark work starts
         self.loop.pause(self.loop.rng.uniform(0.5, 5.0))  # the Spark work
         if (batch.table_prefix, batch.rel) in self.failing:
             raise BatchFailed(f"injected failure of {batch.rel!r}")
-        self.commits.append(
-            Commit(batch.table_prefix, batch.rel, batch.success_generation, self.loop.now, batch.reprocess)
+        now = self.loop.now
+        self._show(
+            Commit(batch.table_prefix, batch.rel, batch.success_generation, now, batch.reprocess, read)
         )
         return _committed(batch, job_id)
+
+    def _show(self, commit: Commit) -> None:
+        self.commits.append(commit)
+        self.shown.setdefault(id(commit), self.loop.now)
 
     def _write_audit_publish(self, batch: ManifestBatch, job_id: str) -> BatchResult:
         """As the Spark job (`spark.applier`): the branch's commit of this batch published when there
@@ -222,7 +230,7 @@ class SimTables:
 
     def _publish(self, staged: Commit) -> None:
         """main fast-forwarded to the branch's commit."""
-        self.commits.append(staged)
+        self._show(staged)
         del self.staged[staged.table]
 
     def reset_branch(self, table: str) -> bool:

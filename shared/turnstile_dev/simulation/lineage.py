@@ -11,13 +11,20 @@ Invariants, on top of every table's own:
 - with gap-aware sources (`gaps: "wait"`, the operator marking each missing hour with `turnstile
   mark-missing` now and then, and all of them once faults stop), a dependent never commits the
   period [T, E) before every hour of each source from its first committed one up to E + offset was
-  committed or marked missing (sources with `gaps: "ignore"` keep the last-commit rule above).
+  committed or marked missing (sources with `gaps: "ignore"` keep the last-commit rule above);
+- once everything has drained, the derived table equals its transform over the sources' final
+  commits (`rebuild_violations`): a step reads, of each source, the hours of its window (its own
+  hour, and the hour before with an offset of -1 h); each step's last build read every such hour as
+  last committed (`mode: "replace_window"`, where a source period committed after a step was built
+  queues its rebuild), or the step is reported STALE (`mode: "append"`, never rebuilt); no rebuild
+  is applied twice.
 """
 
 from __future__ import annotations
 
 import functools
 import random
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +35,7 @@ from turnstile.ops import mark_missing as missing_ops
 from turnstile.ops.errors import Refused
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.dependencies import step_rel
+from turnstile.protocol.rebuilds import is_rebuild
 from turnstile_dev.simulation.adapters import Commit
 from turnstile_dev.simulation.engine import EPOCH
 
@@ -45,6 +53,7 @@ class LineagePlan:
     maxstep_hours: int
     dependent: tuple[str, str] | None  # (table, source): an ordered table of files waiting for another
     gaps: str = "ignore"  # the sources' `gaps`: "wait" (the operator marks missing hours) or "ignore"
+    mode: str = "append"  # the derived table's: "replace_window" (steps rebuilt) or "append" (STALE)
 
     @staticmethod
     def draw(rng: random.Random, tables: dict[str, list[str]]) -> LineagePlan:
@@ -57,7 +66,8 @@ class LineagePlan:
                 dependent = (table, source)
         # Drawn apart from `rng`, so that every later draw of the schedule stays what it was.
         gaps = random.Random(repr(tables)).choice(["wait", "ignore"])
-        return LineagePlan(offsets, rng.choice([0, 10, 30]), rng.choice([1, 2, 6]), dependent, gaps)
+        mode = random.Random(f"mode {tables!r}").choice(["replace_window", "append"])
+        return LineagePlan(offsets, rng.choice([0, 10, 30]), rng.choice([1, 2, 6]), dependent, gaps, mode)
 
 
 def rel_of_hour(hour: int) -> str:
@@ -80,14 +90,19 @@ def load_json(plan: LineagePlan, prefix: str, base: dict[str, Any]) -> dict[str,
 
 
 def derived_load_json(plan: LineagePlan, base: dict[str, Any]) -> dict[str, Any]:
-    return base | {
-        "derived": {"step": "1h", "start": BASE.isoformat(), "maxstep": f"{plan.maxstep_hours}h"},
-        "depends_on": [
-            {"table": prefix.replace("/", "."), "offset": f"{offset}h"}
-            for prefix, offset in plan.offsets.items()
-        ],
-        "delay": f"{plan.delay_minutes}m",
-    }
+    return (
+        base
+        | {
+            "derived": {"step": "1h", "start": BASE.isoformat(), "maxstep": f"{plan.maxstep_hours}h"},
+            "depends_on": [
+                {"table": prefix.replace("/", "."), "offset": f"{offset}h"}
+                for prefix, offset in plan.offsets.items()
+            ],
+            "delay": f"{plan.delay_minutes}m",
+            "mode": plan.mode,
+        }
+        | ({"time_column": "ts", "partition_by": ["hours(ts)"]} if plan.mode == "replace_window" else {})
+    )
 
 
 def expected_steps(plan: LineagePlan, tables: dict[str, list[str]]) -> list[str]:
@@ -216,4 +231,72 @@ def gap_violations(
                     )
                     break
                 at += STEP
+    return found
+
+
+Version = dict[tuple[str, datetime], int]  # (source, hour) -> its commit (index in the commit log)
+
+
+def window(plan: LineagePlan, step: str) -> list[tuple[str, datetime]]:
+    """The source hours step `step` reads: its own, and with an offset of -1 h the hour before (what
+    `dependencies.steps_over` rebuilds it for)."""
+    start = _step_start(step)
+    return [
+        (source, start + timedelta(hours=h))
+        for source, offset in plan.offsets.items()
+        for h in range(min(0, offset), 1 + max(0, offset))
+    ]
+
+
+def versions(commits: list[Commit], shown: dict[int, float], until: float) -> Version:
+    """Which commit of each source hour main showed last at `until`."""
+    found: Version = {}
+    for index, c in enumerate(commits):
+        if c.table != DERIVED and shown.get(id(c), c.at) <= until:
+            found[(c.table, end_of(c.rel) - STEP)] = index
+    return found
+
+
+def rebuild_violations(
+    plan: LineagePlan,
+    commits: list[Commit],
+    *,
+    shown: dict[int, float],
+    stale: set[str],
+    pending: list[str],
+    causes: dict[str, str],
+) -> list[str]:
+    """Once everything has drained: each step's last build read the sources' final commits of its
+    window, or (append) the step is among the `stale` ones reported; no rebuild applied twice, and
+    one per source change (`causes`: a rebuild's request -> the change its REBUILT record names),
+    none of an append table, none left `pending`."""
+    found = [f"{DERIVED}: rebuild {r} left unapplied" for r in pending]
+    final = versions(commits, shown, float("inf"))
+    derived = [c for c in commits if c.table == DERIVED]
+    rebuilds = Counter(c.reprocess for c in derived if c.reprocess and is_rebuild(c.reprocess))
+    found += [f"{DERIVED}: rebuild {r} applied {n} times" for r, n in sorted(rebuilds.items()) if n > 1]
+    if plan.mode == "append" and rebuilds:
+        found.append(f"{DERIVED}: an append table rebuilt (its rows added twice): {sorted(rebuilds)}")
+    per_change = Counter((c.rel, causes.get(c.reprocess or "")) for c in derived if c.reprocess in rebuilds)
+    for (rel, cause), n in sorted(per_change.items(), key=str):
+        if cause is None or cause == "none":
+            found.append(f"{DERIVED}: step {rel} rebuilt with no REBUILT record naming its cause")
+        elif n > 1:
+            found.append(f"{DERIVED}: step {rel} rebuilt {n} times for one change of {cause}")
+    last: dict[str, Commit] = {}
+    for c in derived:
+        last[c.rel] = c  # the log is in commit order
+    for rel, built in sorted(last.items()):
+        read = versions(commits, shown, built.read if built.read is not None else built.at)
+        behind = [
+            f"{source} {hour:%H}h"
+            for source, hour in window(plan, rel)
+            if read.get((source, hour)) != final.get((source, hour))
+        ]
+        if not behind:
+            continue
+        if plan.mode == "append" and rel in stale:
+            continue
+        what = "not reported STALE" if plan.mode == "append" else "never rebuilt"
+        found.append(f"{DERIVED}: step {rel} was built from an older {', '.join(behind)}, {what}")
     return found

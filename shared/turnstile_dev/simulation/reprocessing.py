@@ -49,12 +49,19 @@ class Reprocesses:
         requested = Requested(prefix, request.rel, request.success_generation, after)
         self.requests[reprocess.request_id_of(name)] = requested
 
-    def maybe_request(self, inv: Invocation, prefix: str, commits: list[Commit], draw: float) -> bool:
+    def maybe_request(
+        self,
+        inv: Invocation,
+        prefix: str,
+        commits: list[Commit],
+        draw: float,
+        probability: float = REQUEST_PROBABILITY,
+    ) -> bool:
         """Ask for one of the table's committed batches once more (a refusal is an answer too)."""
         committed = sorted({c.rel for c in commits if c.table == prefix and c.reprocess is None})
-        if draw >= REQUEST_PROBABILITY or not committed:
+        if draw >= probability or not committed:
             return False
-        rel = committed[int(draw / REQUEST_PROBABILITY * len(committed))]
+        rel = committed[int(draw / probability * len(committed))]
         reprocess_ops.request(inv, f"{prefix}/{rel}/{inv.settings.success_filename}", reason="simulated")
         return True
 

@@ -49,7 +49,7 @@ from turnstile.names.uris import parse_bucket_uri
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Failed, Refused
-from turnstile.protocol import backlog, operator, sweeper
+from turnstile.protocol import backlog, operator, rebuilds, reprocess, results, sweeper
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.operator import CancelRefused, UnlockRefused
@@ -62,9 +62,10 @@ from turnstile_dev.simulation import lineage as sim_lineage
 from turnstile_dev.simulation.adapters import Commit, FaultyStore, SimRunner, SimTables
 from turnstile_dev.simulation.engine import Crash, Killed, Loop, SimClock, Task
 from turnstile_dev.simulation.publishing import PUBLISH_PROBABILITY, Operating, Publishes, audit_blocked
-from turnstile_dev.simulation.reprocessing import Reprocesses
+from turnstile_dev.simulation.reprocessing import REQUEST_PROBABILITY, Reprocesses
 
 BUCKET = "sim-bucket"
+SOURCE_REPROCESS = 0.15  # per source of a derived table and operator round, while faults last
 STATE_BUCKET = "sim-state"  # odd seeds keep turnstile's own objects there (STATE_BUCKET): no events
 GATE = "_HISTORYDONE"
 MOVE_SETTLED = timedelta(hours=1)  # longer than any invocation or job here spends between two calls
@@ -368,10 +369,7 @@ class World:
             fix = not self.loop.faults_on or self.loop.rng.random() < 0.3
             if self.plan.switch_at is not None and self.state is None:
                 fix = False  # failures wait for the switch: what it must carry over
-            if self.loop.faults_on and self.reprocesses.maybe_request(
-                inv, prefix, self.tables.commits, self.loop.rng.random()
-            ):
-                self.stats["reprocess requests"] += 1
+            self._maybe_reprocess(inv, prefix)
             if prefix in self.plan.unordered:
                 for failure in retry_ops.failures(inv, _table(prefix)):
                     if failure.retry_at is None and fix:  # waits for a human: fixed, then retried
@@ -421,6 +419,17 @@ class World:
                 if blocked:  # fixed: written (or found staged) and audited again, not published as it is
                     self.publishes.answer(blocked, self.loop.now, "retry")
                 operator.unlock(inv, _table(prefix), skip_head=False)
+
+    def _maybe_reprocess(self, inv: Invocation, prefix: str) -> None:
+        """Now and then, while faults last, the operator asks for a committed batch once more; a
+        derived table's sources more often: each reprocess is a change its steps are rebuilt for."""
+        often = self.plan.lineage is not None and prefix in self.plan.tables
+        draw = self.loop.rng.random()
+        probability = SOURCE_REPROCESS if often else REQUEST_PROBABILITY
+        if self.loop.faults_on and self.reprocesses.maybe_request(
+            inv, prefix, self.tables.commits, draw, probability
+        ):
+            self.stats["reprocess requests"] += 1
 
     def _publish(self, prefix: str, generation: int) -> None:
         """`turnstile publish` of the table a failed audit blocks (its lock read at `generation`): the
@@ -593,6 +602,25 @@ class World:
             )
         if backlog.head(inv, _table(sim_lineage.DERIVED), 1):
             found.append(f"{sim_lineage.DERIVED}: backlog not drained")
+        table = _table(sim_lineage.DERIVED)
+        folder = rebuilds.stale_folder(table)
+        stale = {o.name[len(folder) :].rpartition("/")[0] for o in self.memory.list_objects(folder)}
+        pending = [
+            o.name for o in self.memory.list_objects(reprocess.folder(table)) if rebuilds.is_rebuild(o.name)
+        ]
+        causes = {}  # a rebuild's request -> the source change its REBUILT record names
+        for info in self.memory.list_objects(table.internal + "results/"):
+            record = self.memory.read(info.name)
+            result = None if record is None else BatchResult.decode(record.data, record.name)
+            named = results.read_name(table, info.name)
+            if result is not None and named is not None and result.outcome is BatchOutcome.REBUILT:
+                cause = result.cause
+                what = None if cause is None else f"{cause.table} {cause.rel}#{cause.success_generation}"
+                causes[named.request] = f"{what} {cause.reprocess or ''}" if cause else "none"
+
+        found += sim_lineage.rebuild_violations(
+            plan, self.tables.commits, shown=self.tables.shown, stale=stale, pending=pending, causes=causes
+        )
         return found
 
     def _history_disagrees(self, prefix: str, committed: list[Commit]) -> list[str]:
@@ -720,6 +748,11 @@ def _count(stats: Counter[str], world: World, runner: SimRunner, *, state_bucket
     stats["batches"] += sum(len(rels) for rels in plan.tables.values())
     stats["jobs"] += len(runner.jobs)
     stats["derived steps"] += sum(1 for c in commits if c.table == sim_lineage.DERIVED)
+    stats["derived steps rebuilt"] += sum(
+        1
+        for c in commits
+        if c.table == sim_lineage.DERIVED and c.reprocess and rebuilds.is_rebuild(c.reprocess)
+    )
     stats["failed jobs"] += sum(1 for j in runner.jobs.values() if j.state.value == "FAILED")
     stats[f"state buckets with housekeeping at {plan.housekeeping:.0%} of sweeps"] += state_bucket
 
