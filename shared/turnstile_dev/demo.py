@@ -8,7 +8,9 @@
   the demo fixes the file and runs `turnstile unlock`.
 - `web.clicks`: unordered appends, applied as they arrive.
 - `mart.climate`: a derived table, one hourly step joining `sensors.temp` and `sensors.humidity`,
-  which arrive out of step: it waits, `turnstile status` says for what, then it catches up.
+  which arrive out of step: it waits, `turnstile status` says for what, then it catches up. Then
+  hour 11's temperature is corrected upstream and reprocessed: turnstile rebuilds the climate step
+  that read it (mode `replace_window`), once, and `turnstile history` says why.
 - `shop.payments`: an ordered table with an audit (no negative amount): each hour is committed to
   the audit branch, audited, and published to `main` only when it passes; a bad hour blocks the
   table without ever reaching `main`, and `unlock --skip-head` drops it.
@@ -168,6 +170,7 @@ class Demo:
         say(f"   unlocked {done.failed_rel}; the subscriber restarts and retries it, then hour 11")
         self.wait("the orders to catch up", lambda: self.settled("shop/orders", 5))
         self.dependent(info.home, info.bucket)
+        self.rebuilt(info.home, info.bucket)
         self.audited(invocation, info.bucket)
         say(f"\nall batches applied in {time.monotonic() - self.started:.0f}s\n")
         self.show(info.warehouse, info.catalog)
@@ -204,8 +207,34 @@ class Demo:
         self.sensor_hour("sensors/humidity", 12, 44.0)
         self.wait("mart.climate to catch up", lambda: self.settled("mart/climate", 3), tables=tables)
 
+    def rebuilt(self, home: str, bucket: str) -> None:
+        say("\n4. hour 11's temperature was wrong: upstream corrects the file, the data team reprocesses it")
+        self.bucket.write("sensors/temp/2024/05/01/11/part-0.csv", b"ts,celsius\n2024-05-01 11:00:00,21.5\n")
+        environment = child_environment({"TURNSTILE_HOME": home, "COLUMNS": "160"})
+        cli = [sys.executable, "-m", "turnstile.cli"]
+        batch = f"gs://{bucket}/sensors/temp/2024/05/01/11"
+        say(f"   $ turnstile reprocess {batch} --reason 'corrected upstream'")
+        subprocess.run(
+            [*cli, "reprocess", batch, "--reason", "corrected upstream"], env=environment, check=True
+        )
+        tables = ("mart/climate", *SENSORS)
+        built = self.applied("mart/climate")
+        self.wait(
+            "mart.climate's hour 11 to be rebuilt",
+            lambda: self.settled("mart/climate", built + 1) and not self.requests("mart/climate"),
+            tables=tables,
+        )
+        say("   turnstile rebuilt the climate step that had read it (replace_window: its hour replaced):")
+        history = [*cli, "history", f"gs://{bucket}/mart/climate", "--last", "1"]
+        shown = subprocess.run(history, env=environment, check=False, capture_output=True, text=True)
+        for line in shown.stdout.splitlines():
+            say(f"   {line}")
+
+    def requests(self, table: str) -> int:
+        return len(self.bucket.list_objects(f"{table}/_turnstile/reprocess/"))
+
     def audited(self, invocation: Invocation, bucket: str) -> None:
-        say("\n4. payments are audited before they are published: hour 11 holds a negative amount")
+        say("\n5. payments are audited before they are published: hour 11 holds a negative amount")
         for hour, rows in (("10", "1,12.5\n2,3.0"), ("11", "3,8.0\n4,-50.0"), ("12", "5,4.5")):
             self.put(f"shop/payments/2024/05/01/{hour}", f"payment_id,amount\n{rows}\n")
         tables = ("shop/payments",)
@@ -238,12 +267,20 @@ class Demo:
         for table in SENSORS:
             write(f"{table}/_config/ORDERME", b"")
             column = "celsius" if table.endswith("temp") else "percent"
-            load = {"schema": f"ts TIMESTAMP, {column} DOUBLE", "natural_time": "hourly"}
+            load = {
+                "schema": f"ts TIMESTAMP, {column} DOUBLE",
+                "natural_time": "hourly",
+                "mode": "overwrite_partitions",  # an hour reprocessed replaces its rows
+                "partition_by": ["hours(ts)"],
+            }
             write(f"{table}/_config/load.json", json.dumps(load).encode())
             write(f"{table}/{GATE}", b"")
         climate = {
             "derived": {"step": "1h", "start": "2024-05-01T10:00:00Z"},
             "depends_on": ["sensors.temp", "sensors.humidity"],
+            "mode": "replace_window",  # a step rebuilt after a source hour changed replaces its window
+            "time_column": "ts",
+            "partition_by": ["hours(ts)"],
         }
         write("mart/climate/_config/ORDERME", b"")
         write("mart/climate/_config/load.json", json.dumps(climate).encode())
@@ -274,7 +311,10 @@ class Demo:
                 spark.sql(f"SELECT * FROM {catalog}.{table} ORDER BY {order}").show(truncate=False)
             say(f"{catalog}.shop.payments (main: audited hours only, hour 11 never reached it):")
             spark.sql(f"SELECT * FROM {catalog}.shop.payments ORDER BY payment_id").show(truncate=False)
-            say(f"{catalog}.mart.climate (one step per hour, built once both sensors had the hour):")
+            say(
+                f"{catalog}.mart.climate (one step per hour, built once both sensors had the hour; "
+                "hour 11 rebuilt with the corrected temperature):"
+            )
             spark.sql(f"SELECT * FROM {catalog}.mart.climate ORDER BY ts").show(truncate=False)
             say("commits of shop.stock, in order (one per hour, whatever order they arrived in):")
             spark.sql(

@@ -2,7 +2,8 @@
 
 `--only quality_cost` runs only what expectations and audits cost (`quality_cost`, on `--batches`
 batches, default 50) and puts it, dated, into the `<out>/results.json` and `results.md` of the last
-full run (`make bench BENCH_ARGS="--only quality_cost"`).
+full run (`make bench BENCH_ARGS="--only quality_cost"`); `--only rebuild_cost` the same for what a
+derived step's rebuild costs beside its first build (`rebuild_cost`, on `--batches` steps, default 20).
 
 Runs every contender one after another on this machine, alone, on the same workload: (a) turnstile
 coalescing and (b') one job per batch on a local stack with a warm driver, the single-batch latency
@@ -39,6 +40,7 @@ from turnstile_dev.bench import (
     machine,
     policy_replay,
     quality_cost,
+    rebuild_cost,
     report,
     s3_requests,
     scale,
@@ -85,7 +87,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["quality_cost"],
+        choices=["quality_cost", "rebuild_cost"],
         help="run only this part, into the last full run's results (default: everything)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench"), help="where the results go")
@@ -234,6 +236,7 @@ class Bench:
         turnstile_found = cost.result["steps"][0]["tables"]
         growth = next(s for s in cost.result["steps"] if "metadata_json_bytes" in s)
         quality = next(s for s in cost.result["steps"] if "quality_cost" in s)
+        rebuilds = next(s for s in cost.result["steps"] if "rebuild_cost" in s)
         cost_result = cost.result["steps"][-1]
         self.results = self.assemble(
             jars=jars,
@@ -253,6 +256,7 @@ class Bench:
         self.results["metadata_growth"] = growth
         self.results["quality_cost"] = quality["quality_cost"]
         self.results["audit_branch_growth"] = quality["audit_branch_growth"]
+        self.results["rebuild_cost"] = rebuilds["rebuild_cost"]
         self.results["console"] = pages
         self.results["s3"] = s3
         self.results["s3_requests_per_batch"] = s3["coalesced_state_bucket"]["requests_per_batch"]
@@ -514,10 +518,36 @@ def quality_only(args: argparse.Namespace) -> int:
     return 0
 
 
+def rebuild_only(args: argparse.Namespace) -> int:
+    """`--only rebuild_cost`: a derived step's rebuild against its first build, on `--batches`
+    steps (default 20) of `--rows` source rows each (default 2,000), into the last full run's results."""
+    out: Path = args.out
+    work: Path = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    check_java()
+    setup = SparkSetup(ensure_jars(args.jars), {BENCH_CATALOG: work / "warehouse"})
+    steps, rows = args.batches or 20, args.rows or 2000
+    say(f"rebuild_cost: {steps} steps over {rows:,} source rows each...")
+    run = rebuild_cost.run(setup, BENCH_CATALOG, steps=steps, rows=rows, work=work)
+    found = run.result["steps"][0]["rebuild_cost"]
+    when = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    results: dict[str, Any] = json.loads((out / "results.json").read_text())
+    results["rebuild_cost"] = found | {"measured_at": when, "wall_seconds": round(run.wall_seconds, 1)}
+    report.write(results, out)
+    say(
+        f"rebuild_cost: first build {found['build_median_seconds']:.2f} s, rebuild "
+        f"{found['rebuild_median_seconds']:.2f} s per step: {found['ratio']:.2f}x; wrote {out / 'results.md'}"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     if args.only == "quality_cost":
         return quality_only(args)
+    if args.only == "rebuild_cost":
+        return rebuild_only(args)
     bench = Bench(args)
     results = bench.run()
     report.write(results, bench.out)

@@ -36,6 +36,7 @@ from turnstile_dev.bench.workload import SCHEMA, Workload
 NAMESPACE_JOB = "cost_job"
 NAMESPACE_BARE = "cost_bare"
 NAMESPACE_FIRST = "cost_first"
+REBUILD_STEPS = 20  # derived steps built, then rebuilt, in the full run
 T = TypeVar("T")
 # The job's steps timed separately, where the library has them: (module, function, label).
 TIMED: tuple[tuple[Any, str, str], ...] = (
@@ -59,7 +60,8 @@ def run(
 ) -> SparkRun:
     """Measure on the first `batches` batches of one table; read back the `verify` tables first,
     then (with `metadata_commits`) grow a table's metadata, then (with `quality`) what expectations
-    and audits cost (`quality_cost`); the job's cost is the last step."""
+    and audits cost (`quality_cost`) and what a derived step's rebuild costs (`rebuild_cost`); the
+    job's cost is the last step."""
     paths = workload.with_tables(1).prefix(batches + 1).write_batches(work / "job-cost-source")
     steps: list[dict[str, Any]] = [{"task": "verify", "tables": verify}] if verify else []
     if metadata_commits:
@@ -67,6 +69,7 @@ def run(
     rows = workload.files * workload.rows
     if quality:
         steps.append({"task": "quality_cost", "catalog": catalog, "batches": paths, "rows": rows})
+        steps.append({"task": "rebuild_cost", "catalog": catalog, "steps": REBUILD_STEPS, "rows": rows})
     steps.append({"task": "job_cost", "catalog": catalog, "batches": paths, "rows": rows})
     return submit(setup, "job-cost", steps, work / "spark")
 

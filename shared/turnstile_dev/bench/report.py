@@ -12,7 +12,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-from turnstile_dev.bench import console, latency, missed, policy_replay, quality_report
+from turnstile_dev.bench import console, latency, missed, policy_replay, quality_report, rebuild_cost
 from turnstile_dev.bench.labels import LABELS, SHORT, TURNSTILE
 
 
@@ -148,6 +148,14 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+# Sections whose figures `--only` may measure in a run of their own: (key, title, renderer).
+_MEASURED_APART: tuple[tuple[str, str, Callable[[dict[str, Any]], str]], ...] = (
+    ("quality_cost", "What two expectations and an audit cost the job per batch", quality_report.cost),
+    ("audit_branch_growth", "Snapshots of a table with audits, and their expiry", quality_report.growth),
+    ("rebuild_cost", "What a rebuild of a derived step costs beside its first build", rebuild_cost.markdown),
+)
+
+
 def markdown(r: dict[str, Any]) -> str:
     w, m, c = r["workload"], r["machine"], r["contenders"]
     parts: list[str] = []
@@ -205,12 +213,10 @@ def markdown(r: dict[str, Any]) -> str:
     add(_driver_policy(r))
     add("## metadata.json after many commits\n")
     add(_metadata(r))
-    if "quality_cost" in r:
-        add("## What two expectations and an audit cost the job per batch\n")
-        add(quality_report.cost(r))
-    if "audit_branch_growth" in r:
-        add("## Snapshots of a table with audits, and their expiry\n")
-        add(quality_report.growth(r))
+    for key, title, render in _MEASURED_APART:
+        if key in r:
+            add(f"## {title}\n")
+            add(render(r))
     if "console" in r:
         add("## The operator console's page loads\n")
         add(console.markdown(r["console"]))

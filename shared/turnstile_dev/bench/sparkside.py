@@ -4,8 +4,8 @@ ARGS.json holds a list of steps, each `{"task": ..., ...}`, run in order in one 
 result file gets their results in the same order, plus when the session was ready. Tasks:
 `streaming` (contender c), `floor` (contender d), `job_cost` (the job against a bare read-and-append),
 `metadata_growth` (metadata.json after many commits), `quality_cost` (the job with expectations
-and audits against without, and the audit branch's snapshots) and `verify` (read back what a contender
-committed).
+and audits against without, and the audit branch's snapshots), `rebuild_cost` (a derived step's
+rebuild against its first build) and `verify` (read back what a contender committed).
 """
 
 from __future__ import annotations
@@ -18,7 +18,15 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from turnstile_dev.bench import floor, job_cost, metadata_growth, quality_cost, streaming, verify
+from turnstile_dev.bench import (
+    floor,
+    job_cost,
+    metadata_growth,
+    quality_cost,
+    rebuild_cost,
+    streaming,
+    verify,
+)
 
 
 def main(argv: list[str]) -> int:
@@ -49,6 +57,8 @@ def run_step(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
         return job_cost.in_spark(spark, step)
     if task == "quality_cost":
         return quality_cost.in_spark(spark, step)
+    if task == "rebuild_cost":
+        return rebuild_cost.in_spark(spark, step)
     if task == "metadata_growth":
         return metadata_growth.in_spark(spark, step)
     if task == "verify":
