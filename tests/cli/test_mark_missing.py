@@ -84,3 +84,18 @@ def test_mark_missing_records_the_period_and_moves_the_watermark_past_the_gap(ru
     assert again.exit_code == 2 and "before the watermark" in one_error_line(again)
     clicks = {t["table"]: t for t in json.loads(run("status", "-o", "json").stdout)["tables"]}["web.clicks"]
     assert clicks["watermark"] == H15.isoformat() and clicks["missing_period"] is None
+
+
+def test_mark_missing_refuses_a_table_without_natural_time_and_a_committed_period(
+    run: Run, world: World
+) -> None:
+    uri = source_with_a_gap(world, since=datetime.now(UTC))
+    result = run("mark-missing", uri, "2024/05/01/14", "--yes")  # committed: nothing is missing
+    assert result.exit_code == 2
+    assert "period 2024/05/01/14 has batches committed or is declared already" in one_error_line(result)
+    world.store.write("web/clicks/_config/load.json", b"{}")
+    result = run("mark-missing", uri, "2024/05/01/13", "--yes")
+    assert result.exit_code == 2
+    error = one_error_line(result)
+    assert "has no natural_time, so it has no periods to mark" in error
+    assert 'set "natural_time" in its _config/load.json' in error

@@ -18,6 +18,8 @@ from tests.functional.harness import Host
 from tests.functional.scenario import invocation
 from tests.functional.test_dependencies import HOURLY, arrive, configure, rel
 from tests.functional.test_gaps import sensors
+from turnstile.core.errors import BatchFailed
+from turnstile.jobs.inline import MemoryTables
 from turnstile.names.paths import Table
 from turnstile.ops import history as history_ops
 from turnstile.ops import reprocess as reprocess_ops
@@ -25,7 +27,7 @@ from turnstile.ops import status as status_ops
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol import operator, rebuilds, sweeper
 from turnstile.protocol import reprocess as requests
-from turnstile.state.records import CoveredBatch, Lock, LockState
+from turnstile.state.records import BatchResult, CoveredBatch, Lock, LockState, ManifestBatch
 
 IGNORE = HOURLY | {"gaps": "ignore"}
 STEPS = {"derived": {"step": "1h", "start": "2026-01-01T10:00:00Z"}}
@@ -226,3 +228,56 @@ def test_history_says_rebuilt_with_the_cause(host: Host) -> None:
     shown = json.loads(json.dumps(entry.to_json(), default=str))
     assert shown["outcome"] == "REBUILT" and shown["cause"]["table"] == "ds/sensors"
     assert "rebuilt after ds/sensors" in (entry.note() or "")
+
+
+def test_a_rebuild_whose_transform_now_fails_blocks_the_mart_until_unlocked(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marts(host)
+    arrive(host, "ds/sensors", 10, 11, 12)
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]
+    apply = MemoryTables.apply
+
+    def broken(self: MemoryTables, batch: ManifestBatch, job_id: str) -> BatchResult:
+        if batch.rebuild is not None:  # the transform fails on the changed source
+            raise BatchFailed("transform.sql: division by zero")
+        return apply(self, batch, job_id)
+
+    monkeypatch.setattr(MemoryTables, "apply", broken)
+    reprocess_ops.request(invocation(host), f"ds/sensors/{rel(11)}/_SUCCESS", "fixed rows")
+    host.drain()
+    mart = host.lock("ds/mart")
+    assert mart.state is LockState.FAILED and mart.failed_rel == rel(11)
+    assert host.lock("ds/sensors").state is LockState.FREE  # the source goes on
+    shown = status_ops.table_status(invocation(host), table_of(host, "ds/mart")).to_json()
+    assert shown["health"] == "BLOCKED"
+    assert shown["lock"]["unlock_command"].startswith(f"turnstile unlock gs://{host.bucket}/ds/mart")
+    assert shown["rebuilds_pending"] == 1  # kept, not dropped
+    monkeypatch.setattr(MemoryTables, "apply", apply)  # the transform fixed
+    operator.unlock(invocation(host), table_of(host, "ds/mart"), skip_head=False)
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    assert [e.rel for e in rebuilt(host, "ds/mart")] == [rel(11)]
+
+
+def test_a_cycle_made_while_a_rebuild_is_queued_holds_the_rebuild_with_the_reason(host: Host) -> None:
+    marts(host, top=True)
+    arrive(host, "ds/sensors", 10, 11, 12)
+    mart = table_of(host, "ds/mart")
+    operator.pause(invocation(host), mart)
+    reprocess_ops.request(invocation(host), f"ds/sensors/{rel(11)}/_SUCCESS", "fixed rows")
+    host.drain()
+    configure(host, "ds/mart", MART | {"depends_on": ["ds.sensors", "ds.top"]}, ordered=False)  # a cycle
+    operator.resume(invocation(host), mart)
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12)]  # not rebuilt through the cycle
+    shown = status_ops.table_status(invocation(host), mart).to_json()
+    assert shown["health"] == "BLOCKED" and shown["rebuilds_pending"] == 1
+    error = shown["lock"]["error"]
+    assert f"rebuild of {rel(11)!r} waits, its request kept" in error
+    assert "dependency cycle ds/mart -> ds/top -> ds/mart" in error
+    configure(host, "ds/mart", MART, ordered=False)  # the cycle removed
+    operator.unlock(invocation(host), mart, skip_head=False)
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
+    assert [e.rel for e in rebuilt(host, "ds/mart")] == [rel(11)]

@@ -126,10 +126,13 @@ def acquire(
         success_generation=request.success_generation,
         reprocess=True,
     )
+    what = "rebuild" if request.cause is not None else "reprocess"
     try:
         batch, resolved = inv.batch(request.success)
+        if resolved.load.derived is not None:  # a step reads its sources: as its first build, none
+            lineage.check_sources(inv, table, resolved.load.lineage)  # through a cycle, say
     except (ConfigError, PathError) as exc:
-        fail(at, f"reprocess of {request.rel!r}: {exc}")
+        fail(at, f"{what} of {request.rel!r} waits, its request kept: {exc}")
         return None
     live = live_generation(inv, request.success, resolved)
     if live is None or live != request.success_generation:
