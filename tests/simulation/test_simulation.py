@@ -118,7 +118,7 @@ def test_it_catches_a_job_that_writes_a_published_batch_again(monkeypatch: pytes
     monkeypatch.setattr(SimTables, "_publish_staged", rewrites)
     assert any(
         "from another commit than the staged ones turnstile publish accepted" in p
-        for p in _violations(range(20))
+        for p in _violations(range(28, 36))
     )
 
 

@@ -19,6 +19,7 @@ from turnstile.state.records import (
     Manifest,
     ManifestBatch,
     PublishOverride,
+    RebuildCause,
 )
 from turnstile.store.memory import MemoryStore
 from turnstile.store.recording import RecordingStore
@@ -274,6 +275,25 @@ def test_a_skipped_batch_without_a_record_is_recorded_with_the_commit_it_found()
     assert done.outcomes == {"b1": SKIPPED}
     skipped = recorded.result(mbatch("b1", 11))
     assert skipped is not None and skipped.outcome is SKIPPED and skipped.snapshot_id == 2
+
+
+def test_a_rebuild_whose_commit_a_dead_attempt_made_is_recorded_skipped_with_its_cause() -> None:
+    cause = RebuildCause(table="ds/src", rel="b1", success_generation=3, at=datetime(2026, 1, 1, tzinfo=UTC))
+    rebuild = mbatch("b1", 11).model_copy(
+        update={
+            "reprocess": "r1-rebuild-0",
+            "rebuild": cause,
+            "result": "ds/tbl/_turnstile/results/b1/r.json",
+        }
+    )
+    tables = MemoryTables(
+        commits={"ds/tbl": [("b1", 11), ("b1", 11)]}, reprocessed={("ds/tbl", "r1-rebuild-0")}
+    )
+    recorded = Recorded()
+    assert run_on(recorded, manifest(rebuild), tables).outcomes == {"b1": SKIPPED}
+    found = recorded.result(rebuild)
+    assert found is not None and found.outcome is SKIPPED and found.snapshot_id == 2
+    assert found.cause == cause  # the history still names the source change
 
 
 def test_a_skipped_attempt_replaces_a_failed_record() -> None:

@@ -87,6 +87,8 @@ def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock
             )
             if (override := batch.publish_override) is not None:  # published, its record not written
                 result = overridden(result, override)
+            if batch.rebuild is not None:  # the history still says which source change it was for
+                result = result.model_copy(update={"cause": batch.rebuild})
         else:
             try:
                 result = applier.apply(batch, manifest.job_id)

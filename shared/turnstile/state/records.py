@@ -343,7 +343,8 @@ class BatchResult(Record):
     error_kind: str | None = None  # FAILED: `audit` when the batch's audits found offending rows
     published_by: str | None = None  # PUBLISHED_OVERRIDE: the operator who ran `turnstile publish`
     publish_reason: str | None = None  # and why
-    cause: RebuildCause | None = None  # REBUILT: the source change it was rebuilt for
+    # REBUILT (or SKIPPED: a retry that found the rebuild's commit): the source change it was for.
+    cause: RebuildCause | None = None
 
 
 class OpenJob(Record):

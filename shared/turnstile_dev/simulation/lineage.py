@@ -268,8 +268,8 @@ def rebuild_violations(
 ) -> list[str]:
     """Once everything has drained: each step's last build read the sources' final commits of its
     window, or (append) the step is among the `stale` ones reported; no rebuild applied twice, and
-    one per source change (`causes`: a rebuild's request -> the change its REBUILT record names),
-    none of an append table, none left `pending`."""
+    one per source change (`causes`: a rebuild's request -> the change its record names, REBUILT or
+    SKIPPED by a retry), none of an append table, none left `pending`."""
     found = [f"{DERIVED}: rebuild {r} left unapplied" for r in pending]
     final = versions(commits, shown, float("inf"))
     derived = [c for c in commits if c.table == DERIVED]
@@ -279,8 +279,8 @@ def rebuild_violations(
         found.append(f"{DERIVED}: an append table rebuilt (its rows added twice): {sorted(rebuilds)}")
     per_change = Counter((c.rel, causes.get(c.reprocess or "")) for c in derived if c.reprocess in rebuilds)
     for (rel, cause), n in sorted(per_change.items(), key=str):
-        if cause is None or cause == "none":
-            found.append(f"{DERIVED}: step {rel} rebuilt with no REBUILT record naming its cause")
+        if cause is None:
+            found.append(f"{DERIVED}: step {rel} rebuilt with no record naming its cause")
         elif n > 1:
             found.append(f"{DERIVED}: step {rel} rebuilt {n} times for one change of {cause}")
     last: dict[str, Commit] = {}

@@ -49,7 +49,7 @@ from turnstile.names.uris import parse_bucket_uri
 from turnstile.ops import retry as retry_ops
 from turnstile.ops import skip as skip_ops
 from turnstile.ops.errors import Failed, Refused
-from turnstile.protocol import backlog, operator, rebuilds, reprocess, results, sweeper
+from turnstile.protocol import backlog, operator, rebuilds, reprocess, sweeper
 from turnstile.protocol import lock as table_lock
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.operator import CancelRefused, UnlockRefused
@@ -609,15 +609,17 @@ class World:
             o.name for o in self.memory.list_objects(reprocess.folder(table)) if rebuilds.is_rebuild(o.name)
         ]
         causes = {}  # a rebuild's request -> the source change its REBUILT record names
-        for info in self.memory.list_objects(table.internal + "results/"):
-            record = self.memory.read(info.name)
+        for commit in self.tables.commits:
+            if commit.table != sim_lineage.DERIVED or not rebuilds.is_rebuild(commit.reprocess or ""):
+                continue
+            request = commit.reprocess or ""
+            record = self.memory.read(reprocess.result_name(table, commit.rel, commit.generation, request))
             result = None if record is None else BatchResult.decode(record.data, record.name)
-            named = results.read_name(table, info.name)
-            if result is not None and named is not None and result.outcome is BatchOutcome.REBUILT:
+            if result is not None and result.cause is not None:  # REBUILT, or SKIPPED by a retry
                 cause = result.cause
-                what = None if cause is None else f"{cause.table} {cause.rel}#{cause.success_generation}"
-                causes[named.request] = f"{what} {cause.reprocess or ''}" if cause else "none"
-
+                causes[request] = (
+                    f"{cause.table} {cause.rel}#{cause.success_generation} {cause.reprocess or ''}"
+                )
         found += sim_lineage.rebuild_violations(
             plan, self.tables.commits, shown=self.tables.shown, stale=stale, pending=pending, causes=causes
         )
