@@ -225,7 +225,7 @@ class Demo:
             tables=tables,
         )
         say("   turnstile rebuilt the climate step that had read it (replace_window: its hour replaced):")
-        history = [*cli, "history", f"gs://{bucket}/mart/climate", "--last", "1"]
+        history = [*cli, "history", f"gs://{bucket}/mart/climate"]
         shown = subprocess.run(history, env=environment, check=False, capture_output=True, text=True)
         for line in shown.stdout.splitlines():
             say(f"   {line}")
