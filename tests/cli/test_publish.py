@@ -11,6 +11,8 @@ import pytest
 
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.names.publishing import override_name
+from turnstile.ops import publish as publish_ops
+from turnstile.protocol.operator import UnlockRefused
 from turnstile.state.records import AUDIT_FAILURE, BatchOutcome, BatchResult, Lock, LockState, PublishOverride
 
 HEAD = "incremental/2024/05/01/13"
@@ -195,3 +197,20 @@ def test_an_unlock_after_the_publishing_job_died_keeps_the_publish(run: Run, wor
     assert result.exit_code == 0, result.output
     # Kept: the retry finds the batch on main and records it PUBLISHED_OVERRIDE, by ana.
     assert world.store.read(override_name(world.table.prefix, HEAD, generation)) is not None
+
+
+def test_a_second_publish_that_read_the_lock_before_the_first_released_it_leaves_its_record(
+    world: World,
+) -> None:
+    """Two runs of `turnstile publish` of one batch (two operators, or one run again): the one that
+    read the lock before the other released it is refused, and the record the released one wrote,
+    which the batch's next job reads, stays."""
+    generation = failed(world, kind=AUDIT_FAILURE)
+    first = publish_ops.plan(world.inv, world.table, by="ana", reason="known refunds")
+    second = publish_ops.plan(world.inv, world.table, by="bo", reason="known refunds")
+    publish_ops.apply(world.inv, first)
+    with pytest.raises(UnlockRefused, match="the lock changed since it was read"):
+        publish_ops.apply(world.inv, second)
+    found = world.store.read(override_name(world.table.prefix, HEAD, generation))
+    assert found is not None and PublishOverride.decode(found.data, found.name).by == "ana"
+    assert lock_state(world) is LockState.FREE

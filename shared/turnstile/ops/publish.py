@@ -9,9 +9,10 @@ lock at exactly the generation the plan read, as `turnstile unlock` does.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
-from turnstile.core.errors import TurnstileError
+from turnstile.core.errors import PreconditionFailed, TurnstileError
 from turnstile.names.paths import Table
 from turnstile.names.publishing import override_name
 from turnstile.ops.errors import Refused
@@ -127,17 +128,26 @@ def plan(
 
 def apply(inv: Invocation, planned: PublishPlan) -> PublishDone:
     """Record the publish, then release the lock the plan read, at its generation (UnlockRefused,
-    the record withdrawn, when it changed since)."""
+    this run's record withdrawn, when it changed since). A lock that changed before the record is
+    written is refused with nothing written: another run of `publish` may have released it, and
+    its record, which the batch's job reads, must stay."""
     head = planned.batch
     name = override_name(planned.table.prefix, head.rel, head.success_generation)
+    _, now = read_lock(inv, planned.table)
+    if now != planned.generation:
+        raise operator.UnlockRefused(
+            f"{planned.table.uri}: the lock changed since it was read (generation {planned.generation} -> "
+            f"{now}); run status again and retry"
+        )
     record = PublishOverride(by=planned.by, reason=planned.reason, at=inv.clock.now())
-    inv.store.write(name, record.encode())
+    written = inv.store.write(name, record.encode())
     try:
         operator.unlock(
             inv, planned.table, skip_head=False, expected_generation=planned.generation, publishing=True
         )
     except BaseException:
-        inv.store.remove(name)  # a plain unlock later must not publish it unaudited
+        with contextlib.suppress(PreconditionFailed):  # ours only: a later run's record stays
+            inv.store.delete(name, if_generation=written)  # a plain unlock must not publish it unaudited
         raise
     return PublishDone(planned, object_uri(inv.store, name))
 
