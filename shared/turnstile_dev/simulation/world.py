@@ -161,6 +161,9 @@ class World:
     tried_skip: dict[str, set[str]] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     orphaned_jobs: set[str] = field(default_factory=set)  # tables whose running lock was deleted by hand
+    # Batches a job cancelled with requeue covered: it may have committed one before it stopped,
+    # unrecorded; CLI.md says to skip those only once the next job ran them (never, here).
+    cancelled: dict[str, set[str]] = field(default_factory=dict)
     # Hours of gap-aware sources the operator marked missing: when it first tried, and those done.
     marked: dict[tuple[str, datetime], float] = field(default_factory=dict)
     marked_done: set[tuple[str, datetime]] = field(default_factory=set)
@@ -450,6 +453,8 @@ class World:
             operator.pause(inv, table, reason="simulated")
         if self.loop.faults_on and state is LockState.RUNNING and rng.random() < 0.05:
             choice = rng.choice(list(CancelChoice))
+            held, _ = table_lock.read(inv, table)
+            self.cancelled.setdefault(prefix, set()).update(c.rel for c in held.covers if not c.reprocess)
             operator.cancel(inv, table, choice)
             self.stats[f"jobs cancelled ({choice.value})"] += 1
 
@@ -463,6 +468,7 @@ class World:
         ]
         published = sorted(self.published.get(prefix, ()))
         candidates = queued if queued and self.loop.rng.random() < 0.8 else published
+        candidates = [rel for rel in candidates if rel not in self.cancelled.get(prefix, ())]
         if not candidates:
             return
         rel = self.loop.rng.choice(candidates)
