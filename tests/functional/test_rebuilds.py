@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import random
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -18,8 +20,12 @@ from tests.functional.harness import Host
 from tests.functional.scenario import invocation
 from tests.functional.test_dependencies import HOURLY, arrive, configure, rel
 from tests.functional.test_gaps import sensors
+from tests.functional.test_sweeper import ManualClock
+from turnstile.config.settings import Settings
 from turnstile.core.errors import BatchFailed
-from turnstile.jobs.inline import MemoryTables
+from turnstile.entrypoints import wiring
+from turnstile.jobs.inline import InlineRunner, MemoryTables
+from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names.paths import Table
 from turnstile.ops import history as history_ops
 from turnstile.ops import reprocess as reprocess_ops
@@ -27,6 +33,8 @@ from turnstile.ops import status as status_ops
 from turnstile.protocol import lock as lock_io
 from turnstile.protocol import operator, rebuilds, sweeper
 from turnstile.protocol import reprocess as requests
+from turnstile.protocol.context import Invocation
+from turnstile.state.execution import read_manifest
 from turnstile.state.records import BatchResult, CoveredBatch, Lock, LockState, ManifestBatch
 
 IGNORE = HOURLY | {"gaps": "ignore"}
@@ -281,3 +289,71 @@ def test_a_cycle_made_while_a_rebuild_is_queued_holds_the_rebuild_with_the_reaso
     host.drain()
     assert host.applied("ds/mart") == [rel(10), rel(11), rel(12), rel(11)]
     assert [e.rel for e in rebuilt(host, "ds/mart")] == [rel(11)]
+
+
+class CommitsThenDies:
+    """The job service: the first job that covers `rel` of `prefix` commits it, then its machine
+    is lost before the job records it (no result record, no done signal)."""
+
+    def __init__(self, inner: InlineRunner, host: Host, prefix: str, rel: str) -> None:
+        self.inner, self.host, self.prefix, self.rel = inner, host, prefix, rel
+        self.died: list[str] = []
+
+    def submit(self, job_id: str, manifest_uri: str) -> None:
+        manifest = read_manifest(self.host.functions_store, manifest_uri)
+        covered = [
+            b
+            for b in manifest.batches
+            if (b.table_prefix, b.rel, b.reprocess) == (self.prefix, self.rel, None)
+        ]
+        if self.died or not covered:
+            self.inner.submit(job_id, manifest_uri)
+            return
+        self.host.tables.apply(covered[0], job_id)
+        self.died.append(job_id)
+
+    def status(self, job_id: str) -> JobStatus | None:
+        if job_id in self.died:
+            return JobStatus(job_id, JobState.FAILED, "the executor's machine was lost")
+        return self.inner.status(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        self.inner.cancel(job_id)
+
+
+def test_a_step_committed_by_a_job_that_died_before_recording_it_is_rebuilt_when_its_source_changes(
+    host: Host, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its retry, after a backoff, finds the commit and skips the step: the source hour that changed
+    meanwhile would never reach it. The finish that scheduled the retry marked the step, so the
+    change rebuilds it like any built step."""
+    marts(host, MART | {"job_retry_backoff_seconds": 1})
+    arrive(host, "ds/sensors", 10)
+    assert isinstance(host.runner, InlineRunner)
+    runner = CommitsThenDies(host.runner, host, "ds/mart", rel(11))
+    monkeypatch.setattr(wiring, "job_runner", lambda settings, store: runner)
+    arrive(host, "ds/sensors", 11)
+    assert runner.died and host.applied("ds/mart") == [rel(10), rel(11)]
+    clock = ManualClock()
+    operator_inv = Invocation(
+        host.functions_store, runner, Settings.from_env(), clock, "sweeper", clock.now()
+    )
+    sweeper.sweep(operator_inv)  # the watchdog finds the job ended: its retry is scheduled
+    host.drain()
+    mart = table_of(host, "ds/mart")
+    lock = host.lock("ds/mart")
+    assert lock.state is LockState.FREE and lock.position == rel(10) and lock.retry_at is not None
+    assert host.store.inner.stat(rebuilds.unrecorded_name(mart, rel(11))) is not None
+    reprocess_ops.request(invocation(host), "ds/sensors/2026/01/01/11/_SUCCESS", "fixed rows")
+    host.drain()
+    [requested] = events(host, "rebuild_requested")
+    assert requested["rel"] == rel(11) and requested["source"] == "ds/sensors"
+    assert lock.retry_at is not None
+    time.sleep(max(0.0, (lock.retry_at - datetime.now(UTC)).total_seconds()) + 0.1)  # the handlers' clock
+    sweeper.sweep(invocation(host))
+    host.drain()
+    assert host.applied("ds/mart") == [rel(10), rel(11), rel(11)]  # the dead job's commit, the rebuild
+    assert sorted(o for r, o in entries(host, "ds/mart") if r == rel(11)) == ["REBUILT", "SKIPPED"]
+    lock = host.lock("ds/mart")
+    assert lock.state is LockState.FREE and lock.position == rel(11)
+    assert host.store.inner.stat(rebuilds.unrecorded_name(mart, rel(11))) is None

@@ -145,6 +145,16 @@ def test_a_job_cancelled_without_a_word_points_at_the_timeout() -> None:
     assert "job_timeout_seconds" in action.error
 
 
+def test_a_batch_the_job_left_no_record_of_may_be_committed_one_it_recorded_failed_is_not() -> None:
+    died = ended(JobState.FAILED, {"b1": COMMITTED}, detail="the machine was lost")
+    assert isinstance(died, Finish) and died.failed == COVERS[1] and died.unrecorded
+    failed = ended(JobState.FAILED, {"b1": COMMITTED, "b2": FAILED}, detail="spark said no")
+    assert isinstance(failed, Finish) and failed.failed == COVERS[1] and not failed.unrecorded
+    never = running().model_copy(update={"cancel": CancelChoice.REQUEUE})
+    action = decide(View(never, head=HEAD, job=None))
+    assert isinstance(action, Finish) and action.never_ran and not action.unrecorded
+
+
 def test_running_lock_without_a_job_id_is_a_protocol_violation() -> None:
     with pytest.raises(CorruptState, match="names no job"):
         decide(View(Lock(state=LockState.RUNNING), head=HEAD))

@@ -130,6 +130,8 @@ class Finish:
     # Cancelled before the job service ever had the job: a submit still on its way (an invocation
     # that read the lock before the cancel) must find nothing to run before the lock moves on.
     never_ran: bool = False
+    # The job left no record of `failed`: it may have committed it before it died or was cancelled.
+    unrecorded: bool = False
 
 
 Action = (
@@ -159,7 +161,7 @@ def decide(view: View) -> Action:
         if view.job is None:  # the job service does not have the lock's job
             if lock.cancel is not None:  # cancelled before it ever ran: its batches were not applied
                 cancelled = JobStatus(lock.job_id, JobState.CANCELLED, None)
-                return replace(_finish(lock, cancelled, {}), never_ran=True)
+                return replace(_finish(lock, cancelled, {}), never_ran=True, unrecorded=False)
             if view.paused:
                 return Paused()
             return Backoff() if view.backing_off else Submit(lock.job_id)
@@ -210,6 +212,6 @@ def _finish(lock: Lock, job: JobStatus, outcomes: Mapping[str, BatchOutcome]) ->
                 error = f"job {job.job_id} was cancelled by an operator before applying {covered.rel!r}"
             recorded = outcome is BatchOutcome.FAILED or lock.cancel is not None  # not retried by itself
             transient = retries.kind(recorded) is retries.FailureKind.TRANSIENT
-            return Finish(tuple(applied), covered, error, transient)
+            return Finish(tuple(applied), covered, error, transient, unrecorded=outcome is None)
         applied.append(covered)
     return Finish(tuple(applied), None, None)

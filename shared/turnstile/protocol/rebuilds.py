@@ -4,7 +4,8 @@ A source commits a period (a late batch let through, a reprocess, a re-upload, a
 after `gaps: "ignore"` moved past it) that a derived table's step has already been built from. The
 subscriber that finishes the source's job, before it releases the source's lock, looks at every
 registered dependent: each of its steps that read the period and is built (at or before the
-dependent's `position`, or covered by its running job) gets a **rebuild**, a reprocess request of
+dependent's `position`, covered by its running job, or committed perhaps by a job that ended
+without recording it: an `unrecorded/` marker) gets a **rebuild**, a reprocess request of
 the step made by the protocol with the change as its `cause`, or, for an `append` table (where a
 step applied again would add its rows twice), a STALE record and the `derived_step_stale` alert.
 
@@ -135,7 +136,7 @@ def _for_dependent(inv: Invocation, source: Table, held: Lock, prefix: str, chan
     for change in changes:
         for start in dependencies.steps_over(steps, change.start, change.end, edge.offset):
             rel = dependencies.step_rel(start)
-            if not _built(held_by, rel):
+            if not _built(inv, dependent, held_by, rel):
                 continue  # its job reads the sources as they are now
             _, resolved = inv.batch(dependent.success(rel, inv.settings.success_filename))
             mode = resolved.load.mode
@@ -151,12 +152,37 @@ def _for_dependent(inv: Invocation, source: Table, held: Lock, prefix: str, chan
         ensure_subscriber(inv, dependent)  # after the requests: an exiting subscriber looks last
 
 
-def _built(held: Lock, rel: str) -> bool:
-    """The step was applied (at or before the position: steps are applied in order) or is being
-    built by the running job (which may have read the source before its commit)."""
+def _built(inv: Invocation, dependent: Table, held: Lock, rel: str) -> bool:
+    """The step was applied (at or before the position: steps are applied in order), is being
+    built by the running job (which may have read the source before its commit), or was perhaps
+    committed by a job that ended before recording it (its retry, after a backoff or a cancel, finds
+    the commit and skips the step: it must be rebuilt as any built step)."""
     if held.position is not None and rel <= held.position:
         return True
-    return held.state is LockState.RUNNING and any(c.rel == rel and not c.reprocess for c in held.covers)
+    if held.state is LockState.RUNNING and any(c.rel == rel and not c.reprocess for c in held.covers):
+        return True
+    return inv.store.stat(unrecorded_name(dependent, rel)) is not None
+
+
+def unrecorded_name(table: Table, rel: str) -> str:
+    return f"{table.internal}unrecorded/{rel}.json"
+
+
+def track_unrecorded(
+    inv: Invocation, table: Table, applied: tuple[CoveredBatch, ...], unrecorded: CoveredBatch | None
+) -> None:
+    """At a job's finish, before the lock moves: mark the derived step the job ended without
+    recording (it may be committed, and the lock no longer says so once it is retried or
+    requeued); remove the marks of the steps it applied."""
+    for covered in applied:
+        if _is_step(covered):
+            inv.store.remove(unrecorded_name(table, covered.rel))
+    if unrecorded is not None and _is_step(unrecorded):
+        inv.store.write(unrecorded_name(table, unrecorded.rel), unrecorded.model_dump_json().encode())
+
+
+def _is_step(covered: CoveredBatch) -> bool:
+    return covered.success_generation == lineage.STEP_GENERATION and not covered.reprocess
 
 
 def _cause(inv: Invocation, source: Table, held: Lock, covered: CoveredBatch) -> RebuildCause:

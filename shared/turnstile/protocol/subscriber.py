@@ -332,6 +332,7 @@ def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job
 def _finish(inv: Invocation, table: Table, held: Lock, lock_generation: int, finish: Finish) -> None:
     # Before the lock is released: a crash leaves this finish, rebuilds included, to the next run.
     rebuilds.queue(inv, table, held, finish.applied)
+    rebuilds.track_unrecorded(inv, table, finish.applied, finish.failed if finish.unrecorded else None)
     backlog.remove_applied(inv, finish.applied)
     history = lock.with_job(held.history, held.job_id)
     # A late batch an operator let through sorts before the position: it must not move it back.
