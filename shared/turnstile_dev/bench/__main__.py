@@ -491,25 +491,36 @@ class Bench:
         }
 
 
-def quality_only(args: argparse.Namespace) -> int:
-    """`--only quality_cost`: measured in its own Spark application, then written into the last full
-    run's results.json (dated: results.md says it was measured apart) and results.md rendered again."""
-    out: Path = args.out
+def _apart(args: argparse.Namespace) -> tuple[SparkSetup, Path]:
+    """An `--only` run's Spark setup over an emptied scratch folder."""
     work: Path = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     check_java()
-    setup = SparkSetup(ensure_jars(args.jars), {BENCH_CATALOG: work / "warehouse"})
+    return SparkSetup(ensure_jars(args.jars), {BENCH_CATALOG: work / "warehouse"}), work
+
+
+def _written_apart(out: Path, measured: dict[str, dict[str, Any]], wall_seconds: float) -> None:
+    """`measured` put, dated, into the last full run's results.json, and results.md rendered again
+    (it says they were measured apart)."""
+    when = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    results: dict[str, Any] = json.loads((out / "results.json").read_text())
+    for key, found in measured.items():
+        results[key] = found | {"measured_at": when, "wall_seconds": round(wall_seconds, 1)}
+    report.write(results, out)
+
+
+def quality_only(args: argparse.Namespace) -> int:
+    """`--only quality_cost`: measured in its own Spark application, then written into the last full
+    run's results."""
+    out: Path = args.out
+    setup, work = _apart(args)
     measured = args.batches or 50  # and one warm-up batch before them
     workload = Workload(tables=1, batches=measured + 1, files=args.files or 2, rows=args.rows or 1000)
     say(f"quality_cost: {measured} batches of {workload.files * workload.rows:,} rows...")
     run = quality_cost.run(setup, BENCH_CATALOG, workload, work=work)
     found = run.result["steps"][0]
-    when = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    results: dict[str, Any] = json.loads((out / "results.json").read_text())
-    for key in ("quality_cost", "audit_branch_growth"):
-        results[key] = found[key] | {"measured_at": when, "wall_seconds": round(run.wall_seconds, 1)}
-    report.write(results, out)
+    _written_apart(out, {k: found[k] for k in ("quality_cost", "audit_branch_growth")}, run.wall_seconds)
     q = found["quality_cost"]
     say(
         f"quality_cost: {q['checked_median_seconds']:.2f} s with, {q['plain_median_seconds']:.2f} s "
@@ -522,19 +533,12 @@ def rebuild_only(args: argparse.Namespace) -> int:
     """`--only rebuild_cost`: a derived step's rebuild against its first build, on `--batches`
     steps (default 20) of `--rows` source rows each (default 2,000), into the last full run's results."""
     out: Path = args.out
-    work: Path = args.work.resolve()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    check_java()
-    setup = SparkSetup(ensure_jars(args.jars), {BENCH_CATALOG: work / "warehouse"})
+    setup, work = _apart(args)
     steps, rows = args.batches or 20, args.rows or 2000
     say(f"rebuild_cost: {steps} steps over {rows:,} source rows each...")
     run = rebuild_cost.run(setup, BENCH_CATALOG, steps=steps, rows=rows, work=work)
     found = run.result["steps"][0]["rebuild_cost"]
-    when = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-    results: dict[str, Any] = json.loads((out / "results.json").read_text())
-    results["rebuild_cost"] = found | {"measured_at": when, "wall_seconds": round(run.wall_seconds, 1)}
-    report.write(results, out)
+    _written_apart(out, {"rebuild_cost": found}, run.wall_seconds)
     say(
         f"rebuild_cost: first build {found['build_median_seconds']:.2f} s, rebuild "
         f"{found['rebuild_median_seconds']:.2f} s per step: {found['ratio']:.2f}x; wrote {out / 'results.md'}"
