@@ -112,6 +112,7 @@ class SpoolWorld:
     removed: set[str] = field(default_factory=set)  # by hand
     queued: set[str] = field(default_factory=set)  # jobs whose submit returned
     running: int = 0  # driver tasks launched and not ended
+    launching: int = 0  # submitters and runners inside `start_driver` (a launch may be under way)
     calm_after: float = 900.0  # after the faults, when leftovers (stalled calls, announced drivers) are over
     unexpected: list[str] = field(default_factory=list)  # an actor ended with an error it should not raise
 
@@ -127,6 +128,7 @@ class SpoolWorld:
             if queued.driver_needed:
                 self.start_driver()
             self.queued.add(job)  # its submit returned: a driver takes it, or one was started for it
+            self.check_queue()
 
         self.loop.spawn(at, self.task(f"submit {job}"), body, self.ended("submitters"))
         self.poll_job(job, at + self.loop.rng.uniform(*self.poll_every(job)))
@@ -176,6 +178,14 @@ class SpoolWorld:
     # Drivers
 
     def start_driver(self) -> None:
+        self.launching += 1
+        try:
+            self._start_driver()
+        finally:
+            self.launching -= 1
+        self.check_queue()  # a launch lost to a racing submitter, whose own launch is over
+
+    def _start_driver(self) -> None:
         number = next_driver(self.store, self.clock)
         if number is None:
             self.stats["launches left to a racing submitter"] += 1
@@ -196,11 +206,17 @@ class SpoolWorld:
             )
 
     def left(self, exc: BaseException | None) -> None:
-        """A driver's end. Once faults stop, the last driver to leave leaves no request queued
-        whose submit returned: its submitter was told a driver would take it."""
         self.ended("drivers")(exc)
         self.running -= 1
-        if self.running or self.loop.faults_on or self.loop.now < self.plan.fault_end + self.calm_after:
+        self.check_queue()
+
+    def check_queue(self) -> None:
+        """Once faults stop, when no driver runs and no launch is under way (a submitter that lost
+        the launch race to another relies on the winner's), no request is queued whose submit
+        returned: its submitter was told a driver would take it."""
+        if self.running or self.launching or self.loop.faults_on:
+            return
+        if self.loop.now < self.plan.fault_end + self.calm_after:
             return
         for info in self.memory.list_objects(names.REQUESTS):
             found = self.memory.read(info.name)
