@@ -33,8 +33,19 @@ def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_
     assert set(steps) == {label for _, _, label in quality_cost.STEPS}
     assert all(seconds > 0 for seconds in steps.values())
     assert steps["the audit's query"] < sum(cost["checked_seconds"]) / cost["batches"]
-    # Both tables hold every row once; the audited one was published to main.
-    for namespace in (quality_cost.NAMESPACE_PLAIN, quality_cost.NAMESPACE_CHECKED):
+    # The same over the batch's rows alone: its own ratio, its own steps, every one run.
+    batch = cost["batch_audit"]
+    assert batch["audits"] == list(quality_cost.BATCH_AUDITS) and "${batch}" in batch["audits"][0]["sql"]
+    assert batch["plain_seconds"] == cost["plain_seconds"] and len(batch["checked_seconds"]) == 2
+    assert batch["ratio"] == batch["checked_median_seconds"] / batch["plain_median_seconds"]
+    assert all(seconds > 0 for seconds in batch["checked_step_seconds_per_batch"].values())
+    assert batch["spark_jobs_per_batch"]["checked"] > jobs["plain"]
+    # Every table holds every row once; the audited ones were published to main.
+    for namespace in (
+        quality_cost.NAMESPACE_PLAIN,
+        quality_cost.NAMESPACE_CHECKED,
+        quality_cost.NAMESPACE_BATCH_AUDIT,
+    ):
         assert spark.table(f"local.{namespace}.t0").count() == 60
 
     growth = out["audit_branch_growth"]
@@ -55,3 +66,5 @@ def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_
     assert f"Spark jobs per batch: {jobs['checked']:.1f} with them, {jobs['plain']:.1f} without" in text
     audit_query = steps["the audit's query"]
     assert f"the audit's query {audit_query:.2f} s" in text
+    assert f"Audit over `${{batch}}`: **{batch['checked_median_seconds']:.2f} s** per batch" in text
+    assert f"**{batch['ratio']:.2f}x**" in text

@@ -267,3 +267,26 @@ def test_an_audit_returning_more_rows_than_the_sample_counts_them_all_and_shows_
     shown = error.split("First rows: ", 1)[1].split(". Read the staged table", 1)[0]
     assert len(shown.split("; ")) == audits.SAMPLE == 5
     assert "main" not in refs(kit)  # nothing published
+
+
+def test_an_audit_over_batch_reads_the_rows_the_batch_added_not_the_whole_table(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    """`${batch}`: the rows of the data files the staged commit added. An id repeated across batches
+    passes an audit of the batch; one repeated within the batch fails it."""
+    within = {
+        "name": "unique_in_batch",
+        "sql": "SELECT id, count(*) AS n FROM ${batch} GROUP BY id HAVING n > 1",
+    }
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[within])
+    assert kit.run(kit.batch("1", csv("id,amount", "1,10", "2,5"))).succeeded
+    done = kit.run(kit.batch("2", csv("id,amount", "2,7", "3,1")), job_id="job-2")
+    assert done.succeeded, done.error
+    assert sorted(kit.rows()) == [(1, 10), (2, 5), (2, 7), (3, 1)]
+    bad = kit.batch("3", csv("id,amount", "4,1", "4,2", "5,3"))
+    done = kit.run(bad, job_id="job-3")
+    assert not done.succeeded
+    error = result(kit, bad).error or ""
+    assert "the audit 'unique_in_batch' (load.json audits[0]) found 1 offending row(s)" in error
+    assert '{"id":4,"n":2}' in error
+    assert len(kit.rows()) == 4  # main unchanged

@@ -121,3 +121,9 @@ def test_dollars() -> None:
 def test_a_line_break_in_a_value_is_written_as_an_escape() -> None:
     value = {"rel": placeholders.string("a\nb\r")}
     assert placeholders.fill("SELECT ${rel} -- x\n", value) == "SELECT 'a\\nb\\r' -- x\n"
+
+
+def test_used_names_the_placeholders_outside_comments_in_code_and_literals() -> None:
+    sql = "SELECT '${rel}', $generation FROM ${batch} -- not ${staged}\n/* nor ${table} */ WHERE x = '$$'"
+    assert placeholders.used(sql) == {"rel", "generation", "batch"}
+    assert placeholders.used("SELECT 1") == set()

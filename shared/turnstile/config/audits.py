@@ -20,6 +20,10 @@ BRANCH = "turnstile_audit"
 STAGED = "staged"
 """The placeholder (`${staged}`) naming the table as of the batch's staged snapshot."""
 
+BATCH_ROWS = "batch"
+"""The placeholder (`${batch}`) naming the rows of the data files the batch's staged commit added:
+an audit over them reads the batch, not the whole table."""
+
 
 class Audit(BaseModel):
     """One query of `audits` in load.json."""
@@ -32,8 +36,9 @@ class Audit(BaseModel):
     sql: str = Field(min_length=1, max_length=100_000)
     """One Spark SQL SELECT returning the offending rows (none: the audit passes), e.g. `SELECT id,
     count(*) AS n FROM ${staged} GROUP BY id HAVING n > 1`. `${staged}` is the table with the batch
-    (its staged snapshot), `${table}` the table as published before it; `${rel}`, `${generation}`...
-    are filled as SQL values, as in transform.sql."""
+    (its staged snapshot), `${batch}` the rows the batch's commit added (read from its own data
+    files: cheap, whatever the table's size), `${table}` the table as published before it;
+    `${rel}`, `${generation}`... are filled as SQL values, as in transform.sql."""
 
     @field_validator("sql")
     @classmethod

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as f
 
-from turnstile.config.audits import BRANCH, STAGED
+from turnstile.config.audits import BATCH_ROWS, BRANCH, STAGED
 from turnstile.core.errors import AuditFailed, BatchFailed
 from turnstile.spark import commits, messages, placeholders, statements
 from turnstile.spark.lexical import split_statements
@@ -28,6 +28,7 @@ from turnstile.spark.sql import quote
 from turnstile.state.records import ManifestBatch
 
 SAMPLE = 5  # offending rows shown in a failing audit's error
+BATCH_VIEW = "turnstile_batch_rows"  # the temporary view `${batch}` names
 
 
 @dataclass(frozen=True)
@@ -113,8 +114,14 @@ def audit(
     """Every audit of the batch over the table as of `snapshot`; BatchFailed naming the first that
     returns rows (how many, the first of them, how to query the staged snapshot) or cannot run."""
     staged_at = f"{table} VERSION AS OF {snapshot}"
-    filled_values = values | {STAGED: placeholders.Value(staged_at, staged_at)}
-    for query in configured(batch):
+    filled_values = values | {
+        STAGED: placeholders.Value(staged_at, staged_at),
+        BATCH_ROWS: placeholders.name(BATCH_VIEW),
+    }
+    queries = configured(batch)
+    if any(BATCH_ROWS in placeholders.used(query.sql) for query in queries):
+        _batch_rows(spark, table, snapshot).createOrReplaceTempView(BATCH_VIEW)
+    for query in queries:
         try:
             statement = placeholders.fill(query.sql, filled_values)
         except placeholders.Unfilled as exc:
@@ -177,6 +184,22 @@ def publish(spark: SparkSession, table: str, snapshot: int) -> None:
             f"(it is at {branch}): another writer is using it; nothing was published"
         )
     loaded.manageSnapshots().fastForwardBranch("main", BRANCH).commit()
+
+
+def _batch_rows(spark: SparkSession, table: str, snapshot: int) -> DataFrame:
+    """`${batch}`: the rows of the data files `snapshot` added, read from those files alone (with
+    the staged schema), so an audit of the batch costs the batch's size, not the table's. Rows
+    of those files are all live in `snapshot`: its delete files, if any, are for older files."""
+    staged = spark.sql(f"SELECT * FROM {table} VERSION AS OF {snapshot}")
+    loaded = commits.load_table(spark, table)
+    added = list(loaded.snapshot(snapshot).addedDataFiles(loaded.io()))
+    if not added:
+        return staged.limit(0)
+    formats = {str(file.format()).lower() for file in added}
+    if len(formats) != 1:
+        raise BatchFailed(f"the batch's commit to {table} added data files of formats {sorted(formats)}")
+    paths = [str(file.location()) for file in added]
+    return spark.read.schema(staged.schema).format(formats.pop()).load(paths)
 
 
 def _sample(rows: Any) -> list[str]:

@@ -97,6 +97,17 @@ def fill(sql: str, values: Mapping[str, Value]) -> str:
     return filled
 
 
+def used(sql: str) -> set[str]:
+    """The placeholders `sql` names outside its comments (where `fill` would fill them)."""
+    found: set[str] = set()
+    for part in segments(sql):
+        if part.kind is not Kind.COMMENT:
+            found |= {
+                _placeholder(m) for m in _PATTERN.finditer(part.text) if m.group("named") or m.group("braced")
+            }
+    return found
+
+
 def _in_code(
     sql: str, offset: int, code: str, values: Mapping[str, Value], before: list[Segment]
 ) -> list[Segment]:

@@ -165,9 +165,10 @@ class _Session:
 
     @contextmanager
     def counting(self, what: str) -> Iterator[None]:
-        """Count the Spark jobs run inside the block (a job group per call)."""
+        """Count the Spark jobs run inside the block (a job group per call, named apart from every
+        other session's: the status tracker keeps a group's jobs for the whole application)."""
         self._calls += 1
-        group = f"bench-{what}-{self._calls}"
+        group = f"bench-{what}-{id(self):x}-{self._calls}"
         context = self.spark.sparkContext
         context.setJobGroup(group, group)
         try:

@@ -1,10 +1,11 @@
 """What expectations and audits cost the job per batch, and what the audit branch does to snapshots.
 
-`quality_cost`: in one warm session, batch by batch and alternating which goes first, the same files
-are applied by the job (`execution.execute` with `IcebergApplier`, as in `job_cost`) to two tables
-in separate namespaces: one whose load.json has two row expectations and one audit (so each batch is
-committed to the audit branch, audited over `${staged}`, then published to main), one without. The
-Spark jobs each side runs per batch are counted, and the checked side's steps timed (`STEPS`, each
+`quality_cost`: in one warm session, batch by batch and rotating which goes first, the same files
+are applied by the job (`execution.execute` with `IcebergApplier`, as in `job_cost`) to three tables
+in separate namespaces: two whose load.json has two row expectations and one audit (so each batch is
+committed to the audit branch, audited, then published to main), the audit reading the whole staged
+table (`${staged}`) on one and only the batch's rows (`${batch}`) on the other, and one without. The
+Spark jobs each side runs per batch are counted, and the checked sides' steps timed (`STEPS`, each
 inclusive of what it calls), so a ratio above target says where the time goes.
 
 `audit_branch_growth`: the audited table after those commits, before and after the job's snapshot
@@ -31,6 +32,7 @@ from turnstile_dev.bench.workload import SCHEMA, Workload
 
 NAMESPACE_PLAIN = "quality_plain"
 NAMESPACE_CHECKED = "quality_checked"
+NAMESPACE_BATCH_AUDIT = "quality_batch_audit"
 TARGET_RATIO = 1.3
 RETAIN_LAST = 5  # expiry keeps the last 5 snapshots of main (and of each branch)
 EXPECTATIONS = (
@@ -38,6 +40,9 @@ EXPECTATIONS = (
     {"name": "id_present", "check": "id IS NOT NULL", "on_fail": "drop"},
 )
 AUDITS = ({"name": "unique_ids", "sql": "SELECT id, count(*) AS n FROM ${staged} GROUP BY id HAVING n > 1"},)
+BATCH_AUDITS = (
+    {"name": "unique_ids", "sql": "SELECT id, count(*) AS n FROM ${batch} GROUP BY id HAVING n > 1"},
+)
 # The checked batch's own steps: (module, function, label); each timed with what it calls.
 STEPS: tuple[tuple[Any, str, str], ...] = (
     (expectations, "check", "expectations: counts (and rows set aside)"),
@@ -50,11 +55,11 @@ STEPS: tuple[tuple[Any, str, str], ...] = (
 
 
 class _Steps:
-    """Seconds per step of the checked side, each inclusive; only while `active`."""
+    """Seconds per step of each checked side, each inclusive; only while a side is `active`."""
 
     def __init__(self) -> None:
-        self.seconds: dict[str, float] = {label: 0.0 for _, _, label in STEPS}
-        self.active = False
+        self.seconds: dict[str, dict[str, float]] = {}
+        self.active: str | None = None
 
     def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -62,8 +67,9 @@ class _Steps:
             try:
                 return fn(*args, **kwargs)
             finally:
-                if self.active:
-                    self.seconds[label] += time.perf_counter() - started
+                if self.active is not None:
+                    side = self.seconds.setdefault(self.active, {label: 0.0 for _, _, label in STEPS})
+                    side[label] += time.perf_counter() - started
 
         return timed
 
@@ -79,9 +85,9 @@ class _Steps:
                 setattr(module, name, original)
 
 
-def checked_load() -> LoadConfig:
+def checked_load(audits: tuple[dict[str, str], ...] = AUDITS) -> LoadConfig:
     return LoadConfig.model_validate(
-        {"schema": SCHEMA, "expectations": list(EXPECTATIONS), "audits": list(AUDITS)}
+        {"schema": SCHEMA, "expectations": list(EXPECTATIONS), "audits": list(audits)}
     )
 
 
@@ -95,53 +101,53 @@ def run(setup: SparkSetup, catalog: str, workload: Workload, *, work: Path) -> S
 
 
 def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
-    """Both measurements; `step`: {"catalog", "batches": [[csv paths] per batch]}."""
+    """The measurements; `step`: {"catalog", "batches": [[csv paths] per batch]}."""
     catalog: str = step["catalog"]
-    plain = _Session(spark, catalog, step["batches"])
-    checked = _Session(spark, catalog, step["batches"])
-    checked.load = checked_load()
-    for namespace in (NAMESPACE_PLAIN, NAMESPACE_CHECKED):
+    sides = {
+        NAMESPACE_PLAIN: _Session(spark, catalog, step["batches"]),
+        NAMESPACE_CHECKED: _Session(spark, catalog, step["batches"]),
+        NAMESPACE_BATCH_AUDIT: _Session(spark, catalog, step["batches"]),
+    }
+    sides[NAMESPACE_CHECKED].load = checked_load()
+    sides[NAMESPACE_BATCH_AUDIT].load = checked_load(BATCH_AUDITS)
+    for namespace, session in sides.items():
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
-    # Warm-up: batch 0 both ways (it creates both tables), not measured.
-    plain.job(NAMESPACE_PLAIN, 0)
-    checked.job(NAMESPACE_CHECKED, 0)
-    plain_seconds: list[float] = []
-    checked_seconds: list[float] = []
+        session.job(namespace, 0)  # warm-up: batch 0 (it creates the table), not measured
+        session.spark_jobs.clear()
+    seconds: dict[str, list[float]] = {namespace: [] for namespace in sides}
     steps = _Steps()
-    plain.spark_jobs.clear()
-    checked.spark_jobs.clear()
-
-    def run_checked(index: int) -> None:
-        steps.active = True
-        try:
-            checked_seconds.append(checked.job(NAMESPACE_CHECKED, index))
-        finally:
-            steps.active = False
-
+    order = list(sides)
     with steps.installed():
         for index in range(1, len(step["batches"])):
-            if index % 2:
-                run_checked(index)
-                plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
-            else:
-                plain_seconds.append(plain.job(NAMESPACE_PLAIN, index))
-                run_checked(index)
-    table = f"{catalog}.{NAMESPACE_CHECKED}.t0"
-    measured = len(plain_seconds)
-    return {
-        "quality_cost": summary(plain_seconds, checked_seconds, step.get("rows", 0))
-        | {
+            for namespace in order[index % 3 :] + order[: index % 3]:  # each side first in turn
+                steps.active = None if namespace == NAMESPACE_PLAIN else namespace
+                try:
+                    seconds[namespace].append(sides[namespace].job(namespace, index))
+                finally:
+                    steps.active = None
+    measured = len(seconds[NAMESPACE_PLAIN])
+
+    def side(namespace: str, audits: tuple[dict[str, str], ...]) -> dict[str, Any]:
+        jobs = sides[namespace].spark_jobs.get("job", 0) / measured
+        return summary(seconds[NAMESPACE_PLAIN], seconds[namespace], step.get("rows", 0), audits) | {
             "spark_jobs_per_batch": {
-                "plain": plain.spark_jobs.get("job", 0) / measured,
-                "checked": checked.spark_jobs.get("job", 0) / measured,
+                "plain": sides[NAMESPACE_PLAIN].spark_jobs.get("job", 0) / measured,
+                "checked": jobs,
             },
-            "checked_step_seconds_per_batch": {k: v / measured for k, v in steps.seconds.items()},
-        },
+            "checked_step_seconds_per_batch": {k: v / measured for k, v in steps.seconds[namespace].items()},
+        }
+
+    table = f"{catalog}.{NAMESPACE_CHECKED}.t0"
+    return {
+        "quality_cost": side(NAMESPACE_CHECKED, AUDITS)
+        | {"batch_audit": side(NAMESPACE_BATCH_AUDIT, BATCH_AUDITS)},
         "audit_branch_growth": growth(spark, catalog, table, commits_applied=len(step["batches"])),
     }
 
 
-def summary(plain: list[float], checked: list[float], rows: int) -> dict[str, Any]:
+def summary(
+    plain: list[float], checked: list[float], rows: int, audits: tuple[dict[str, str], ...] = AUDITS
+) -> dict[str, Any]:
     plain_median = statistics.median(plain)
     checked_median = statistics.median(checked)
     ratio = checked_median / plain_median
@@ -149,7 +155,7 @@ def summary(plain: list[float], checked: list[float], rows: int) -> dict[str, An
         "batches": len(plain),
         "rows_per_batch": rows,
         "expectations": list(EXPECTATIONS),
-        "audits": list(AUDITS),
+        "audits": list(audits),
         "plain_seconds": plain,
         "checked_seconds": checked,
         "plain_median_seconds": plain_median,

@@ -23,18 +23,35 @@ def cost(r: dict[str, Any]) -> str:
     checks = ", ".join(f"`{e['check']}` ({e['on_fail']})" for e in q["expectations"])
     audits = ", ".join(f"`{a['sql']}`" for a in q["audits"])
     verdict = "met" if q["met"] else "not met"
-    return (
-        f"{_when(q)}In one warm Spark session, batch by batch and alternating which goes first, the same "
+    batch = q.get("batch_audit")
+    tables = "three tables" if batch else "two tables"
+    text = (
+        f"{_when(q)}In one warm Spark session, batch by batch and taking turns at going first, the same "
         f"{q['batches']} batches ({q['rows_per_batch']:,} rows each) are applied by the job "
-        "(`execution.execute` with `IcebergApplier`) to two tables in separate namespaces: one whose "
+        f"(`execution.execute` with `IcebergApplier`) to {tables} in separate namespaces: one whose "
         f"load.json has two expectations ({checks}) and one audit ({audits}, so each batch is committed "
-        "to the audit branch, audited, then published to main), one without. Median in-job seconds per "
-        f"batch: **{q['checked_median_seconds']:.2f} s** with them, **{q['plain_median_seconds']:.2f} s** "
-        f"without: **{q['ratio']:.2f}x** (target <= {q['target_ratio']}x: {verdict}).{_where(q)}\n"
+        "to the audit branch, audited, then published to main), "
     )
+    if batch:
+        text += (
+            f"one with the same expectations and the audit over the batch's rows alone "
+            f"(`{batch['audits'][0]['sql']}`), "
+        )
+    text += (
+        "one without. Median in-job seconds per batch, whole-table audit: "
+        f"**{q['checked_median_seconds']:.2f} s** with them, **{q['plain_median_seconds']:.2f} s** "
+        f"without: **{q['ratio']:.2f}x** (target <= {q['target_ratio']}x: {verdict}).{_where(q)}"
+    )
+    if batch:
+        batch_verdict = "met" if batch["met"] else "not met"
+        text += (
+            f" Audit over `${{batch}}`: **{batch['checked_median_seconds']:.2f} s** per batch, "
+            f"**{batch['ratio']:.2f}x** (target: {batch_verdict}).{_where(batch, whole_table=False)}"
+        )
+    return text + "\n"
 
 
-def _where(q: dict[str, Any]) -> str:
+def _where(q: dict[str, Any], *, whole_table: bool = True) -> str:
     """Spark jobs per batch and the checked batch's steps, when the run measured them."""
     jobs, steps = q.get("spark_jobs_per_batch"), q.get("checked_step_seconds_per_batch")
     if not jobs or not steps:
@@ -46,8 +63,10 @@ def _where(q: dict[str, Any]) -> str:
         "the rest is what the plain batch does too (read, write, result record)."
     )
     audit = steps.get("the audit's query")
-    if not q["met"] and audit is not None:
-        text += (
+    if q["met"] or audit is None:
+        return text
+    if whole_table:
+        return text + (
             f" What stays above the plain batch: the audit's query alone takes {audit:.2f} s, "
             f"{audit / q['plain_median_seconds']:.1f}x the plain batch: it reads the whole table as of "
             "the staged snapshot (every data file, a shuffle), so it grows with the table, not the "
@@ -56,7 +75,13 @@ def _where(q: dict[str, Any]) -> str:
             "commit skips the batch); the branch commit and the fast-forward of main are one metadata commit "
             "each."
         )
-    return text
+    share = audit / q["plain_median_seconds"]
+    return text + (
+        f" Its audit's query reads only the batch's own data files, yet takes {audit:.2f} s, "
+        f"{share:.1f}x the plain batch where the target leaves {q['target_ratio'] - 1:.1f}x for "
+        "everything checked: a GROUP BY is two Spark jobs with a shuffle between them, a fixed cost "
+        "that on batches this small is about what the batch's whole write costs."
+    )
 
 
 def _refs(state: dict[str, Any]) -> str:
