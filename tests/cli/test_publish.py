@@ -12,6 +12,7 @@ import pytest
 from tests.cli.conftest import Run, World, one_error_line
 from turnstile.names.publishing import override_name
 from turnstile.ops import publish as publish_ops
+from turnstile.protocol import operator
 from turnstile.protocol.operator import UnlockRefused
 from turnstile.state.records import AUDIT_FAILURE, BatchOutcome, BatchResult, Lock, LockState, PublishOverride
 
@@ -214,3 +215,26 @@ def test_a_second_publish_that_read_the_lock_before_the_first_released_it_leaves
     found = world.store.read(override_name(world.table.prefix, HEAD, generation))
     assert found is not None and PublishOverride.decode(found.data, found.name).by == "ana"
     assert lock_state(world) is LockState.FREE
+
+
+def test_an_unlock_that_read_the_lock_before_a_publish_released_it_leaves_the_publish_alone(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's `unlock` read the FAILED lock; before it decides, another operator's `turnstile
+    publish` writes its record and releases the lock. The unlock must not withdraw that record (the
+    batch's next job would audit the batch the publish accepted): it moves the lock first, which
+    fails, so it is refused with nothing removed."""
+    generation = failed(world, kind=AUDIT_FAILURE)
+    name = override_name(world.table.prefix, HEAD, generation)
+    deciding = operator._publish_unreleased
+
+    def publish_meanwhile(*args: object, **kwargs: object) -> bool:
+        publish_ops.apply(world.inv, publish_ops.plan(world.inv, world.table, by="ana", reason="refunds"))
+        return deciding(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(operator, "_publish_unreleased", publish_meanwhile)
+    with pytest.raises(UnlockRefused, match="the lock changed while unlocking"):
+        operator.unlock(world.inv, world.table, skip_head=False)
+    found = world.store.read(name)
+    assert found is not None and PublishOverride.decode(found.data, found.name).by == "ana"
+    assert lock_state(world) is LockState.FREE  # as the publish released it

@@ -74,7 +74,7 @@ def unlock(
         and not publishing
         and _publish_unreleased(inv, table, lock, head)
     ):
-        inv.store.remove(override_name(table.prefix, head.rel, head.success_generation))
+        generation = _withdraw_publish(inv, table, lock, generation, head)
     # Its pointer removed by hand (the original's way to skip a batch applied by hand): dropped.
     by_hand = head is not None and not head.reprocess and inv.store.stat(head.pointer) is None
     if by_hand and head:
@@ -235,6 +235,24 @@ def cancel(inv: Invocation, table: Table, choice: CancelChoice) -> tuple[str, ..
         extra={"event": "job_cancel_requested", "table": table.prefix, "job_id": held.job_id},
     )
     return (held.job_id,)
+
+
+def _withdraw_publish(inv: Invocation, table: Table, lock: Lock, generation: int, head: CoveredBatch) -> int:
+    """Remove the failed batch's publish record, if any, once the lock has moved on from the
+    generation read (the same lock written again): a `turnstile publish` still running, which read
+    that generation, then fails its release instead of releasing the batch unaudited while this
+    unlock, which decides, removes its record. Returns the lock's generation."""
+    name = override_name(table.prefix, head.rel, head.success_generation)
+    if inv.store.stat(name) is None:
+        return generation
+    try:
+        generation = table_lock.write(inv, table, lock, generation)
+    except PreconditionFailed as exc:
+        raise UnlockRefused(
+            f"{table.uri}: the lock changed while unlocking; run status again and retry"
+        ) from exc
+    inv.store.remove(name)
+    return generation
 
 
 def _publish_unreleased(inv: Invocation, table: Table, lock: Lock, head: CoveredBatch) -> bool:
