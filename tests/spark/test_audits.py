@@ -290,3 +290,22 @@ def test_an_audit_over_batch_reads_the_rows_the_batch_added_not_the_whole_table(
     assert "the audit 'unique_in_batch' (load.json audits[0]) found 1 offending row(s)" in error
     assert '{"id":4,"n":2}' in error
     assert len(kit.rows()) == 4  # main unchanged
+
+
+def test_an_audit_over_batch_of_a_partitioned_table_sees_the_batch_columns_as_the_table_has_them(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    """The batch's data files sit in partition folders (`region=eu/`): `${batch}` has the table's
+    columns, none made up from folder names, and exactly the batch's rows."""
+    shape = {"name": "shape", "sql": "SELECT * FROM ${batch} WHERE region IS NULL OR id IS NULL"}
+    count = {"name": "count", "sql": "SELECT n FROM (SELECT count(*) AS n FROM ${batch}) WHERE n <> 2"}
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[shape, count], partition_by=["region"])
+    done = kit.run(kit.batch("1", csv("id,amount,region", "1,10,eu", "2,5,us")))
+    assert done.succeeded, done.error
+    columns = spark.sql(f"SELECT * FROM {audits.BATCH_VIEW}").columns
+    assert columns == spark.table(kit.table).columns == ["id", "amount", "region"]
+    bad = kit.batch("2", csv("id,amount,region", "3,1,eu"))
+    done = kit.run(bad, job_id="job-2")
+    assert not done.succeeded and "the audit 'count' (load.json audits[1]) found 1" in (
+        result(kit, bad).error or ""
+    )
