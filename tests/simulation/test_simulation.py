@@ -12,7 +12,8 @@ import pytest
 from turnstile.jobs.port import JobStatus
 from turnstile.names.paths import Table
 from turnstile.names.placement import Places
-from turnstile.protocol import backlog, covering, rebuilds, reprocess
+from turnstile.names.publishing import override_name
+from turnstile.protocol import backlog, covering, operator, rebuilds, reprocess
 from turnstile.protocol import decide as decide_module
 from turnstile.protocol.context import Invocation
 from turnstile.protocol.decide import PointerRef
@@ -20,7 +21,9 @@ from turnstile.state import execution
 from turnstile.state.records import (
     BatchOutcome,
     BatchResult,
+    CoveredBatch,
     Lock,
+    LockState,
     ManifestBatch,
     PublishOverride,
     RebuildCause,
@@ -178,6 +181,39 @@ def test_schedules_with_dependencies_build_derived_steps() -> None:
 def test_it_catches_a_source_change_whose_rebuild_is_never_queued(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rebuilds, "_request", lambda inv, dependent, rel, cause, request: False)
     assert any("never rebuilt" in p for p in _violations(range(4, 8)))
+
+
+def test_it_catches_a_step_committed_unrecorded_that_a_source_change_does_not_rebuild(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job commits a step and dies before its record; its retry waits out a backoff while
+    rebuilds of earlier steps hold the lock, and a source changes: with no marker from the finish,
+    and the rebuild check looking at the lock alone, the step counts as not built and the retry
+    only finds the old commit (seed 203)."""
+
+    def by_the_lock_alone(inv: Invocation, dependent: Table, held: Lock, rel: str) -> bool:
+        if held.position is not None and rel <= held.position:
+            return True
+        return held.state is LockState.RUNNING and any(c.rel == rel and not c.reprocess for c in held.covers)
+
+    monkeypatch.setattr(rebuilds, "track_unrecorded", lambda inv, table, applied, unrecorded: None)
+    monkeypatch.setattr(rebuilds, "_built", by_the_lock_alone)
+    assert any("never rebuilt" in p for p in run_schedule(203))
+
+
+def test_it_catches_an_unlock_that_withdraws_the_record_of_a_publish_that_won(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unlock read the FAILED lock, then stalled while a `turnstile publish` recorded and
+    released it: removing the record without first moving the lock on makes the next job audit
+    the batch the publish accepted (seed 85)."""
+
+    def unfenced(inv: Invocation, table: Table, lock: Lock, generation: int, head: CoveredBatch) -> int:
+        inv.store.remove(override_name(table.prefix, head.rel, head.success_generation))
+        return generation
+
+    monkeypatch.setattr(operator, "_withdraw_publish", unfenced)
+    assert any("audited again after turnstile publish" in p for p in run_schedule(85))
 
 
 def test_it_catches_a_stale_append_step_nobody_is_told_of(monkeypatch: pytest.MonkeyPatch) -> None:
