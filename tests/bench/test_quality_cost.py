@@ -40,11 +40,19 @@ def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_
     assert batch["ratio"] == batch["checked_median_seconds"] / batch["plain_median_seconds"]
     assert all(seconds > 0 for seconds in batch["checked_step_seconds_per_batch"].values())
     assert batch["spark_jobs_per_batch"]["checked"] > jobs["plain"]
+    # The least audit-before-publish: no expectation, one filter over the batch's rows.
+    least = cost["least_audit"]
+    assert least["expectations"] == [] and least["audits"] == list(quality_cost.LEAST_AUDITS)
+    assert least["plain_seconds"] == cost["plain_seconds"] and len(least["checked_seconds"]) == 2
+    least_steps = least["checked_step_seconds_per_batch"]
+    assert least_steps["the audit's query"] > 0 and least_steps["publish (main fast-forwarded)"] > 0
+    assert least["spark_jobs_per_batch"]["checked"] > jobs["plain"]
     # Every table holds every row once; the audited ones were published to main.
     for namespace in (
         quality_cost.NAMESPACE_PLAIN,
         quality_cost.NAMESPACE_CHECKED,
         quality_cost.NAMESPACE_BATCH_AUDIT,
+        quality_cost.NAMESPACE_LEAST,
     ):
         assert spark.table(f"local.{namespace}.t0").count() == 60
 
@@ -68,3 +76,5 @@ def test_quality_step_measures_both_and_the_branch_pins_nothing(spark: Any, tmp_
     assert f"the audit's query {audit_query:.2f} s" in text
     assert f"Audit over `${{batch}}`: **{batch['checked_median_seconds']:.2f} s** per batch" in text
     assert f"**{batch['ratio']:.2f}x**" in text
+    assert f"The least audit-before-publish: **{least['checked_median_seconds']:.2f} s** per batch" in text
+    assert f"**{least['ratio']:.2f}x**" in text and "four tables" in text

@@ -309,3 +309,25 @@ def test_an_audit_over_batch_of_a_partitioned_table_sees_the_batch_columns_as_th
     assert not done.succeeded and "the audit 'count' (load.json audits[1]) found 1" in (
         result(kit, bad).error or ""
     )
+
+
+def test_a_passing_audit_reads_every_partition_in_one_spark_job(
+    spark: Any, tmp_path: Path, gcs_store: GcsStore
+) -> None:
+    """An audit that returns no row scans all its input anyway: its sample (a LIMIT) is one Spark
+    job over every partition, not Spark's one partition first and then the rest in a second job."""
+    positive = {"name": "positive", "sql": "SELECT * FROM ${batch} WHERE amount < 0"}
+    kit = Kit(spark, tmp_path, store=gcs_store, audits=[positive], partition_by=["region"])
+    batch = kit.batch("1", csv("id,amount,region", "1,10,eu", "2,5,us", "3,7,asia"))
+    done = kit.run(batch)
+    assert done.succeeded, done.error
+    snapshot = refs(kit)["main"]
+    assert spark.read.table(f"{kit.table}.files").count() == 3  # three data files: three partitions
+    context = spark.sparkContext
+    context.setJobGroup("audit-jobs", "audit-jobs")
+    try:
+        audits.audit(spark, batch, kit.table, snapshot, {}, where="gs://bucket/ds/t")
+    finally:
+        context.setJobGroup("after-audit", "after-audit")
+    assert len(context.statusTracker().getJobIdsForGroup("audit-jobs")) == 1
+    assert spark.conf.get(audits.LIMIT_FIRST_PARTITIONS, None) is None  # the session's own again

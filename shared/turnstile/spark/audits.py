@@ -14,6 +14,8 @@ a second commit. A publish of a snapshot `main` already holds changes nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,9 @@ from turnstile.state.records import ManifestBatch
 
 SAMPLE = 5  # offending rows shown in a failing audit's error
 BATCH_VIEW = "turnstile_batch_rows"  # the temporary view `${batch}` names
+# Spark's LIMIT scans one partition, then more: a passing audit (no row) would take a job per round.
+LIMIT_FIRST_PARTITIONS = "spark.sql.limit.initialNumPartitions"
+ALL_PARTITIONS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -121,37 +126,68 @@ def audit(
     queries = configured(batch)
     if any(BATCH_ROWS in placeholders.used(query.sql) for query in queries):
         _batch_rows(spark, table, snapshot).createOrReplaceTempView(BATCH_VIEW)
-    for query in queries:
-        try:
-            statement = placeholders.fill(query.sql, filled_values)
-        except placeholders.Unfilled as exc:
-            raise BatchFailed(f"the audit {query.name!r} ({query.where}) {exc}") from exc
-        try:
-            if not statements.parse(spark, statement).query:
-                raise BatchFailed(
-                    f"the audit {query.name!r} ({query.where}) is not a query: an audit is one SELECT "
-                    "returning the offending rows"
-                )
-            rows = spark.sql(statement)
-            sample = _sample(rows)  # one query when it returns no row, as a passing audit does
-            count = rows.count() if sample else 0
-        except BatchFailed:
-            raise
-        except Exception as exc:  # AnalysisException (parse, resolve) or a failure while it runs
-            if messages.machine_failure(exc):
-                raise
+    with _one_scan(spark):
+        for query in queries:
+            _audited(spark, batch, query, filled_values, table=table, snapshot=snapshot, where=where)
+
+
+def _audited(
+    spark: SparkSession,
+    batch: ManifestBatch,
+    query: Query,
+    values: dict[str, Any],
+    *,
+    table: str,
+    snapshot: int,
+    where: str,
+) -> None:
+    """One audit over the table as of the staged `snapshot`; AuditFailed when it returns rows."""
+    try:
+        statement = placeholders.fill(query.sql, values)
+    except placeholders.Unfilled as exc:
+        raise BatchFailed(f"the audit {query.name!r} ({query.where}) {exc}") from exc
+    try:
+        if not statements.parse(spark, statement).query:
             raise BatchFailed(
-                f"the audit {query.name!r} ({query.where}) cannot run on batch {batch.rel!r}: "
-                f"{messages.reason(exc)}; fix the audit, then apply the batch again (its commit stays "
-                f"staged on branch {BRANCH} and is audited again)"
-            ) from exc
-        if count:
-            raise AuditFailed(
-                f"the audit {query.name!r} ({query.where}) found {count} offending row(s) in batch "
-                f"{batch.rel!r}, staged as snapshot {snapshot} on branch {BRANCH} of {table}; main is "
-                f"unchanged. First rows: {'; '.join(sample)}. Read the staged table with: turnstile "
-                f'query "SELECT * FROM {staged_at}"; to publish it as it is: turnstile publish {where}'
+                f"the audit {query.name!r} ({query.where}) is not a query: an audit is one SELECT "
+                "returning the offending rows"
             )
+        rows = spark.sql(statement)
+        sample = _sample(rows)  # one query when it returns no row, as a passing audit does
+        count = rows.count() if sample else 0
+    except BatchFailed:
+        raise
+    except Exception as exc:  # AnalysisException (parse, resolve) or a failure while it runs
+        if messages.machine_failure(exc):
+            raise
+        raise BatchFailed(
+            f"the audit {query.name!r} ({query.where}) cannot run on batch {batch.rel!r}: "
+            f"{messages.reason(exc)}; fix the audit, then apply the batch again (its commit stays "
+            f"staged on branch {BRANCH} and is audited again)"
+        ) from exc
+    if count:
+        raise AuditFailed(
+            f"the audit {query.name!r} ({query.where}) found {count} offending row(s) in batch "
+            f"{batch.rel!r}, staged as snapshot {snapshot} on branch {BRANCH} of {table}; main is "
+            f"unchanged. First rows: {'; '.join(sample)}. Read the staged table with: turnstile "
+            f'query "SELECT * FROM {table} VERSION AS OF {snapshot}"; to publish it as it is: '
+            f"turnstile publish {where}"
+        )
+
+
+@contextmanager
+def _one_scan(spark: SparkSession) -> Iterator[None]:
+    """The audits' sample (a LIMIT) in one Spark job over every partition: a passing audit reads
+    them all anyway, and Spark's default of one partition first, then more, takes a job per round."""
+    before = spark.conf.get(LIMIT_FIRST_PARTITIONS, None)
+    spark.conf.set(LIMIT_FIRST_PARTITIONS, str(ALL_PARTITIONS))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(LIMIT_FIRST_PARTITIONS)
+        else:
+            spark.conf.set(LIMIT_FIRST_PARTITIONS, before)
 
 
 def nothing_staged(batch: ManifestBatch, table: str) -> BatchFailed:

@@ -1,12 +1,14 @@
 """What expectations and audits cost the job per batch, and what the audit branch does to snapshots.
 
 `quality_cost`: in one warm session, batch by batch and rotating which goes first, the same files
-are applied by the job (`execution.execute` with `IcebergApplier`, as in `job_cost`) to three tables
+are applied by the job (`execution.execute` with `IcebergApplier`, as in `job_cost`) to four tables
 in separate namespaces: two whose load.json has two row expectations and one audit (so each batch is
 committed to the audit branch, audited, then published to main), the audit reading the whole staged
-table (`${staged}`) on one and only the batch's rows (`${batch}`) on the other, and one without. The
-Spark jobs each side runs per batch are counted, and the checked sides' steps timed (`STEPS`, each
-inclusive of what it calls), so a ratio above target says where the time goes.
+table (`${staged}`) on one and only the batch's rows (`${batch}`) on the other; one with the least
+audit-before-publish there is (no expectation, one filter over `${batch}`: what the branch, one
+audit query and the publish cost by themselves); and one without. The Spark jobs each side runs per
+batch are counted, and the checked sides' steps timed (`STEPS`, each inclusive of what it calls), so
+a ratio above target says where the time goes.
 
 `audit_branch_growth`: the audited table after those commits, before and after the job's snapshot
 expiry (`hygiene.expire`, with a retention that lets everything but the last few snapshots go): how
@@ -33,6 +35,7 @@ from turnstile_dev.bench.workload import SCHEMA, Workload
 NAMESPACE_PLAIN = "quality_plain"
 NAMESPACE_CHECKED = "quality_checked"
 NAMESPACE_BATCH_AUDIT = "quality_batch_audit"
+NAMESPACE_LEAST = "quality_least"
 TARGET_RATIO = 1.3
 RETAIN_LAST = 5  # expiry keeps the last 5 snapshots of main (and of each branch)
 EXPECTATIONS = (
@@ -43,6 +46,8 @@ AUDITS = ({"name": "unique_ids", "sql": "SELECT id, count(*) AS n FROM ${staged}
 BATCH_AUDITS = (
     {"name": "unique_ids", "sql": "SELECT id, count(*) AS n FROM ${batch} GROUP BY id HAVING n > 1"},
 )
+# The least audit there is: one filter over the batch's rows, returning none on the bench's data.
+LEAST_AUDITS = ({"name": "amount_not_negative", "sql": "SELECT * FROM ${batch} WHERE amount < 0"},)
 # The checked batch's own steps: (module, function, label); each timed with what it calls.
 STEPS: tuple[tuple[Any, str, str], ...] = (
     (expectations, "check", "expectations: counts (and rows set aside)"),
@@ -85,9 +90,11 @@ class _Steps:
                 setattr(module, name, original)
 
 
-def checked_load(audits: tuple[dict[str, str], ...] = AUDITS) -> LoadConfig:
+def checked_load(
+    audits: tuple[dict[str, str], ...] = AUDITS, expectations: tuple[dict[str, str], ...] = EXPECTATIONS
+) -> LoadConfig:
     return LoadConfig.model_validate(
-        {"schema": SCHEMA, "expectations": list(EXPECTATIONS), "audits": list(audits)}
+        {"schema": SCHEMA, "expectations": list(expectations), "audits": list(audits)}
     )
 
 
@@ -107,9 +114,11 @@ def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
         NAMESPACE_PLAIN: _Session(spark, catalog, step["batches"]),
         NAMESPACE_CHECKED: _Session(spark, catalog, step["batches"]),
         NAMESPACE_BATCH_AUDIT: _Session(spark, catalog, step["batches"]),
+        NAMESPACE_LEAST: _Session(spark, catalog, step["batches"]),
     }
     sides[NAMESPACE_CHECKED].load = checked_load()
     sides[NAMESPACE_BATCH_AUDIT].load = checked_load(BATCH_AUDITS)
+    sides[NAMESPACE_LEAST].load = checked_load(LEAST_AUDITS, expectations=())
     for namespace, session in sides.items():
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.{namespace}")
         session.job(namespace, 0)  # warm-up: batch 0 (it creates the table), not measured
@@ -119,7 +128,8 @@ def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     order = list(sides)
     with steps.installed():
         for index in range(1, len(step["batches"])):
-            for namespace in order[index % 3 :] + order[: index % 3]:  # each side first in turn
+            turn = index % len(order)
+            for namespace in order[turn:] + order[:turn]:  # each side first in turn
                 steps.active = None if namespace == NAMESPACE_PLAIN else namespace
                 try:
                     seconds[namespace].append(sides[namespace].job(namespace, index))
@@ -127,9 +137,14 @@ def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
                     steps.active = None
     measured = len(seconds[NAMESPACE_PLAIN])
 
-    def side(namespace: str, audits: tuple[dict[str, str], ...]) -> dict[str, Any]:
+    def side(
+        namespace: str,
+        audits: tuple[dict[str, str], ...],
+        expectations: tuple[dict[str, str], ...] = EXPECTATIONS,
+    ) -> dict[str, Any]:
         jobs = sides[namespace].spark_jobs.get("job", 0) / measured
-        return summary(seconds[NAMESPACE_PLAIN], seconds[namespace], step.get("rows", 0), audits) | {
+        rows = step.get("rows", 0)
+        return summary(seconds[NAMESPACE_PLAIN], seconds[namespace], rows, audits, expectations) | {
             "spark_jobs_per_batch": {
                 "plain": sides[NAMESPACE_PLAIN].spark_jobs.get("job", 0) / measured,
                 "checked": jobs,
@@ -140,13 +155,20 @@ def in_spark(spark: Any, step: dict[str, Any]) -> dict[str, Any]:
     table = f"{catalog}.{NAMESPACE_CHECKED}.t0"
     return {
         "quality_cost": side(NAMESPACE_CHECKED, AUDITS)
-        | {"batch_audit": side(NAMESPACE_BATCH_AUDIT, BATCH_AUDITS)},
+        | {
+            "batch_audit": side(NAMESPACE_BATCH_AUDIT, BATCH_AUDITS),
+            "least_audit": side(NAMESPACE_LEAST, LEAST_AUDITS, expectations=()),
+        },
         "audit_branch_growth": growth(spark, catalog, table, commits_applied=len(step["batches"])),
     }
 
 
 def summary(
-    plain: list[float], checked: list[float], rows: int, audits: tuple[dict[str, str], ...] = AUDITS
+    plain: list[float],
+    checked: list[float],
+    rows: int,
+    audits: tuple[dict[str, str], ...] = AUDITS,
+    expectations: tuple[dict[str, str], ...] = EXPECTATIONS,
 ) -> dict[str, Any]:
     plain_median = statistics.median(plain)
     checked_median = statistics.median(checked)
@@ -154,7 +176,7 @@ def summary(
     return {
         "batches": len(plain),
         "rows_per_batch": rows,
-        "expectations": list(EXPECTATIONS),
+        "expectations": list(expectations),
         "audits": list(audits),
         "plain_seconds": plain,
         "checked_seconds": checked,
