@@ -7,8 +7,8 @@ derived step's rebuild costs beside its first build (`rebuild_cost`, on `--batch
 
 Runs every contender one after another on this machine, alone, on the same workload: (a) turnstile
 coalescing and (b') one job per batch on a local stack with a warm driver, the single-batch latency
-on that stack, (b) one job per batch on a second stack whose every job is its own Spark
-application, (c) Structured Streaming, (d) the floor; then writes
+on that stack, (b) one job per batch and (e) coalescing on a second stack whose every job is its own
+Spark application, (c) Structured Streaming, (d) the floor; then writes
 `<out>/results.json`, `<out>/results.md` and `<out>/chart.png`. Scratch data goes to `<work>`,
 emptied first.
 """
@@ -47,11 +47,13 @@ from turnstile_dev.bench import (
     streaming,
     verify,
 )
+from turnstile_dev.bench.labels import COLD
 from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup
 from turnstile_dev.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
 from turnstile_dev.bench.workload import Workload
 
 BENCH_CATALOG = "bench"
+COLD_COALESCED_BATCHES = 10  # (e): one job of the default max_batches_per_job per table
 T = TypeVar("T")
 
 
@@ -70,6 +72,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--per-batch-batches",
         type=int,
         help="batches per table for one job per batch, whose cost per batch is flat (default 5; --quick: 1)",
+    )
+    parser.add_argument(
+        "--cold-coalesced-batches",
+        type=int,
+        help="batches per table for (e), coalescing with every job its own Spark application "
+        "(default 10, one full job of max_batches_per_job; --quick: 3)",
     )
     parser.add_argument(
         "--job-cost-batches", type=int, help="batches of the job-overhead figure (default 40)"
@@ -111,6 +119,9 @@ class Bench:
             rows=args.rows or (100 if quick else 1000),
         )
         self.per_batch_batches = min(args.per_batch_batches or (1 if quick else 5), self.workload.batches)
+        self.cold_coalesced_batches = min(
+            args.cold_coalesced_batches or (3 if quick else COLD_COALESCED_BATCHES), self.workload.batches
+        )
         self.job_cost_batches = args.job_cost_batches or (2 if quick else 40)
         self.latency_runs = args.latency_runs or (3 if quick else 15)
         self.startup_repeats = 0 if quick else 2  # quick: the start-up of (b')'s one-batch jobs
@@ -211,15 +222,22 @@ class Bench:
             )
         finally:
             stack.stop()
-        per_batch = self.phase(
-            "(b) turnstile, one job per batch, one Spark application each", lambda: self.cold(stack.warehouse)
+        per_batch, coalesced_cold = self.phase(
+            "(b) one job per batch and (e) coalescing, one Spark application each",
+            lambda: self.cold(stack.warehouse),
         )
         setup = SparkSetup(jars, {BENCH_CATALOG: self.work / "warehouse", CATALOG: stack.warehouse})
         sss = self.phase(
             "(c) Structured Streaming", lambda: streaming.run(setup, BENCH_CATALOG, self.workload, self.work)
         )
         low = self.phase("(d) floor", lambda: floor.run(setup, BENCH_CATALOG, self.workload, self.work))
-        turnstile_tables = coalesced.tables + per_batch.tables + per_batch_warm.tables + [single.table]
+        turnstile_tables = (
+            coalesced.tables
+            + per_batch.tables
+            + per_batch_warm.tables
+            + coalesced_cold.tables
+            + [single.table]
+        )
         cost = self.phase(
             "job overhead (and reading back the turnstile tables)",
             lambda: job_cost.run(
@@ -246,6 +264,7 @@ class Bench:
             coalesced=coalesced,
             per_batch=per_batch,
             per_batch_warm=per_batch_warm,
+            coalesced_cold=coalesced_cold,
             turnstile_found={t: turnstile_found[t] for t in turnstile_tables},
             single_latency=latency.summary(single, turnstile_found[single.table]),
             startups=startups,
@@ -269,15 +288,16 @@ class Bench:
         self.results["other_processes_top"] = {command: round(seconds, 1) for command, seconds in top}
         return self.results
 
-    def cold(self, warehouse: Path) -> StackRun:
-        """(b) again on a stack whose local runner gives every job its own spark-submit
-        (`LOCAL_DRIVER=cold`), writing into the first stack's warehouse."""
+    def cold(self, warehouse: Path) -> tuple[StackRun, StackRun]:
+        """(b), then (e), on a stack whose local runner gives every job its own spark-submit
+        (`LOCAL_DRIVER=cold`), writing into the first stack's warehouse: one job per batch and
+        coalescing, both paying a Spark application's start-up per job, as on Dataproc."""
         home = self.work / "stack-cold"
         stack = TurnstileStack(home, self.sweep_every, cold=True, warehouse=warehouse)
         self._seed_jars(self.jars_built, home / "jars")
         stack.start()
         try:
-            return stack.run(
+            per_batch = stack.run(
                 label="(b)",
                 dataset="perbatchcold",
                 workload=self.workload.prefix(self.per_batch_batches),
@@ -285,6 +305,15 @@ class Bench:
                 timeout=3600,
                 progress=say,
             )
+            coalesced = stack.run(
+                label="(e)",
+                dataset="coalescedcold",
+                workload=self.workload.prefix(self.cold_coalesced_batches),
+                max_batches_per_job=None,
+                timeout=3600,
+                progress=say,
+            )
+            return per_batch, coalesced
         finally:
             stack.stop()
 
@@ -337,6 +366,7 @@ class Bench:
         coalesced: StackRun,
         per_batch: StackRun,
         per_batch_warm: StackRun,
+        coalesced_cold: StackRun,
         turnstile_found: dict[str, Any],
         single_latency: dict[str, Any],
         startups: list[dict[str, float]],
@@ -352,6 +382,7 @@ class Bench:
             ("coalesced", coalesced),
             ("one_job_per_batch", per_batch),
             ("one_job_per_batch_warm_driver", per_batch_warm),
+            ("coalesced_cold", coalesced_cold),
         ):
             found = {t: turnstile_found[t] for t in run.tables}
             last = max((verify.last_commit_ms(f) or 0) for f in found.values()) / 1000
@@ -362,7 +393,7 @@ class Bench:
             contenders[key] = self._contender(
                 run.workload,
                 last - run.gate_opened,
-                len(run.jobs) if key == "one_job_per_batch" else 1,  # else the one warm driver
+                len(run.jobs) if key in COLD else 1,  # else the one warm driver
                 sum(len(f["commits"]) for f in found.values()),
             ) | {
                 "turnstile_jobs": len(run.jobs),
@@ -418,14 +449,18 @@ class Bench:
                 "total_batches": w.total_batches,
                 "total_rows": w.total_rows,
                 "one_job_per_batch_batches_per_table": self.per_batch_batches,
+                "coalesced_cold_batches_per_table": self.cold_coalesced_batches,
             },
             "settings": {"sweep_every_seconds": self.sweep_every, "spark_master": "local[2]"},
-            "speedup_vs_one_job_per_batch": per["one_job_per_batch"] / per["coalesced"],
-            "speedup_vs_one_job_per_batch_warm_driver": per["one_job_per_batch_warm_driver"]
-            / per["coalesced"],
+            # Like for like: coalescing against one job per batch, both warm, then both cold.
+            "coalescing_speedup_warm": per["one_job_per_batch_warm_driver"] / per["coalesced"],
+            "coalescing_speedup_cold": per["one_job_per_batch"] / per["coalesced_cold"],
+            # Two changes at once (warm coalescing against cold one job per batch): not a headline.
+            "warm_coalescing_vs_cold_one_job_per_batch": per["one_job_per_batch"] / per["coalesced"],
             "ratio_vs_structured_streaming": per["coalesced"] / per["structured_streaming"],
             "ratio_vs_floor": per["coalesced"] / per["floor"],
             "storage_ops_per_batch": coalescing["storage_ops_per_batch"],
+            "storage_ops_per_batch_one_job_per_batch": per_job["storage_ops_per_batch"],
             # Invocations are judged with a state bucket (STATE_BUCKET), the deployment that sets out
             # to save them; the one-bucket figures stay beside them.
             "invocations_per_batch": apart["invocations_per_batch"],

@@ -5,51 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnstile_dev.bench.labels import LABELS
-
-DATAPROC_STARTUP_SECONDS = 50.0  # the middle of the documented 40-60 s (see costmodel)
+from turnstile_dev.bench.labels import LABELS, TURNSTILE
 
 
 def _per_batch_inside(run: dict[str, Any], batches: int) -> float:
     return float(run["batch_seconds_in_jobs"]) / max(batches, 1)
-
-
-def _speedup(r: dict[str, Any]) -> str:
-    t, c = r["targets"]["speedup_vs_one_job_per_batch"], r["contenders"]
-    a, b = c["coalesced"], c["one_job_per_batch"]
-    a_in = _per_batch_inside(a["run"], a["batches"])
-    b_in = _per_batch_inside(b["run"], b["batches"])
-    b_job = sum(b["run"]["job_seconds"]) / max(len(b["run"]["job_seconds"]), 1)
-    k = a["batches"] / max(a["turnstile_jobs"], 1)
-    needed = b["seconds_per_batch"] / 20
-    tables = r["workload"]["tables"]
-    side = (
-        f" ({tables} at a time, one per table, hence less wall time per batch than a job)"
-        if tables > 1
-        else ""
-    )
-    floor = c["floor"]["seconds_per_batch"]
-    text = (
-        f"- **speedup_vs_one_job_per_batch {t['value']:g} (target >= 20).** (b) spends "
-        f"{b['seconds_per_batch']:.2f} s per batch: each of its {b['turnstile_jobs']} jobs took "
-        f"{b_job:.1f} s from submit to end, {r['cold_job_startup_seconds']:.1f} s of it outside its batch "
-        "(starting and stopping its own Spark application: JVM, pyspark, session) and "
-        f"{b_in:.2f} s applying its batch in that fresh application{side}. "
-        f"(a) spends {a['seconds_per_batch']:.2f} s per batch, {a_in:.2f} s of it inside its jobs, "
-        f"{k:.1f} batches per job in a driver started once. 20x would need (a) at {needed:.3f} s per batch"
-    )
-    if needed < floor:
-        text += (
-            f", below the {floor:.3f} s per batch of the floor (d), one Spark session appending the "
-            "batches in order (its start-up included): (a) would have to beat a bare append"
-        )
-    dataproc = (DATAPROC_STARTUP_SECONDS + b_in) / (DATAPROC_STARTUP_SECONDS / k + a_in)
-    return text + (
-        f". Computed, not measured: with Dataproc Serverless's ~{DATAPROC_STARTUP_SECONDS:.0f} s start-up "
-        f"for every job of both, and these in-job seconds, the speedup would be about {dataproc:.1f}x: "
-        f"bounded by the {k:.0f} batches per job of (a) (`max_batches_per_job`), so 20 there needs "
-        "jobs of more than 20 batches."
-    )
 
 
 def _ratio(r: dict[str, Any], key: str, other: str) -> str:
@@ -132,9 +92,7 @@ def _overhead(r: dict[str, Any]) -> str:
 
 def _job_ends(r: dict[str, Any]) -> str:
     """How each job's end reached the subscriber: its done signal, or only the sweeper."""
-    runs = [
-        r["contenders"][k]["run"] for k in ("coalesced", "one_job_per_batch", "one_job_per_batch_warm_driver")
-    ]
+    runs = [r["contenders"][k]["run"] for k in TURNSTILE]
     restarts = sum(run["sweeper_restarts"] for run in runs)
     jobs = sum(run["jobs"] for run in runs)
     gaps = [g for run in runs for g in run["notice_gaps_seconds"]]
@@ -148,7 +106,7 @@ def _job_ends(r: dict[str, Any]) -> str:
     )
     text = (
         "\n### Between jobs: how a job's end reaches the subscriber\n\n"
-        f"In (a), (b) and (b'), the sweeper (every {sweep:g} s) had to restart {restarts} subscriber "
+        f"In (a), (b'), (e) and (b), the sweeper (every {sweep:g} s) had to restart {restarts} subscriber "
         f"run(s) for {jobs} jobs; {gap_text}.\n"
     )
     if restarts * 2 >= jobs:
@@ -162,8 +120,6 @@ def _job_ends(r: dict[str, Any]) -> str:
 def section(r: dict[str, Any]) -> str:
     t = r["targets"]
     out: list[str] = []
-    if not t["speedup_vs_one_job_per_batch"]["met"]:
-        out.append(_speedup(r))
     for key, other in (
         ("ratio_vs_structured_streaming", "structured_streaming"),
         ("ratio_vs_floor", "floor"),
