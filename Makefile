@@ -77,5 +77,5 @@ terraform-check: $(INSTALLED) $(CHECKOV_VENV)/.installed ## Offline Terraform ch
 	$(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download --compact --quiet
 
 BENCH_ARGS ?=
-bench: setup ## Benchmark against one job per batch, Structured Streaming and a bare loop: bench/results.md
+bench: setup ## Benchmark coalescing against one job per batch (warm and cold), Structured Streaming, a bare loop: bench/results.md
 	$(BIN)/python -m turnstile_dev.bench $(BENCH_ARGS)
