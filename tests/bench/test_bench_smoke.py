@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from turnstile_dev.bench.labels import TURNSTILE
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,6 +20,8 @@ KEYS = (
     "coalescing_speedup_cold",
     "ratio_vs_structured_streaming",
     "ratio_vs_floor",
+    "ratio_vs_structured_streaming_spool",
+    "ratio_vs_floor_spool",
     "storage_ops_per_batch",
     "invocations_per_batch",
     "deep_backlog_ratio",
@@ -28,7 +32,6 @@ KEYS = (
     "cold_job_startup_seconds",
     "s3_requests_per_batch",
 )
-TURNSTILE = ("coalesced", "one_job_per_batch_warm_driver", "coalesced_cold", "one_job_per_batch")
 
 
 def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path]) -> None:
@@ -92,6 +95,14 @@ def test_quick_bench_writes_sane_results(tmp_path: Path, iceberg_jars: list[Path
     assert latency["p95_seconds"] == latency["max_seconds"]  # nearest rank of 3 runs
     assert latency["violations"]["total"] == 0
     assert latency["violations"]["from_turnstile_rel"]["total"] == 0
+    # Production's path on this machine: the same workload and latency through the bucket's spool.
+    spooled = results["single_batch_latency_spool"]
+    assert spooled["runs"] == 3 and spooled["violations"]["total"] == 0
+    assert results["contenders"]["coalesced_spool"]["spark_applications"] >= 1
+    for key in ("single_batch_latency_spool_median", "single_batch_latency_spool_p95"):
+        assert key in results["targets"]
+    assert results["spool_ops"]["per_job"]["all_succeeded"]
+    assert "## The warm drivers' spool in the bucket: storage operations" in (out / "results.md").read_text()
     assert "## Single-batch latency on the warm local stack" in (out / "results.md").read_text()
     # Structured Streaming and the floor committed every batch exactly once, in some order.
     for contender in ("structured_streaming", "floor"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Mapping
 from datetime import timedelta
 
 import pytest
@@ -51,6 +52,9 @@ class Batches:
 
     def cancel(self, job_id: str) -> None:
         self.cancelled.append(job_id)
+
+    def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None:
+        self.create(batch_id, self.spec.program(main, args, labels))
 
 
 @pytest.fixture

@@ -5,12 +5,24 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from turnstile.jobs import local_cold
-from turnstile.jobs.local import FINISHED, LOG, STARTED, STATE, LocalRunner, read_json, write_json
+from turnstile.jobs.local import (
+    DRIVERS,
+    FINISHED,
+    LOG,
+    REQUEST,
+    STARTED,
+    STATE,
+    LocalRunner,
+    read_json,
+    stop_drivers,
+    write_json,
+)
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.state.spool import enqueue, entry_name, take
 
@@ -68,3 +80,50 @@ def test_a_withdrawn_warm_job_is_cancelled_not_lost(tmp_path: Path) -> None:
     write_json(folder / STATE, state)
     runner.cancel("w2")
     assert runner.status("w2") == JobStatus("w2", JobState.CANCELLED, "cancelled")
+
+
+def _fake_spark_submit(tmp_path: Path) -> Path:
+    """Stands for spark-submit: drops the `--conf` pairs and runs the main file with this Python."""
+    script = tmp_path / "spark-submit"
+    script.write_text(f'#!/bin/sh\nwhile [ "$1" = "--conf" ]; do shift 2; done\nexec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+def _wait(runner: LocalRunner, batch_id: str, state: JobState) -> JobStatus:
+    for _ in range(200):
+        status = runner.status(batch_id)
+        if status is not None and status.state is state:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"{batch_id} never reached {state}: {runner.status(batch_id)}")
+
+
+def test_a_launched_application_is_read_and_ended_like_a_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`launch` is the local stack's CreateBatch for the spool's warm driver: `status` reads the
+    application as Dataproc's batch state, a second launch of the id attaches, `cancel` ends it."""
+    monkeypatch.setattr("turnstile.jobs.local.spark_submit", lambda: _fake_spark_submit(tmp_path))
+    runner = LocalRunner(tmp_path / "home", {"spark.master": "local[1]"}, {})
+    main = tmp_path / "driver.py"
+    main.write_text(
+        "import sys, time\nprint('driver', *sys.argv[1:], flush=True)\ntime.sleep(float(sys.argv[2]))\n"
+    )
+    assert runner.status("drv-1") is None
+    runner.launch("drv-1", str(main), ["--sleep", "0.2"], {"turnstile-driver": "true"})
+    runner.launch("drv-1", str(main), ["--sleep", "99"], {"turnstile-driver": "true"})  # attaches
+    assert _wait(runner, "drv-1", JobState.SUCCEEDED) == JobStatus("drv-1", JobState.SUCCEEDED)
+    folder = tmp_path / "home" / DRIVERS / "drv-1"
+    assert "driver --sleep 0.2" in (folder / LOG).read_text()
+    assert read_json(folder / REQUEST)["labels"] == {"turnstile-driver": "true"}  # type: ignore[index]
+
+    runner.launch("drv-2", str(main), ["--sleep", "60"], {})
+    _wait(runner, "drv-2", JobState.RUNNING)
+    runner.cancel("drv-2")
+    assert _wait(runner, "drv-2", JobState.FAILED).state is JobState.FAILED
+
+    runner.launch("drv-3", str(main), ["--sleep", "60"], {})
+    _wait(runner, "drv-3", JobState.RUNNING)
+    stop_drivers(tmp_path / "home")  # the local stack's stop ends launched drivers too
+    assert _wait(runner, "drv-3", JobState.FAILED).state is JobState.FAILED

@@ -211,9 +211,11 @@ class Settings(BaseModel):
     local_driver_idle_seconds: float = Field(300.0, gt=0, alias="LOCAL_DRIVER_IDLE_SECONDS")
     """How long the local runner's warm Spark driver waits for another job before it exits."""
 
-    local_driver: Literal["warm", "cold"] = Field("warm", alias="LOCAL_DRIVER")
+    local_driver: Literal["warm", "cold", "spool"] = Field("warm", alias="LOCAL_DRIVER")
     """How the local runner runs a job: `warm`, in its long-lived driver; `cold`, in a spark-submit
-    of its own (its own JVM and session, as every Dataproc Serverless batch is): for comparison."""
+    of its own (its own JVM and session, as every Dataproc Serverless batch is): for comparison;
+    `spool`, production's path: queued in the bucket's spool and served by the warm driver of
+    DRIVER=warm (docs/DRIVER.md), launched as a spark-submit where Dataproc creates a batch."""
 
     @field_validator("job_prefix")
     @classmethod

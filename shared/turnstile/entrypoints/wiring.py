@@ -7,7 +7,8 @@ from turnstile.config.settings import Settings
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.dataproc_warm import WarmDataprocRunner
-from turnstile.jobs.local import LocalRunner
+from turnstile.jobs.local import DRIVERS, LocalRunner
+from turnstile.jobs.local_worker import spool_driver_file
 from turnstile.jobs.port import JobRunner
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
@@ -34,7 +35,8 @@ def object_store(settings: Settings, bucket: str) -> ObjectStore:
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     """The runner JOB_RUNNER names: Dataproc Serverless (warm drivers fed through `store`'s spool,
-    or one batch per job: DRIVER), or spark-submit on this machine."""
+    or one batch per job: DRIVER), or spark-submit on this machine (LOCAL_DRIVER=spool: the same
+    spool and warm drivers as on Dataproc, each driver a spark-submit)."""
     if settings.job_runner == "dataproc":
         if settings.driver == "warm":
             return WarmDataprocRunner.from_settings(settings, store)
@@ -44,4 +46,9 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
             "JOB_RUNNER=emr runs jobs on EMR Serverless for S3 buckets; on Google Cloud use dataproc "
             "(docs/DEPLOY.md), on AWS deploy functions/aws_lambda.py (docs/DEPLOY-AWS.md)"
         )
-    return LocalRunner.from_settings(settings)
+    local = LocalRunner.from_settings(settings)
+    if settings.local_driver == "spool":
+        # Spark here cannot read gs:// (fake-gcs-server): the driver stages each job's files first.
+        staging = ("--stage-to", str(local.home / DRIVERS / "staged"))
+        return WarmDataprocRunner.on(local, settings, store, str(spool_driver_file()), staging)
+    return local

@@ -260,6 +260,10 @@ class DataprocRunner:
     def submit(self, job_id: str, manifest_uri: str) -> None:
         self.create(job_id, self._spec.batch(manifest_uri))
 
+    def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None:
+        """CreateBatch of `main` with `args` (the warm driver's), as a job's batch is configured."""
+        self.create(batch_id, self._spec.program(main, args, labels))
+
     def create(self, job_id: str, batch: dataproc_v1.Batch) -> None:
         """CreateBatch of `batch` under the id `job_id`; an existing batch of that id attaches."""
         try:

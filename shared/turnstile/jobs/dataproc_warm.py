@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Protocol
-
-from google.cloud import dataproc_v1
 
 from turnstile.config.settings import Settings
 from turnstile.core import logs
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import SettingsError
-from turnstile.jobs.dataproc import DataprocBatchSpec, DataprocRunner
+from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool
 from turnstile.names.paths import INTERNAL
@@ -65,12 +64,10 @@ def table_of(manifest_uri: str) -> str:
 
 
 class Batches(Protocol):
-    """What the warm runner needs of Dataproc: `DataprocRunner`'s calls, for any batch id."""
+    """What the warm runner needs of the service that runs Spark applications: `DataprocRunner` on
+    Dataproc Serverless, `LocalRunner` (a spark-submit per batch) on the local stack."""
 
-    @property
-    def spec(self) -> DataprocBatchSpec: ...
-
-    def create(self, job_id: str, batch: dataproc_v1.Batch) -> None: ...
+    def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None: ...
 
     def status(self, job_id: str) -> JobStatus | None: ...
 
@@ -110,6 +107,19 @@ class WarmDataprocRunner:
                 "DRIVER_MAIN_URI is not set; DRIVER=warm needs the staged driver's main file "
                 "(build/job/driver.py, uploaded by terraform), or set DRIVER=per_job"
             )
+        return cls.on(DataprocRunner.from_settings(settings), settings, store, settings.driver_main_uri)
+
+    @classmethod
+    def on(
+        cls,
+        batches: Batches,
+        settings: Settings,
+        store: ObjectStore,
+        driver_main: str,
+        extra_args: tuple[str, ...] = (),
+    ) -> WarmDataprocRunner:
+        """The runner whose drivers `batches` launches from `driver_main`, with the deployment's
+        bounds and its spool in `store`."""
         args = (
             "--max-idle-seconds",
             str(settings.driver_max_idle_seconds),
@@ -117,13 +127,14 @@ class WarmDataprocRunner:
             str(settings.driver_max_lifetime_seconds),
             "--poll-seconds",
             str(settings.driver_poll_seconds),
+            *extra_args,
         )
         return cls(
-            DataprocRunner.from_settings(settings),
+            batches,
             store,
             spool_bucket=spool_bucket(store),
             prefix=settings.job_prefix,
-            driver_main_uri=settings.driver_main_uri,
+            driver_main_uri=driver_main,
             driver_args=args,
             start_timeout=timedelta(seconds=settings.driver_start_timeout_seconds),
         )
@@ -152,9 +163,8 @@ class WarmDataprocRunner:
         if not spoolsubmit.announce(self._spool, self._clock, batch_id, batch_id):
             return None
         args = ["--spool-bucket", self._spool_bucket, "--driver-id", batch_id, *self._driver_args]
-        batch = self._batches.spec.program(self._driver_main_uri, args, {DRIVER_LABEL: "true"})
         try:
-            self._batches.create(batch_id, batch)
+            self._batches.launch(batch_id, self._driver_main_uri, args, {DRIVER_LABEL: "true"})
         except Exception as exc:
             spoollaunch.withdraw_announcement(self._spool, batch_id)  # the next submit launches again
             # ERROR: while no driver can start, no warm job runs (quota, permission, a bad image).

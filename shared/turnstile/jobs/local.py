@@ -10,6 +10,9 @@ Jobs outlive the invocation that submitted them and any process reads their stat
 a job is bound to the driver it was queued to, so when that driver dies, its jobs are FAILED.
 With `LOCAL_DRIVER=cold` each job is instead its own spark-submit of the job's main file
 (`turnstile.jobs.local_cold`): what one job per batch costs without a warm driver, as on Dataproc.
+With `LOCAL_DRIVER=spool` the runner is production's (`jobs.dataproc_warm`, requests in the bucket's
+spool) and this one only `launch`es its driver, a spark-submit of its own, where Dataproc creates a
+batch (`<home>/drivers/<batch id>/`, read by `status` and ended by `cancel` like a cold job).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -63,6 +66,7 @@ STATE = "state.json"
 # STARTED and FINISHED are written by the driver (or a cold job's `local_cold`) when the job starts
 # and when it ends, with its exit code; LOG is the job's output.
 DRIVER_LOG = "driver.log"
+DRIVERS = "drivers"  # under the home: the Spark applications `launch` started (spool drivers)
 
 
 def job_environment(settings: Settings) -> dict[str, str]:
@@ -103,6 +107,11 @@ class LocalRunner:
     def job_dir(self, job_id: str) -> Path:
         return self.home / "jobs" / job_id
 
+    def _folder(self, job_id: str) -> Path:
+        """A job's folder, or that of an application `launch` started under this id."""
+        launched = self.home / DRIVERS / job_id
+        return launched if launched.is_dir() else self.job_dir(job_id)
+
     def spool(self) -> Path:
         """One driver per Spark configuration and environment: a job never runs in a session
         built for other settings."""
@@ -118,7 +127,9 @@ class LocalRunner:
             return  # submitted before: attach
         write_json(folder / REQUEST, {"job_id": job_id, "manifest": manifest_uri, "conf": self.conf})
         if self.cold:
-            self._start_cold(job_id, manifest_uri)
+            self._start_cold(
+                folder, job_main_file(), ["--manifest", manifest_uri, "--stage-to", str(folder / "staged")]
+            )
             return
         spool = self.spool()
         with locked(spool):
@@ -143,14 +154,32 @@ class LocalRunner:
             }
             enqueue(spool, name, request)
 
-    def _start_cold(self, job_id: str, manifest_uri: str) -> None:
-        """The job in a Spark application of its own (`turnstile.jobs.local_cold` records its
-        start and end), in a process group of its own so that `cancel` ends all of it."""
-        folder = self.job_dir(job_id)
+    def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None:
+        """`main` with `args` in a Spark application of its own, under `batch_id` (the spool's warm
+        driver, where Dataproc creates a batch); a second launch of the id attaches."""
+        folder = self.home / DRIVERS / batch_id
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            return
+        request = {
+            "batch_id": batch_id,
+            "main": main,
+            "args": args,
+            "labels": dict(labels),
+            "conf": self.conf,
+        }
+        write_json(folder / REQUEST, request)
+        self._start_cold(folder, Path(main), args)
+
+    def _start_cold(self, folder: Path, main: Path, args: Sequence[str]) -> None:
+        """`main` in a Spark application of its own (`turnstile.jobs.local_cold` records its start
+        and end), in a process group of its own so that `cancel` ends all of it."""
         command = [sys.executable, "-m", "turnstile.jobs.local_cold", str(folder), "--", str(spark_submit())]
         for key, value in self.conf.items():
             command += ["--conf", f"{key}={value}"]
-        command += [str(job_main_file()), "--manifest", manifest_uri, "--stage-to", str(folder / "staged")]
+        command += [str(main), *args]
         submitted = _now()
         job = self._spawn(command, folder / LOG)
         write_json(
@@ -188,7 +217,7 @@ class LocalRunner:
         return driver.pid
 
     def status(self, job_id: str) -> JobStatus | None:
-        folder = self.job_dir(job_id)
+        folder = self._folder(job_id)
         state = read_json(folder / STATE)
         if state is None:
             return None if not folder.exists() else JobStatus(job_id, JobState.PENDING)
@@ -199,7 +228,8 @@ class LocalRunner:
         if finished is None and isinstance(pid, int) and not alive(pid):
             finished = read_json(folder / FINISHED)  # it may have just finished
             if finished is None:
-                where = folder / LOG if self.cold else f"{folder / LOG} and {self.spool() / DRIVER_LOG}"
+                alone = self.cold or folder.parent.name == DRIVERS
+                where = folder / LOG if alone else f"{folder / LOG} and {self.spool() / DRIVER_LOG}"
                 return JobStatus(job_id, JobState.FAILED, f"the local Spark driver {pid} died; see {where}")
         if finished is not None:
             code = int(finished["exit_code"])
@@ -213,7 +243,7 @@ class LocalRunner:
     def cancel(self, job_id: str) -> None:
         """A queued job is withdrawn (CANCELLED); a running one ends with its driver (FAILED):
         Spark cannot stop one Python job inside a driver, and the next job starts a new one."""
-        folder = self.job_dir(job_id)
+        folder = self._folder(job_id)
         state = read_json(folder / STATE)
         current = self.status(job_id)
         if state is None or current is None or current.state.finished:
@@ -256,15 +286,23 @@ def _lost(job_id: str, folder: Path, state: dict[str, Any]) -> JobStatus | None:
 
 
 def stop_drivers(home: Path) -> None:
-    """End every warm driver under this home (the local stack's stop; tests)."""
+    """End every warm driver under this home, and every spool driver it launched (the local stack's
+    stop; tests)."""
+    for launched in sorted((home / DRIVERS).glob(f"*/{STATE}")):
+        _end_group(launched)
     for worker_file in sorted((home / "workers").glob(f"*/{WORKER}")):
-        worker = read_json(worker_file)
-        if worker is not None and isinstance(worker.get("pid"), int):
-            try:
-                os.killpg(worker["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+        _end_group(worker_file)
         worker_file.unlink(missing_ok=True)
+
+
+def _end_group(record: Path) -> None:
+    """SIGTERM to the process group the record's `pid` leads, if it is still there."""
+    found = read_json(record)
+    if found is not None and isinstance(found.get("pid"), int):
+        try:
+            os.killpg(found["pid"], signal.SIGTERM)
+        except ProcessLookupError:
+            pass
 
 
 def _now() -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from turnstile.core.errors import SettingsError
 
 WARM_DRIVER_MODULE = "turnstile.spark.warm"
+SPOOL_DRIVER_MODULE = "turnstile.entrypoints.dataproc_driver"
 JOB_MAIN_MODULE = "turnstile.spark.main"
 
 
@@ -26,6 +27,11 @@ def spark_submit() -> Path:
 
 def warm_driver_file() -> Path:
     return _module_file(WARM_DRIVER_MODULE)
+
+
+def spool_driver_file() -> Path:
+    """The warm driver of the bucket's spool: the main file Dataproc runs as a driver batch."""
+    return _module_file(SPOOL_DRIVER_MODULE)
 
 
 def job_main_file() -> Path:

@@ -21,7 +21,8 @@ import shutil
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,12 +45,13 @@ from turnstile_dev.bench import (
     report,
     s3_requests,
     scale,
+    spool_ops,
     streaming,
     verify,
 )
 from turnstile_dev.bench.labels import COLD
 from turnstile_dev.bench.sparkrun import SparkRun, SparkSetup
-from turnstile_dev.bench.turnstile_stack import CATALOG, StackRun, TurnstileStack
+from turnstile_dev.bench.turnstile_stack import CATALOG, SPOOL_POLL_SECONDS, StackRun, TurnstileStack
 from turnstile_dev.bench.workload import Workload
 
 BENCH_CATALOG = "bench"
@@ -182,6 +184,7 @@ class Bench:
         )
         many = self.phase("many tables", self.many_tables)
         pages = self.phase("console page loads", lambda: console.run(*self.console_size))
+        spool = self.phase("the spool's storage operations (in process)", spool_ops.measure)
         stack = TurnstileStack(self.work / "stack", self.sweep_every)
         self._seed_jars(jars, self.work / "stack" / "jars")
         self.phase("local stack start", stack.start)
@@ -226,6 +229,10 @@ class Bench:
             "(b) one job per batch and (e) coalescing, one Spark application each",
             lambda: self.cold(stack.warehouse),
         )
+        spooled, spooled_single = self.phase(
+            "(a) and the single-batch latency through the bucket's spool",
+            lambda: self.through_spool(stack.warehouse),
+        )
         setup = SparkSetup(jars, {BENCH_CATALOG: self.work / "warehouse", CATALOG: stack.warehouse})
         sss = self.phase(
             "(c) Structured Streaming", lambda: streaming.run(setup, BENCH_CATALOG, self.workload, self.work)
@@ -236,7 +243,8 @@ class Bench:
             + per_batch.tables
             + per_batch_warm.tables
             + coalesced_cold.tables
-            + [single.table]
+            + spooled.tables
+            + [single.table, spooled_single.table]
         )
         cost = self.phase(
             "job overhead (and reading back the turnstile tables)",
@@ -265,19 +273,24 @@ class Bench:
             per_batch=per_batch,
             per_batch_warm=per_batch_warm,
             coalesced_cold=coalesced_cold,
+            coalesced_spool=spooled,
             turnstile_found={t: turnstile_found[t] for t in turnstile_tables},
             single_latency=latency.summary(single, turnstile_found[single.table]),
+            single_latency_spool=latency.summary(spooled_single, turnstile_found[spooled_single.table]),
             startups=startups,
             sss=sss,
             low=low,
             cost=cost_result,
         )
-        self.results["metadata_growth"] = growth
-        self.results["quality_cost"] = quality["quality_cost"]
-        self.results["audit_branch_growth"] = quality["audit_branch_growth"]
-        self.results["rebuild_cost"] = rebuilds["rebuild_cost"]
-        self.results["console"] = pages
-        self.results["s3"] = s3
+        self.results |= {
+            "metadata_growth": growth,
+            "quality_cost": quality["quality_cost"],
+            "audit_branch_growth": quality["audit_branch_growth"],
+            "rebuild_cost": rebuilds["rebuild_cost"],
+            "console": pages,
+            "spool_ops": spool,
+            "s3": s3,
+        }
         self.results["s3_requests_per_batch"] = s3["coalesced_state_bucket"]["requests_per_batch"]
         self.phases["total"] = round(time.monotonic() - started, 1)
         self.results["phases_seconds"] = self.phases
@@ -288,34 +301,46 @@ class Bench:
         self.results["other_processes_top"] = {command: round(seconds, 1) for command, seconds in top}
         return self.results
 
-    def cold(self, warehouse: Path) -> tuple[StackRun, StackRun]:
-        """(b), then (e), on a stack whose local runner gives every job its own spark-submit
-        (`LOCAL_DRIVER=cold`), writing into the first stack's warehouse: one job per batch and
-        coalescing, both paying a Spark application's start-up per job, as on Dataproc."""
-        home = self.work / "stack-cold"
-        stack = TurnstileStack(home, self.sweep_every, cold=True, warehouse=warehouse)
+    @contextmanager
+    def _another_stack(self, name: str, warehouse: Path, **options: bool) -> Iterator[TurnstileStack]:
+        """A second (third) local stack, writing into the first stack's warehouse, stopped after."""
+        home = self.work / name
+        stack = TurnstileStack(home, self.sweep_every, warehouse=warehouse, **options)
         self._seed_jars(self.jars_built, home / "jars")
         stack.start()
         try:
-            per_batch = stack.run(
-                label="(b)",
-                dataset="perbatchcold",
-                workload=self.workload.prefix(self.per_batch_batches),
-                max_batches_per_job=1,
-                timeout=3600,
-                progress=say,
-            )
-            coalesced = stack.run(
-                label="(e)",
-                dataset="coalescedcold",
-                workload=self.workload.prefix(self.cold_coalesced_batches),
-                max_batches_per_job=None,
-                timeout=3600,
-                progress=say,
-            )
-            return per_batch, coalesced
+            yield stack
         finally:
             stack.stop()
+
+    def _run_on(
+        self, stack: TurnstileStack, label: str, dataset: str, workload: Workload, k: int | None
+    ) -> StackRun:
+        return stack.run(
+            label=label, dataset=dataset, workload=workload, max_batches_per_job=k, timeout=3600, progress=say
+        )
+
+    def cold(self, warehouse: Path) -> tuple[StackRun, StackRun]:
+        """(b), then (e), on a stack whose local runner gives every job its own spark-submit
+        (`LOCAL_DRIVER=cold`): one job per batch and coalescing, both paying a Spark application's
+        start-up per job, as on Dataproc."""
+        with self._another_stack("stack-cold", warehouse, cold=True) as stack:
+            per_batch = self._run_on(
+                stack, "(b)", "perbatchcold", self.workload.prefix(self.per_batch_batches), 1
+            )
+            coalesced = self._run_on(
+                stack, "(e)", "coalescedcold", self.workload.prefix(self.cold_coalesced_batches), None
+            )
+            return per_batch, coalesced
+
+    def through_spool(self, warehouse: Path) -> tuple[StackRun, latency.LatencyRun]:
+        """(a) and the single-batch latency again, on a stack whose jobs go through the bucket's
+        spool to the warm driver of DRIVER=warm (`LOCAL_DRIVER=spool`): production's path, the
+        driver a spark-submit where Dataproc creates a batch."""
+        with self._another_stack("stack-spool", warehouse, spool=True) as stack:
+            coalesced = self._run_on(stack, "(s) through the spool", "coalescedspool", self.workload, None)
+            single = latency.run(stack, self.workload, self.latency_runs, 600, say, dataset="latencyspool")
+            return coalesced, single
 
     def _seed_jars(self, jars: list[Path], target: Path) -> None:
         """The stack builds its jars in its home: give it the ones already built (same mtimes)."""
@@ -367,8 +392,10 @@ class Bench:
         per_batch: StackRun,
         per_batch_warm: StackRun,
         coalesced_cold: StackRun,
+        coalesced_spool: StackRun,
         turnstile_found: dict[str, Any],
         single_latency: dict[str, Any],
+        single_latency_spool: dict[str, Any],
         startups: list[dict[str, float]],
         sss: SparkRun,
         low: SparkRun,
@@ -383,6 +410,7 @@ class Bench:
             ("one_job_per_batch", per_batch),
             ("one_job_per_batch_warm_driver", per_batch_warm),
             ("coalesced_cold", coalesced_cold),
+            ("coalesced_spool", coalesced_spool),
         ):
             found = {t: turnstile_found[t] for t in run.tables}
             last = max((verify.last_commit_ms(f) or 0) for f in found.values()) / 1000
@@ -393,7 +421,7 @@ class Bench:
             contenders[key] = self._contender(
                 run.workload,
                 last - run.gate_opened,
-                len(run.jobs) if key in COLD else 1,  # else the one warm driver
+                len(run.jobs) if key in COLD else max(run.drivers, 1),  # else the warm driver(s)
                 sum(len(f["commits"]) for f in found.values()),
             ) | {
                 "turnstile_jobs": len(run.jobs),
@@ -451,7 +479,11 @@ class Bench:
                 "one_job_per_batch_batches_per_table": self.per_batch_batches,
                 "coalesced_cold_batches_per_table": self.cold_coalesced_batches,
             },
-            "settings": {"sweep_every_seconds": self.sweep_every, "spark_master": "local[2]"},
+            "settings": {
+                "sweep_every_seconds": self.sweep_every,
+                "spark_master": "local[2]",
+                "spool_poll_seconds": SPOOL_POLL_SECONDS,
+            },
             # Like for like: coalescing against one job per batch, both warm, then both cold.
             "coalescing_speedup_warm": per["one_job_per_batch_warm_driver"] / per["coalesced"],
             "coalescing_speedup_cold": per["one_job_per_batch"] / per["coalesced_cold"],
@@ -459,6 +491,9 @@ class Bench:
             "warm_coalescing_vs_cold_one_job_per_batch": per["one_job_per_batch"] / per["coalesced"],
             "ratio_vs_structured_streaming": per["coalesced"] / per["structured_streaming"],
             "ratio_vs_floor": per["coalesced"] / per["floor"],
+            # Production's path on this machine: jobs through the bucket's spool to DRIVER=warm's driver.
+            "ratio_vs_structured_streaming_spool": per["coalesced_spool"] / per["structured_streaming"],
+            "ratio_vs_floor_spool": per["coalesced_spool"] / per["floor"],
             "storage_ops_per_batch": coalescing["storage_ops_per_batch"],
             "storage_ops_per_batch_one_job_per_batch": per_job["storage_ops_per_batch"],
             # Invocations are judged with a state bucket (STATE_BUCKET), the deployment that sets out
@@ -510,6 +545,7 @@ class Bench:
             },
         }
         results["single_batch_latency"] = single_latency
+        results["single_batch_latency_spool"] = single_latency_spool
         results["targets"] = report.targets(results)
         return results
 

@@ -36,10 +36,11 @@ class LatencyRun:
     success_written_at: dict[str, float] = field(default_factory=dict)  # rel -> epoch seconds
     success_write_seconds: dict[str, float] = field(default_factory=dict)  # the write call itself
     idle_again_seconds: dict[str, float] = field(default_factory=dict)  # until the table is idle again
+    dataset: str = DATASET  # another on each stack that shares the warehouse
 
     @property
     def table(self) -> str:
-        return f"{CATALOG}.{DATASET}.{TABLE}"
+        return f"{CATALOG}.{self.dataset}.{TABLE}"
 
     @property
     def timed_rels(self) -> list[str]:
@@ -52,14 +53,16 @@ def run(
     repeats: int,
     timeout: float,
     progress: Callable[[str], None],
+    *,
+    dataset: str = DATASET,
 ) -> LatencyRun:
     """Batch 0 then `repeats` timed batches of `workload`'s shape, one after another."""
     store = stack.bucket
     shape = Workload(tables=1, batches=repeats + 1, files=workload.files, rows=workload.rows)
-    result = LatencyRun(shape)
-    prefix = f"{DATASET}/{TABLE}"
-    store.write(f"{DATASET}/_config/ORDERME", b"")
-    store.write(f"{DATASET}/_config/load.json", json.dumps({"schema": SCHEMA}).encode())
+    result = LatencyRun(shape, dataset=dataset)
+    prefix = f"{dataset}/{TABLE}"
+    store.write(f"{dataset}/_config/ORDERME", b"")
+    store.write(f"{dataset}/_config/load.json", json.dumps({"schema": SCHEMA}).encode())
     store.write(f"{prefix}/{GATE}", b"")
     for batch in range(shape.batches):
         rel = shape.rel(batch)

@@ -26,16 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from turnstile.config.load_config import LoadConfig
-from turnstile.jobs.local import FINISHED, STATE, LocalRunner, read_json
+from turnstile.jobs.local import DRIVERS, FINISHED, STATE, LocalRunner, read_json
 from turnstile.local.bridge import wait_until
 from turnstile.local.stack import Stack, StackOptions, settings_for
 from turnstile.local.stackinfo import StackInfo
+from turnstile.names import driverspool
 from turnstile.state.records import BatchResult, Lock, LockState, Manifest, ManifestBatch
+from turnstile.state.spoolrecords import JobFinished, Submitted
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile_dev.bench.machine import CpuMeter
 from turnstile_dev.bench.workload import GATE, SCHEMA, Workload
 
 CATALOG = "turnstile"
+SPOOL_POLL_SECONDS = 0.1  # an idle spool driver lists the requests this often (DRIVER_POLL_SECONDS)
 
 
 @dataclass
@@ -64,6 +67,7 @@ class StackRun:
     cpu_seconds: float = 0.0  # of the whole machine, gate opened to settled
     sweeper_restarts: int = 0  # subscribers only the sweeper woke (the done signal did not)
     jobs: list[JobRecord] = field(default_factory=list)
+    drivers: int = 0  # with `spool`: the drivers launched (Spark applications) while it ran
     batch_seconds: list[float] = field(default_factory=list)  # inside the jobs, per batch
 
     def table_jobs(self) -> dict[str, list[JobRecord]]:
@@ -117,16 +121,27 @@ class TurnstileStack:
     """One local stack for both runs; `stop()` when done."""
 
     def __init__(
-        self, home: Path, sweep_every: float, *, cold: bool = False, warehouse: Path | None = None
+        self,
+        home: Path,
+        sweep_every: float,
+        *,
+        cold: bool = False,
+        spool: bool = False,
+        warehouse: Path | None = None,
     ) -> None:
         """`cold`: every job its own spark-submit (`LOCAL_DRIVER=cold`), not the warm driver's;
-        `warehouse`: another stack's, so one Spark session reads both stacks' tables."""
+        `spool`: production's path, jobs queued in the bucket's spool for the warm driver of
+        DRIVER=warm (`LOCAL_DRIVER=spool`, polling every `SPOOL_POLL_SECONDS`); `warehouse`:
+        another stack's, so one Spark session reads both stacks' tables."""
         self.home = home
         self.sweep_every = sweep_every
         self.cold = cold
+        self.spool = spool
         environment = {"START_BACKFILL_FILENAME": GATE}
         if cold:
             environment["LOCAL_DRIVER"] = "cold"
+        if spool:
+            environment |= {"LOCAL_DRIVER": "spool", "DRIVER_POLL_SECONDS": str(SPOOL_POLL_SECONDS)}
         if warehouse is not None:
             environment["ICEBERG_WAREHOUSE"] = str(warehouse)
         self._warehouse = warehouse
@@ -172,6 +187,7 @@ class TurnstileStack:
         store.write(f"{dataset}/_config/load.json", json.dumps(load).encode())
         tables = [f"{dataset}/{workload.table(t)}" for t in range(workload.tables)]
         jobs_before = set(self._job_dirs())
+        drivers_before = self._launched()
         delivered_before = bridge.delivered
         started = time.monotonic()
         result.upload_seconds = workload.upload(store, dataset)
@@ -211,6 +227,7 @@ class TurnstileStack:
         # and the runner records it: wait for the records.
         wait_until(lambda: all(self._job(j).finished for j in ids), 120, 0.2)
         result.jobs = [self._job(j) for j in ids]
+        result.drivers = self._launched() - drivers_before
         for table in tables:
             for info in store.list_objects(f"{table}/_turnstile/results/"):
                 found = store.read(info.name)
@@ -237,12 +254,29 @@ class TurnstileStack:
                 count += 1
         return count
 
+    def _launched(self) -> int:
+        """Spool drivers the local runner launched on this stack so far."""
+        folder = self.home / DRIVERS
+        return sum(1 for p in folder.glob("*/request.json")) if folder.is_dir() else 0
+
     def _job_dirs(self) -> list[str]:
+        if self.spool:  # the jobs the bucket's spool knows: `jobs/<job>/submitted.json`
+            listed = self.bucket.list_objects(driverspool.JOBS)
+            return sorted({o.name.removeprefix(driverspool.JOBS).split("/", 1)[0] for o in listed})
         folder = self.home / "jobs"
         return [p.name for p in folder.iterdir()] if folder.is_dir() else []
 
     def _job(self, job_id: str) -> JobRecord:
-        """From the job's folder: the runner's submit record and the warm driver's end record."""
+        """From the job's folder: the runner's submit record and the warm driver's end record (with
+        `spool`, the same two records in the bucket's spool)."""
+        if self.spool:
+            submitted = self.bucket.read(driverspool.submitted_name(job_id))
+            ended = self.bucket.read(driverspool.finished_name(job_id))
+            at = Submitted.decode(submitted.data, job_id).submitted_at.timestamp() if submitted else 0.0
+            if ended is None:
+                return JobRecord(job_id, at, 0.0, "PENDING")
+            end = JobFinished.decode(ended.data, job_id)
+            return JobRecord(job_id, at, end.finished_at.timestamp(), end.outcome.value)
         state = read_json(self.home / "jobs" / job_id / STATE) or {}
         finished = read_json(self.home / "jobs" / job_id / FINISHED) or {}
 
