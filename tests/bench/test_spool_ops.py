@@ -19,9 +19,12 @@ def test_every_job_of_a_backlog_is_served_once_and_its_operations_add_up() -> No
     assert found["by_operation"]["driver"]["delete"] == 10  # each request removed once it ended
 
 
-def test_an_idle_driver_lists_the_spool_once_per_poll() -> None:
+def test_an_idle_driver_lists_the_spool_once_per_poll_and_writes_its_record_only_when_due() -> None:
     idle = spool_ops.per_idle_minute(poll_seconds=2.0, idle_minutes=5)
     assert idle["by_operation_per_minute"]["list"] == pytest.approx(30, abs=0.5)
+    # The heartbeat is due every quarter of the stale bound (10 min): 0.4 writes a minute, not 30
+    # (over these 5 minutes, the leaving driver's two writes add 0.4 more).
+    assert idle["by_operation_per_minute"]["replace"] <= 1
     faster = spool_ops.per_idle_minute(poll_seconds=0.5, idle_minutes=1)
     assert faster["per_minute"] == pytest.approx(idle["per_minute"] * 4, rel=0.05)
     text = spool_ops.markdown({"spool_ops": spool_ops.measure()})

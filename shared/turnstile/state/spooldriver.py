@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
 from turnstile.core import logs
 from turnstile.core.clock import Clock
@@ -150,8 +151,12 @@ class SpoolDriver:
                     raise Fenced(f"driver {self.driver_id}'s record was re-created by another") from again
             self._record = record
 
-    def heartbeat(self) -> None:
-        self._write()
+    def heartbeat(self, *, unless_within: timedelta | None = None) -> None:
+        """Write the record with a fresh heartbeat; with `unless_within`, only when the last write
+        is older than that (an idle driver polls far more often than its record goes stale)."""
+        record = self._record
+        if unless_within is None or record is None or self.clock.now() - record.heartbeat_at >= unless_within:
+            self._write()
 
     def take(self) -> Claimed | None:
         """Claim the oldest queued request; None when there is none."""

@@ -33,9 +33,11 @@ def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock
         extra={"event": "driver_started", "driver": driver.driver_id, "batch": driver.batch},
     )
     idle_since = clock.now()
+    # Fresh well within the stale bound, without a write per poll (GCS allows one a second per object).
+    beat_every = driver.bounds.stale_after / 4
     try:
         while True:
-            driver.heartbeat()
+            driver.heartbeat(unless_within=beat_every)
             leaving = should_leave(idle_since, clock.now())
             if leaving is not None:
                 for name in driver.leave(leaving):

@@ -3,7 +3,8 @@
 `--only quality_cost` runs only what expectations and audits cost (`quality_cost`, on `--batches`
 batches, default 50) and puts it, dated, into the `<out>/results.json` and `results.md` of the last
 full run (`make bench BENCH_ARGS="--only quality_cost"`); `--only rebuild_cost` the same for what a
-derived step's rebuild costs beside its first build (`rebuild_cost`, on `--batches` steps, default 20).
+derived step's rebuild costs beside its first build (`rebuild_cost`, on `--batches` steps, default 20);
+`--only spool_ops` the spool's storage operations (in process, a second or so).
 
 Runs every contender one after another on this machine, alone, on the same workload: (a) turnstile
 coalescing and (b') one job per batch on a local stack with a warm driver, the single-batch latency
@@ -97,7 +98,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--only",
-        choices=["quality_cost", "rebuild_cost"],
+        choices=["quality_cost", "rebuild_cost", "spool_ops"],
         help="run only this part, into the last full run's results (default: everything)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench"), help="where the results go")
@@ -623,6 +624,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return quality_only(args)
     if args.only == "rebuild_cost":
         return rebuild_only(args)
+    if args.only == "spool_ops":  # in process, no Spark: counted again into the last full run's results
+        started = time.monotonic()
+        _written_apart(args.out, {"spool_ops": spool_ops.measure()}, time.monotonic() - started)
+        say(f"spool_ops: wrote {args.out / 'results.md'}")
+        return 0
     bench = Bench(args)
     results = bench.run()
     report.write(results, bench.out)

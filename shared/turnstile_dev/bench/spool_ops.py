@@ -134,15 +134,17 @@ def markdown(r: dict[str, Any]) -> str:
         for side, kinds in job["by_operation"].items()
     )
     waiting = ", ".join(f"{op} {n:g}" for op, n in idle["by_operation_per_minute"].items())
+    when = f"Measured in a separate run on {s['measured_at']}. " if "measured_at" in s else ""
     return (
-        f"Counted in process at the `ObjectStore` port with the production code (`WarmDataprocRunner`, "
+        f"{when}Counted in process at the `ObjectStore` port with the production code (`WarmDataprocRunner`, "
         f"`serve_driver`) on the in-memory store. **{job['per_job']:.2f} operations per job**: a backlog "
         f"of {job['jobs']} jobs submitted at once, served by {job['drivers_launched']} driver that then "
         f"leaves, each job's status read once (all succeeded: {job['all_succeeded']}): the submit "
         f"{job['submit_per_job']:.2f}, the driver {job['driver_per_job']:.2f}, the status read "
         f"{job['status_per_job']:.2f}. By operation per job: {ops}. **{idle['per_minute']:g} operations "
         f"per idle minute** of a driver polling every {idle['poll_seconds']:g} s (DRIVER_POLL_SECONDS, "
-        f"the default): {waiting}; every poll lists the requests and rewrites the driver's record (its "
-        f"heartbeat). At {local['poll_seconds']:g} s, as the local stack's spool tests poll: "
+        f"the default): {waiting}; every poll lists the requests, and the driver's record (its "
+        "heartbeat) is rewritten only once a quarter of the stale bound has passed. At "
+        f"{local['poll_seconds']:g} s, as the local stack's spool tests poll: "
         f"{local['per_minute']:g} per idle minute.\n"
     )
