@@ -12,9 +12,10 @@ import pytest
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
 from turnstile.names import driverspool as names
 from turnstile.state.spooldriver import Claimed
+from turnstile.state.spoollaunch import announce
 from turnstile.state.spoolrecords import Outcome, RequestState, SpoolRequest
 from turnstile.state.spoolserve import run_one
-from turnstile.state.spoolsubmit import announce, job_status, submit, withdraw
+from turnstile.state.spoolsubmit import job_status, submit, withdraw
 from turnstile.store.port import ObjectStore
 
 

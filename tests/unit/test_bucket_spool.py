@@ -13,9 +13,10 @@ import pytest
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
 from turnstile.names import driverspool as names
 from turnstile.state import spoolsubmit
+from turnstile.state.spoollaunch import announce
 from turnstile.state.spoolrecords import DriverState, Outcome, RequestState, SpoolRequest
 from turnstile.state.spoolserve import run_one, serve
-from turnstile.state.spoolsubmit import JobState, announce, job_status, submit, withdraw
+from turnstile.state.spoolsubmit import JobState, job_status, submit, withdraw
 from turnstile.store.memory import MemoryStore
 
 

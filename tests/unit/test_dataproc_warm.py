@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 import pytest
@@ -20,7 +20,7 @@ from turnstile.jobs.dataproc import DataprocBatchSpec
 from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id, table_of
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool as names
-from turnstile.state import spoollaunch
+from turnstile.state import spoollaunch, spoolsubmit
 from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome
 from turnstile.state.spoolserve import serve
 from turnstile.store.memory import MemoryStore
@@ -305,22 +305,101 @@ def test_cancel_withdraws_a_queued_job_and_leaves_a_running_one(
     assert batches.cancelled.count(batch_id) == 0
 
 
+def claim(
+    store: MemoryStore, clock: ManualClock, still_needed: Callable[[], bool] = lambda: True
+) -> str | None:
+    return spoollaunch.claim_launch(store, clock, BOUNDS, still_needed, lambda number: f"drv-{number}")
+
+
+def number_of(driver_id: str | None) -> int:
+    assert driver_id is not None
+    return int(driver_id.removeprefix("drv-"))
+
+
 def test_a_sequence_removed_or_garbled_by_hand_never_reuses_a_batch_id(
     store: MemoryStore, clock: ManualClock
 ) -> None:
     """A batch id names one batch forever (CreateBatch of a used id attaches to the old, finished
     batch): a new sequence starts from the clock's second, above every number launched before."""
-    first = spoollaunch.next_driver(store, clock)
-    assert first is not None and first >= int(clock.now().timestamp()) - 1
-    assert spoollaunch.next_driver(store, clock) == first + 1
+    first = number_of(claim(store, clock))
+    assert first >= int(clock.now().timestamp()) - 1 and launched(store) == first
+    assert number_of(claim(store, clock)) == first + 1
     store.remove(names.SEQUENCE)
     clock.sleep(5)
-    again = spoollaunch.next_driver(store, clock)
-    assert again is not None and again > first + 1
+    again = number_of(claim(store, clock))
+    assert again > first + 1
     store.write(names.SEQUENCE, b"not json")
     clock.sleep(5)
-    garbled = spoollaunch.next_driver(store, clock)
-    assert garbled is not None and garbled > again
+    assert number_of(claim(store, clock)) > again
+
+
+def test_a_submitter_that_reads_the_moved_sequence_finds_the_announced_driver_and_launches_nothing(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """The race of the first burst: both submitters found no driver; the first announced its driver
+    and moved the sequence before the second read it. The second reads the drivers again after the
+    sequence, finds the announcement, and no second batch is created."""
+    batches = Batches()
+    warm = runner(store, clock, batches)
+    second = spoolsubmit.submit(
+        store, clock, "job-b", "ds/tbl", {"manifest": manifest("job-b")}, bounds=BOUNDS
+    )
+    assert second.driver_needed  # read before the first submitter's launch
+    warm.submit("job-a", manifest("job-a"))
+    assert warm.start_driver(lambda: spoolsubmit.driver_needed(store, clock, BOUNDS)) is None
+    assert len(batches.created) == 1 and len(store.list_objects(names.DRIVERS)) == 1
+
+
+def test_of_two_submitters_that_read_the_same_sequence_one_announces_and_launches(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """Both read number N before either moved it: both try to announce N + 1, and the one whose
+    create fails launches nothing (the other's record takes requests)."""
+    inner: list[str | None] = []
+
+    def racing() -> bool:  # the first caller has read the sequence: the second runs whole now
+        if not inner:
+            inner.append(claim(store, clock))
+        return True
+
+    outer = claim(store, clock, racing)
+    assert outer is None and inner[0] is not None and launched(store) == number_of(inner[0])
+
+
+class StallsOnTheSequence(MemoryStore):
+    """A launcher that stops between its announce and its move of the sequence: `stalled` runs
+    just before the first compare-and-swap of the sequence."""
+
+    def __init__(self, clock: ManualClock, stalled: Callable[[], None]) -> None:
+        super().__init__("spool", clock=clock)
+        self.stalled: Callable[[], None] | None = stalled
+
+    def replace(self, name: str, data: bytes, *, if_generation: int) -> int:
+        if name == names.SEQUENCE and self.stalled is not None:
+            stalled, self.stalled = self.stalled, None
+            stalled()
+        return super().replace(name, data, if_generation=if_generation)
+
+
+def test_a_slot_whose_launcher_stopped_before_moving_the_sequence_is_stepped_over(clock: ManualClock) -> None:
+    """The stalled launcher's announcement turns dead after `start_within`; the next submitter moves
+    the sequence past it and launches the number after, and the stalled launcher, whose move then
+    fails, withdraws its announcement and launches nothing."""
+    later: list[str | None] = []
+
+    def meanwhile() -> None:
+        clock.sleep(BOUNDS.start_within.total_seconds() + 1)
+        later.append(claim(store, clock, lambda: spoolsubmit.driver_needed(store, clock, BOUNDS)))
+
+    store = StallsOnTheSequence(clock, lambda: None)
+    first = number_of(claim(store, clock))
+    store.stalled = meanwhile
+    assert claim(store, clock) is None  # announced first + 1, stalled, its move failed
+    assert number_of(later[0]) == first + 2 and launched(store) == first + 2
+    assert (
+        store.stat(names.driver_name(f"drv-{first + 1}")) is None
+        or spoollaunch.read_driver(store, f"drv-{first + 1}").state is DriverState.DEAD
+    )  # type: ignore[union-attr]
 
 
 def test_a_status_poll_starts_no_driver_for_a_job_a_leaving_driver_listed(

@@ -2,11 +2,12 @@
 bucket's spool (`turnstile.state.spoolsubmit`), served by a long-lived driver batch
 (`turnstile.entrypoints.dataproc_driver`) that runs many jobs in one Spark session.
 
-`submit` queues the request, then starts a driver batch when no driver takes requests: the
-deployment's driver sequence is moved on by compare-and-swap (`spoollaunch.next_driver`), so of
-submitters that race exactly one launches, under a batch id derived from the deployment and that
-number. `status` reads the job's records in the spool; a job whose driver's batch ended (FAILED,
-CANCELLED, or gone) without recording its end is FAILED, a transient failure the protocol retries.
+`submit` queues the request, then starts a driver batch when no driver takes requests: the next
+driver is announced and the deployment's driver sequence moved on to it by compare-and-swap
+(`spoollaunch.claim_launch`), so of submitters that race exactly one launches, under a batch id
+derived from the deployment and that number. `status` reads the job's records in the spool; a job
+whose driver's batch ended (FAILED, CANCELLED, or gone) without recording its end is FAILED, a
+transient failure the protocol retries.
 `cancel` withdraws a queued request; a job a driver already runs is left to finish (Spark cannot
 stop one job inside a driver that serves others). Jobs the spool does not know (submitted one batch
 per job, before the switch to DRIVER=warm) are read and cancelled as batches.
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Protocol
 
@@ -148,19 +149,24 @@ class WarmDataprocRunner:
             {"manifest": manifest_uri},
             bounds=self._bounds,
         )
-        needed = queued.driver_needed
-        if not needed and self._ended_drivers():
-            needed = spoolsubmit.driver_needed(self._spool, self._clock, self._bounds)
-        if needed:
-            self.start_driver()
 
-    def start_driver(self) -> str | None:
-        """Launch the next driver batch; its id, or None when another submitter launches it."""
-        number = spoollaunch.next_driver(self._spool, self._clock)
-        if number is None:
-            return None
-        batch_id = driver_batch_id(self._prefix, self._spool_bucket, number)
-        if not spoolsubmit.announce(self._spool, self._clock, batch_id, batch_id):
+        def needed() -> bool:
+            return spoolsubmit.driver_needed(self._spool, self._clock, self._bounds)
+
+        if queued.driver_needed or (self._ended_drivers() and needed()):
+            self.start_driver(needed)
+
+    def start_driver(self, still_needed: Callable[[], bool]) -> str | None:
+        """Launch the next driver batch if `still_needed()`, read after the driver sequence, says no
+        driver takes requests; its id, or None when none is needed or another submitter launches."""
+        batch_id = spoollaunch.claim_launch(
+            self._spool,
+            self._clock,
+            self._bounds,
+            still_needed,
+            lambda number: driver_batch_id(self._prefix, self._spool_bucket, number),
+        )
+        if batch_id is None:
             return None
         args = ["--spool-bucket", self._spool_bucket, "--driver-id", batch_id, *self._driver_args]
         try:
@@ -184,11 +190,12 @@ class WarmDataprocRunner:
             failed = self._overdue(job_id)
             if failed is not None:
                 return failed
-            needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
-            if not needed and self._ended_drivers():
-                needed = spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
-            if needed:
-                self.start_driver()
+
+            def needed() -> bool:
+                return spoolsubmit.driver_needed_for(self._spool, self._clock, job_id, self._bounds)
+
+            if needed() or (self._ended_drivers() and needed()):
+                self.start_driver(needed)
             return JobStatus(job_id, JobState.PENDING)
         if view.state is not spoolsubmit.JobState.FINISHED and self._driver_ended(view.driver_id):
             view = spoolsubmit.job_status(self._spool, self._clock, job_id, self._bounds)

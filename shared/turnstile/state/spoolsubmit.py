@@ -28,7 +28,6 @@ from turnstile.state.spoolreap import (
     transient,
 )
 from turnstile.state.spoolrecords import (
-    DriverRecord,
     DriverState,
     JobFinished,
     JobStarted,
@@ -50,7 +49,7 @@ from turnstile.store.port import ObjectStore, StoredObject
 class Queued:
     job_id: str
     request: str  # the request object's name
-    driver_needed: bool  # no driver takes requests: the caller starts one (`announce`, then launch)
+    driver_needed: bool  # no driver takes requests: the caller starts one (`spoollaunch.claim_launch`)
 
 
 def submit(
@@ -123,20 +122,6 @@ def _queued_at(store: ObjectStore, job_id: str) -> datetime | None:
         return Submitted.decode(found.data, found.name).submitted_at
     except ConfigError:
         return None
-
-
-def announce(store: ObjectStore, clock: Clock, driver_id: str, batch: str) -> bool:
-    """Record a driver about to be launched, so that other submitters wait for it instead of
-    starting their own; False when the id is taken (launch nothing)."""
-    now = clock.now()
-    record = DriverRecord(
-        driver_id=driver_id, batch=batch, state=DriverState.STARTING, started_at=now, heartbeat_at=now
-    )
-    try:
-        store.create(names.driver_name(driver_id), record.encode())
-    except PreconditionFailed:
-        return False
-    return True
 
 
 class JobState(StrEnum):

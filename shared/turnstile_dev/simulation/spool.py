@@ -1,7 +1,7 @@
 """The warm drivers' spool in the bucket (`turnstile.state.spool*`), simulated.
 
 Submitters queue jobs and start a driver when told none takes requests, numbered by the driver
-sequence (`spoollaunch.next_driver`: of submitters that race, one launches); drivers serve, go idle and
+sequence (`spoollaunch.claim_launch`: of submitters that race, one launches); drivers serve, go idle and
 leave, pass their lifetime, crash, stall past the stale bound (and are declared dead while they
 still run), start twice under one id, or are announced and never launched; people withdraw queued
 jobs and remove spool objects by hand; the runners poll each job's status (which reports jobs
@@ -12,26 +12,29 @@ Invariants: every job not withdrawn ran once or was reported failed, none lost (
 end record, and the queue ends empty); no job runs twice; a withdrawn job never ran, and one whose
 withdraw was told "a driver took it" was not recorded withdrawn; a garbage request is recorded
 rejected; and once faults stop, a job is taken within a start-up and a poll of its submit, without
-waiting for a runner's poll to start a driver ("queue, then look" against "LEAVING, then look").
+waiting for a runner's poll to start a driver ("queue, then look" against "LEAVING, then look"),
+and no driver is launched while another one took requests from before its launcher read the
+sequence until after it moved it (announce, then move the sequence: one launch per need).
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from turnstile.core.clock import Clock
 from turnstile.names import driverspool as names
 from turnstile.state.spooldriver import SpoolDriver
-from turnstile.state.spoollaunch import next_driver
-from turnstile.state.spoolreap import decoded_request
-from turnstile.state.spoolrecords import Outcome, RequestState, SpoolBounds, SpoolRequest
+from turnstile.state.spoollaunch import claim_launch
+from turnstile.state.spoolreap import decoded_driver, decoded_request
+from turnstile.state.spoolrecords import Outcome, RequestState, SpoolBounds, SpoolRequest, taking
 from turnstile.state.spoolserve import serve
 from turnstile.state.spoolsubmit import (
     JobState,
-    announce,
+    driver_needed,
     driver_needed_for,
     job_status,
     start_overdue,
@@ -126,7 +129,7 @@ class SpoolWorld:
             self.submitted_at.setdefault(job, self.loop.now)
             queued = submit(self.store, self.clock, job, "ds/tbl", {"manifest": f"{job}.json"}, bounds=BOUNDS)
             if queued.driver_needed:
-                self.start_driver()
+                self.start_driver(lambda: driver_needed(self.store, self.clock, BOUNDS))
             self.queued.add(job)  # its submit returned: a driver takes it, or one was started for it
             self.check_queue()
 
@@ -153,9 +156,13 @@ class SpoolWorld:
                     self.stats["jobs a runner's poll gave up on (start timeout)"] += won
                     if won:
                         return
-                if driver_needed_for(self.store, self.clock, job, BOUNDS):
+
+                def needed() -> bool:
+                    return driver_needed_for(self.store, self.clock, job, BOUNDS)
+
+                if needed():
                     self.stats["drivers a runner's poll started"] += 1
-                    self.start_driver()
+                    self.start_driver(needed)
                 self.loop.pause(self.loop.rng.uniform(*self.poll_every(job)))
 
         def again(exc: BaseException | None) -> None:
@@ -177,22 +184,21 @@ class SpoolWorld:
 
     # Drivers
 
-    def start_driver(self) -> None:
+    def start_driver(self, still_needed: Callable[[], bool]) -> None:
         self.launching += 1
         try:
-            self._start_driver()
+            self._start_driver(still_needed)
         finally:
             self.launching -= 1
         self.check_queue()  # a launch lost to a racing submitter, whose own launch is over
 
-    def _start_driver(self) -> None:
-        number = next_driver(self.store, self.clock)
-        if number is None:
-            self.stats["launches left to a racing submitter"] += 1
+    def _start_driver(self, still_needed: Callable[[], bool]) -> None:
+        before = self.taking_drivers()
+        driver_id = claim_launch(self.store, self.clock, BOUNDS, still_needed, lambda number: f"drv-{number}")
+        if driver_id is None:
+            self.stats["launches left to a racing submitter (or not needed)"] += 1
             return
-        driver_id = f"drv-{number}"
-        if not announce(self.store, self.clock, driver_id, f"batch-{driver_id}"):
-            return
+        self.check_one_launch(driver_id, before)
         rng = self.loop.rng
         if self.loop.faults_on and rng.random() < self.plan.lost_launch:
             self.stats["launches lost"] += 1
@@ -203,6 +209,29 @@ class SpoolWorld:
             self.running += 1
             self.loop.spawn(
                 rng.uniform(*STARTUP), self.task(driver_id), self.driver_body(driver_id), self.left
+            )
+
+    def taking_drivers(self) -> set[tuple[str, str, datetime]]:
+        """The drivers taking requests now, as held (each with its state and start)."""
+        now, held = self.clock.now(), set()
+        for info in self.memory.list_objects(names.DRIVERS):
+            found = self.memory.read(info.name)
+            record = None if found is None else decoded_driver(found)
+            if record is not None and taking(record, now, BOUNDS):
+                held.add((record.driver_id, record.state.value, record.started_at))
+        return held
+
+    def check_one_launch(self, driver_id: str, before: set[tuple[str, str, datetime]]) -> None:
+        """Once faults stop: a driver that took requests, unchanged, from before the launcher read
+        the sequence until after it moved it, was there when the launcher read the drivers in
+        between, so the launch is a second one for the same need."""
+        if self.loop.faults_on or self.loop.now < self.plan.fault_end + self.calm_after:
+            return
+        throughout = {held for held in before & self.taking_drivers() if held[0] != driver_id}
+        if throughout:
+            self.unexpected.append(
+                f"{driver_id} was launched at {self.loop.now:.0f} s while {sorted(h[0] for h in throughout)} "
+                "took requests"
             )
 
     def left(self, exc: BaseException | None) -> None:
