@@ -77,7 +77,7 @@ class RecordingRunner:
     def __init__(self) -> None:
         self.submitted: list[tuple[str, str]] = []
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         self.submitted.append((job_id, manifest_uri))
 
     def status(self, job_id: str) -> JobStatus | None:

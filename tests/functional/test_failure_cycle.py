@@ -283,7 +283,7 @@ class FlakyRunner:
         self.failures = failures
         self.attempts = 0
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         self.attempts += 1
         if self.failures > 0:
             self.failures -= 1

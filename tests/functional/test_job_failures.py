@@ -40,7 +40,7 @@ class Unreliable:
         self.submitted: list[str] = []
         self.cancelled: list[str] = []
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         self.submitted.append(job_id)
         if self.dying > 0:
             self.dying -= 1
@@ -172,7 +172,7 @@ def test_of_two_handlers_of_a_jobs_failed_end_only_the_one_that_claims_its_marke
 class Refusing(Unreliable):
     """The job service refuses every new job (a bad job setting, a quota it will not lift)."""
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         self.submitted.append(job_id)
         raise JobError(f"CreateBatch {job_id}: 400 the runtime version is not supported")
 
@@ -312,7 +312,7 @@ def test_a_batch_refused_for_its_config_stays_failed_across_sweeps_until_retried
 class RefusesFirstSubmit(Unreliable):
     """The job service refuses the first submit for a reason that passes (an IAM grant propagating)."""
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         if not self.submitted:
             self.submitted.append(job_id)
             raise JobDeferred(f"dataproc refused batch {job_id}: PERMISSION_DENIED")

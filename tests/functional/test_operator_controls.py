@@ -169,7 +169,7 @@ class Unavailable(Unreliable):
 
     down = True
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         if self.down:
             raise JobServiceUnavailable("the job service answered 503")
         super().submit(job_id, manifest_uri)

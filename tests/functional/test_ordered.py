@@ -325,11 +325,19 @@ def test_coalescing_applies_seven_batches_in_three_jobs_one_commit_each(
     generations = put_all(host, batches)
     host.drain(rng=random.Random(9))
     assert host.backlog(TABLE) == batches and host.applied(TABLE) == []
+    assert isinstance(host.runner, InlineRunner)
+    submit, told = host.runner.submit, list[bool]()
+
+    def recording(job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
+        told.append(more_queued)
+        submit(job_id, manifest_uri, more_queued=more_queued)
+
+    monkeypatch.setattr(host.runner, "submit", recording)
     host.upload(f"{TABLE}/_HISTORYDONE")
     host.drain()
     assert host.tables.commits[TABLE] == commits_in(generations, batches)
-    assert isinstance(host.runner, InlineRunner)
     assert len(host.runner.submitted) == 3
+    assert told == [True, True, False]  # the runner is told when more of the backlog waits behind a job
     assert host.lock(TABLE).history == tuple(host.runner.submitted)
     applied = [r for r in host.log_records() if r.get("message") == "job applied"]
     assert [r["rels"] for r in applied] == [batches[0:3], batches[3:6], batches[6:7]]

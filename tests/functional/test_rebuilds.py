@@ -299,7 +299,7 @@ class CommitsThenDies:
         self.inner, self.host, self.prefix, self.rel = inner, host, prefix, rel
         self.died: list[str] = []
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         manifest = read_manifest(self.host.functions_store, manifest_uri)
         covered = [
             b

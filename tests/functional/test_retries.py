@@ -45,7 +45,7 @@ class Flaky:
         self.submitted: list[str] = []
         self.unanswered: list[str] = []
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         if self.refusals > 0:
             self.refusals -= 1
             raise JobDeferred(f"dataproc refused batch {job_id}: PERMISSION_DENIED")

@@ -284,7 +284,7 @@ class SubmitFailsOnce:
         self.inner = inner
         self.failed = False
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("the function's instance stopped while submitting")

@@ -52,7 +52,9 @@ def test_it_catches_a_driver_that_lists_the_queue_before_it_says_leaving(
         return listed
 
     monkeypatch.setattr(SpoolDriver, "leave", leave)
-    assert any("left queued with no driver" in p for p in _violations(range(180, 300)))
+    # A submit must land between the listing and LEAVING once faults are over: rare (about 1 seed
+    # in 250), so the range holds two seeds known to hit it.
+    assert any("left queued with no driver" in p for p in _violations(range(700, 900)))
 
 
 def test_it_catches_a_claim_without_its_precondition(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,7 +91,7 @@ def test_it_catches_a_status_poll_that_trusts_any_leaving_driver_to_serve_its_jo
 ) -> None:
     monkeypatch.setattr(spoolsubmit, "listed_by_leaving", lambda records, queued_at, now, bounds: True)
     # A launch lost while faults were on leaves a job to the runners' polls, which never start one.
-    assert any("waited" in p and "for a driver" in p for p in _violations(range(60, 150)))
+    assert any("waited" in p and "for a driver" in p for p in _violations(range(0, 60)))
 
 
 def test_it_catches_a_start_timeout_that_gives_up_on_a_job_a_driver_took(

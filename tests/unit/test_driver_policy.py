@@ -340,3 +340,17 @@ def test_on_a_trickle_it_costs_exactly_one_job_per_request(costs: PolicyCosts, f
     spent, optimum, _, requests = play(gaps, costs)
     per_job = requests * costs.restart_cost
     assert spent == pytest.approx(per_job) and optimum == pytest.approx(per_job)
+
+
+def test_a_request_known_to_be_coming_keeps_the_oldest_up_for_the_break_even() -> None:
+    # No history predicts "leave at once"; a job that said more of its table's backlog waits
+    # behind it makes the next gap known to be short: the oldest waits B (never worse than 2x).
+    awaited = DriverView(0, idle_since=100, awaited=True)
+    assert stay_decision(awaited, History(), DATAPROC, now=100) == Stay(until=100 + B)
+    assert stay_decision(awaited, History(), DATAPROC, now=100 + B) == Leave("rent-or-buy")
+    assert stay_decision(DriverView(0, idle_since=100), History(), DATAPROC, now=100) == Leave("rent-or-buy")
+    # Max idle still bounds the wait; an extra driver is not held.
+    short = dataclasses.replace(DATAPROC, max_idle_seconds=30)
+    assert stay_decision(awaited, History(), short, now=100) == Stay(until=130)
+    extra = DriverView(0, idle_since=100, rank=1, awaited=True)
+    assert stay_decision(extra, History(), DATAPROC, now=100) == Leave("extra driver")

@@ -18,7 +18,7 @@ from turnstile.entrypoints.driver_serve import (
 )
 from turnstile.jobs.driver_policy import History
 from turnstile.names import driverspool as names
-from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome, RejectedRequest
+from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome, RejectedRequest, SpoolRequest
 from turnstile.state.spoolsubmit import JobState, job_status, submit
 from turnstile.store.memory import MemoryStore
 
@@ -63,7 +63,7 @@ def test_the_driver_serves_the_queue_rejects_garbage_and_leaves_by_the_policy(
     assert (record.state, record.jobs_served) == (DriverState.GONE, 2)
     history = load_history(store)
     assert history.finished_at is not None and history.left_after is not None
-    assert history.left_after < 1  # it found no history: it left at once, after what it had listed
+    assert history.left_after < 1.01  # no gap worth waiting for (microseconds): it left within a poll
 
 
 def test_a_failing_job_is_recorded_failed_and_the_driver_goes_on(
@@ -96,6 +96,50 @@ def test_a_burst_teaches_the_next_driver_to_stay_up_through_short_gaps(clock: Ma
     fresh = StayUp.from_record(COSTS, clock.now().timestamp(), PolicyHistory())
     assert fresh.history == History()
     assert fresh.should_leave(idle_since, idle_since + timedelta(seconds=1)) == "rent-or-buy"
+
+
+class SubmitsWhileIdle(ManualClock):
+    """The subscriber submits `job` once the driver has slept `after` seconds idle: the time from a
+    commit to its successor's request (the done signal, then the subscriber's turn)."""
+
+    def __init__(self, job: str, after: float) -> None:
+        super().__init__()
+        self.job, self.after, self.idle = job, after, 0.0
+        self.store: MemoryStore | None = None
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        self.idle += seconds
+        if self.store is not None and self.idle >= self.after:
+            store, self.store = self.store, None
+            submit(store, self, self.job, "ds/a", {"manifest": f"gs://b/{self.job}.json"}, bounds=BOUNDS)
+
+
+def test_a_driver_with_no_history_waits_for_a_request_its_last_job_said_is_coming() -> None:
+    """A job queued with more of its table's backlog behind it: its successor comes as soon as it
+    commits, so the driver waits for it (up to the break-even) instead of leaving at once, and
+    leaves once the table's last job is done. Without the hint it leaves at once (the test above)."""
+    clock = SubmitsWhileIdle("job-2", after=20)
+    store = MemoryStore("spool", clock=clock)
+    clock.store = store
+    submit(store, clock, "job-1", "ds/a", {"manifest": "gs://b/job-1.json"}, bounds=BOUNDS, more_queued=True)
+    runs = Runs()
+    reason = serve_driver(store, clock, "turnstile-drv-0a-1", runs, COSTS, poll_seconds=1.0, bounds=BOUNDS)
+    assert reason == "rent-or-buy" and runs.order == ["job-1", "job-2"]
+    record = store.read(names.driver_name("turnstile-drv-0a-1"))
+    assert record is not None and DriverRecord.decode(record.data, "x").jobs_served == 2
+
+
+def test_an_awaited_request_keeps_an_idle_driver_up_for_the_break_even(clock: ManualClock) -> None:
+    policy = StayUp.from_record(COSTS, clock.now().timestamp(), PolicyHistory())
+    request = SpoolRequest(job_id="j", table="ds/a", submitted_at=clock.now(), more_queued=True)
+    policy.arrived(request)
+    idle_since = clock.now()
+    breakeven = COSTS.break_even_seconds
+    assert policy.should_leave(idle_since, idle_since + timedelta(seconds=breakeven - 1)) is None
+    assert policy.should_leave(idle_since, idle_since + timedelta(seconds=breakeven)) == "rent-or-buy"
+    policy.arrived(request.model_copy(update={"job_id": "k", "more_queued": False}))
+    assert policy.should_leave(idle_since, idle_since + timedelta(seconds=1)) == "rent-or-buy"
 
 
 def test_past_its_lifetime_a_driver_leaves_before_taking_more(clock: ManualClock) -> None:

@@ -72,6 +72,7 @@ class StayUp:
     left_after: float | None = None  # the predecessor's idle wait before it left
     job_seconds: float = 0.0  # the last job's time: what the next one is expected to take
     first: bool = field(default=True)
+    awaited: set[str] = field(default_factory=set)  # tables whose next request is known to be coming
 
     @classmethod
     def from_record(cls, costs: PolicyCosts, started_at: float, record: PolicyHistory) -> StayUp:
@@ -86,9 +87,13 @@ class StayUp:
         at = request.submitted_at.timestamp()
         self.history = arrived(self.history, at, self.job_seconds, waited, self.costs)
         self.first = False
+        self.awaited.discard(request.table)
+        if request.more_queued:
+            self.awaited.add(request.table)
 
-    def should_leave(self, idle_since: datetime, now: datetime) -> str | None:
-        view = DriverView(started_at=self.started_at, idle_since=idle_since.timestamp())
+    def should_leave(self, idle_since: datetime | None, now: datetime) -> str | None:
+        idle = None if idle_since is None else idle_since.timestamp()
+        view = DriverView(started_at=self.started_at, idle_since=idle, awaited=bool(self.awaited))
         decision = stay_decision(view, self.history, self.costs, now.timestamp())
         return decision.reason if isinstance(decision, Leave) else None
 
@@ -130,10 +135,10 @@ def serve_driver(
 
     left_after: list[float] = []
 
-    def should_leave(idle_since: datetime, now: datetime) -> str | None:
+    def should_leave(idle_since: datetime | None, now: datetime) -> str | None:
         reason = policy.should_leave(idle_since, now)
         if reason is not None:
-            left_after.append((now - idle_since).total_seconds())
+            left_after.append(0.0 if idle_since is None else (now - idle_since).total_seconds())
         return reason
 
     reason = serve(driver, run_request, should_leave, clock, poll_seconds)

@@ -257,7 +257,7 @@ class DataprocRunner:
     def spec(self) -> DataprocBatchSpec:
         return self._spec
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         self.create(job_id, self._spec.batch(manifest_uri))
 
     def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None:

@@ -140,7 +140,7 @@ class WarmDataprocRunner:
             start_timeout=timedelta(seconds=settings.driver_start_timeout_seconds),
         )
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         queued = spoolsubmit.submit(
             self._spool,
             self._clock,
@@ -148,6 +148,7 @@ class WarmDataprocRunner:
             table_of(manifest_uri),
             {"manifest": manifest_uri},
             bounds=self._bounds,
+            more_queued=more_queued,
         )
 
         def needed() -> bool:

@@ -104,6 +104,9 @@ class DriverView:
     """0 for the oldest driver taking requests, 1 for the next one started, and so on."""
     starting: bool = False
     """Still starting up: it takes the queue when it is up."""
+    awaited: bool = False
+    """A request is known to be coming: a job it ran said more of its table's backlog waits behind
+    it, and that table's next request has not come yet."""
 
 
 @dataclass(frozen=True)
@@ -197,12 +200,12 @@ def stay_decision(view: DriverView, history: History, costs: PolicyCosts, now: f
     """Whether the driver in `view` stays up at `now`; a `Stay` says when to ask again. A driver
     counts its idle time from its own last request. The oldest does not wait for busy extras: if
     it leaves, the next one becomes the oldest."""
-    if view.idle_since is None:
-        return Stay(until=None)
     if not accepts_work(view, costs, now):
         return Leave("max lifetime")
+    if view.idle_since is None:
+        return Stay(until=None)
     retire_at = view.started_at + costs.max_lifetime_seconds
-    leave_at = min(view.idle_since + idle_threshold(history, costs, view.rank), retire_at)
+    leave_at = min(view.idle_since + _waited(view, history, costs), retire_at)
     if now < leave_at:
         return Stay(until=leave_at)
     if view.rank > 0:
@@ -211,6 +214,16 @@ def stay_decision(view: DriverView, history: History, costs: PolicyCosts, now: f
         return Leave("max lifetime")
     cut = _unbounded_threshold(history, costs, 0) > costs.max_idle_seconds
     return Leave("max idle" if cut else "rent-or-buy")
+
+
+def _waited(view: DriverView, history: History, costs: PolicyCosts) -> float:
+    """How long the driver in `view` waits idle. For a request known to be coming, the oldest waits
+    at least the break-even (never more than `max_idle_seconds`): the next gap is known to be short,
+    and a wait of B is never worse than twice the optimum whatever the gap turns out to be."""
+    threshold = idle_threshold(history, costs, view.rank)
+    if view.awaited and view.rank == 0:
+        return max(threshold, min(costs.break_even_seconds, costs.max_idle_seconds))
+    return threshold
 
 
 def scale_out(queue: QueueView, drivers: Sequence[DriverView], costs: PolicyCosts, now: float) -> int:

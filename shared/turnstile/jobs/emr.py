@@ -264,7 +264,7 @@ class EmrRunner:
         record = self._records.get(job_id)
         return self._active(job_id) if record is None else self._located(job_id, record)
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         if parse_bucket_uri(manifest_uri).scheme != "s3":
             raise JobError(
                 f"the EMR runner reads manifests from S3, not {manifest_uri}; "

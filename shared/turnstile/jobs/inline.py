@@ -77,7 +77,7 @@ class InlineRunner:
         self._lock = threading.Lock()
         self.submitted: list[str] = []
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         with self._lock:
             if job_id in self._jobs:
                 return

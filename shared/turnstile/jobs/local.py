@@ -118,7 +118,7 @@ class LocalRunner:
         key = json.dumps([self.conf, dict(self.environment)], sort_keys=True)
         return self.home / "workers" / hashlib.sha256(key.encode()).hexdigest()[:12]
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         folder = self.job_dir(job_id)
         folder.parent.mkdir(parents=True, exist_ok=True)
         try:

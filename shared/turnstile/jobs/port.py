@@ -30,8 +30,10 @@ class JobStatus:
 
 
 class JobRunner(Protocol):
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         """Start the job unless a job with this id exists (then attach to it: a no-op).
+        `more_queued`: more batches of the table wait behind this job, so its successor is
+        submitted as soon as it commits (a warm driver waits for it rather than leave).
 
         Raises `JobServiceUnavailable` (transient) or `JobError` (terminal)."""
 

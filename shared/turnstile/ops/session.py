@@ -28,7 +28,7 @@ class NoRunner:
     def _refuse(self, job_id: str) -> JobServiceUnavailable:
         return JobServiceUnavailable(f"{job_id}: this command does not run jobs")
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         raise self._refuse(job_id)
 
     def status(self, job_id: str) -> JobStatus | None:
@@ -59,8 +59,8 @@ class LazyRunner:
             raise JobServiceUnavailable(f"cannot submit jobs from this machine: {self._error}")
         return self._runner
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
-        self._get().submit(job_id, manifest_uri)
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
+        self._get().submit(job_id, manifest_uri, more_queued=more_queued)
 
     def status(self, job_id: str) -> JobStatus | None:
         return self._get().status(job_id)

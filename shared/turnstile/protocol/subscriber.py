@@ -149,7 +149,7 @@ def _acquire(
 ) -> str | None:
     """Lock the table for a job over the head of the backlog and submit it; the job's id once
     submitted, None when the next turn must decide again."""
-    covers, steps = _coverable(inv, table, held, lock_generation, covers)
+    listed, (covers, steps) = len(covers), _coverable(inv, table, held, lock_generation, covers)
     if not covers:
         return None
     listing = backlog.pending_objects(inv, table, held.position, covers[0].rel, covers[-1].rel)
@@ -240,7 +240,8 @@ def _acquire(
             "lock_generation": generation,
         },
     )
-    return job_id if _submit(inv, table, running, generation, job_id) else None
+    more_queued = len(covered) < listed  # its successor is submitted as soon as it commits
+    return job_id if _submit(inv, table, running, generation, job_id, more_queued=more_queued) else None
 
 
 def _still_running(inv: Invocation, job_id: str) -> bool:
@@ -308,10 +309,12 @@ def _block_late(inv: Invocation, table: Table, held: Lock, lock_generation: int,
     _fail(inv, table, held, lock_generation, backlog.covered(head, generation), error=error)
 
 
-def _submit(inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str) -> bool:
-    """Submit the lock's job; True when the runner took it."""
+def _submit(
+    inv: Invocation, table: Table, held: Lock, lock_generation: int, job_id: str, *, more_queued: bool = False
+) -> bool:
+    """Submit the lock's job (`more_queued`: more backlog waits); True when the runner took it."""
     try:
-        inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""))
+        inv.runner.submit(job_id, object_uri(inv.store, held.manifest or ""), more_queued=more_queued)
     except JobServiceUnavailable as exc:
         error = f"the job could not be submitted: {exc}"
         if not retrying.defer_submit(inv, table, held, lock_generation, error=error):

@@ -40,6 +40,9 @@ class SpoolRequest(Record):
     # WITHDRAWN because no driver started in time (not an operator's cancel): why. Its job's end
     # is then a transient failure the protocol retries, not a cancel.
     reason: str | None = None
+    # More of its table's backlog waits behind it: the next job of the table comes as soon as this
+    # one commits, so an idle driver waits for it (`driver_policy.DriverView.awaited`).
+    more_queued: bool = False
     nonce: str = Field(default_factory=new_nonce)
 
 

@@ -18,8 +18,9 @@ log = logs.get("spool")
 
 Run = Callable[[SpoolRequest], tuple[Outcome, str | None]]
 """Runs one job: its outcome (SUCCEEDED or FAILED) and error."""
-ShouldLeave = Callable[[datetime, datetime], str | None]
-"""Given when the driver went idle and now: why it leaves (`driver_policy`), or None to stay."""
+ShouldLeave = Callable[[datetime | None, datetime], str | None]
+"""Given when the driver went idle (None: it has not found the queue empty since it started or
+last ran a job) and now: why it leaves (`driver_policy`), or None to stay."""
 
 
 def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock, poll_seconds: float) -> str:
@@ -32,7 +33,9 @@ def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock
         f"warm driver {driver.driver_id} ({driver.batch}) started: it takes requests",
         extra={"event": "driver_started", "driver": driver.driver_id, "batch": driver.batch},
     )
-    idle_since = clock.now()
+    # Idle only once it finds the queue empty: the requests it was launched for, and those queued
+    # while it ran a job, are taken before the policy is asked whether to stay idle.
+    idle_since: datetime | None = None
     # Fresh well within the stale bound, without a write per poll (GCS allows one a second per object).
     beat_every = driver.bounds.stale_after / 4
     try:
@@ -47,12 +50,14 @@ def serve(driver: SpoolDriver, run: Run, should_leave: ShouldLeave, clock: Clock
                 driver.gone()
                 _ended(driver, "driver_left", leaving)
                 return leaving
+            if idle_since is not None:
+                clock.sleep(poll_seconds)
             claimed = driver.take()
             if claimed is None:
-                clock.sleep(poll_seconds)
+                idle_since = idle_since or clock.now()
                 continue
             run_one(driver, claimed, run)
-            idle_since = clock.now()
+            idle_since = None
     except Fenced as exc:
         _ended(driver, "driver_fenced", str(exc))
         return str(exc)

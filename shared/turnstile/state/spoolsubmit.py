@@ -53,10 +53,18 @@ class Queued:
 
 
 def submit(
-    store: ObjectStore, clock: Clock, job_id: str, table: str, body: dict[str, Any], *, bounds: SpoolBounds
+    store: ObjectStore,
+    clock: Clock,
+    job_id: str,
+    table: str,
+    body: dict[str, Any],
+    *,
+    bounds: SpoolBounds,
+    more_queued: bool = False,
 ) -> Queued:
     """Queue the job (a repeated submit attaches, and re-creates a request removed by hand before
-    any driver started the job), then read the drivers: after the request exists."""
+    any driver started the job), then read the drivers: after the request exists. `more_queued`:
+    more of the table's backlog waits behind the job (see `SpoolRequest.more_queued`)."""
     now = clock.now()
     submitted = Submitted(
         job_id=job_id, request=names.request_name(now, job_id), table=table, submitted_at=now
@@ -65,20 +73,27 @@ def submit(
         store.create(names.submitted_name(job_id), submitted.encode())
     except PreconditionFailed as exc:
         if exc.found is None:
-            return submit(store, clock, job_id, table, body, bounds=bounds)  # removed meanwhile
+            # Removed meanwhile: queue it again.
+            return submit(store, clock, job_id, table, body, bounds=bounds, more_queued=more_queued)
         submitted = Submitted.decode(exc.found.data, exc.found.name)
         if store.stat(names.finished_name(job_id)) is not None:
             return Queued(job_id, submitted.request, driver_needed=False)  # it has ended: attach
         if repair_needed(store, submitted):
-            enqueue(store, submitted, body)
+            enqueue(store, submitted, body, more_queued)
     else:
-        enqueue(store, submitted, body)
+        enqueue(store, submitted, body, more_queued)
     return Queued(job_id, submitted.request, driver_needed(store, clock, bounds))
 
 
-def enqueue(store: ObjectStore, submitted: Submitted, body: dict[str, Any]) -> None:
+def enqueue(
+    store: ObjectStore, submitted: Submitted, body: dict[str, Any], more_queued: bool = False
+) -> None:
     request = SpoolRequest(
-        job_id=submitted.job_id, table=submitted.table, body=body, submitted_at=submitted.submitted_at
+        job_id=submitted.job_id,
+        table=submitted.table,
+        body=body,
+        submitted_at=submitted.submitted_at,
+        more_queued=more_queued,
     )
     try:
         store.create(submitted.request, request.encode())

@@ -105,7 +105,7 @@ def per_idle_minute(poll_seconds: float = 2.0, idle_minutes: float = 10.0) -> di
     started = clock.now()
     before: list[Counter[str]] = []
 
-    def should_leave(idle_since: datetime, now: datetime) -> str | None:
+    def should_leave(idle_since: datetime | None, now: datetime) -> str | None:
         if not before:
             before.append(Counter(store.ops))  # registered: from here on it only waits
         return "measured" if now - started >= timedelta(minutes=idle_minutes) else None

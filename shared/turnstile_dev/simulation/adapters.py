@@ -338,7 +338,7 @@ class SimRunner:
         if self._loop.faults_on and self._loop.rng.random() < self._transient:
             raise JobServiceUnavailable("the job service answered 503")
 
-    def submit(self, job_id: str, manifest_uri: str) -> None:
+    def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
         self._call()
         if job_id in self.jobs:
             return

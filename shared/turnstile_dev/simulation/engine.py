@@ -105,7 +105,7 @@ class Loop:
         while self._queue:
             when, _, callback = heapq.heappop(self._queue)
             if when > until:
-                return False
+                return settled()  # it may have settled since the last look
             self.now = when
             callback()
             if self.now - checked >= 30:

@@ -3,7 +3,8 @@
 Submitters queue jobs and start a driver when told none takes requests, numbered by the driver
 sequence (`spoollaunch.claim_launch`: of submitters that race, one launches); drivers serve, go idle and
 leave, pass their lifetime, crash, stall past the stale bound (and are declared dead while they
-still run), start twice under one id, or are announced and never launched; people withdraw queued
+still run), start twice under one id, are announced and never launched, or start beside a running
+one (scale-out); people withdraw queued
 jobs and remove spool objects by hand; the runners poll each job's status (which reports jobs
 whose driver died, and start a driver when none takes requests and no leaving one listed the job)
 and submit again now and then. Half the seeds keep the spool in a state bucket.
@@ -77,6 +78,7 @@ class SpoolPlan:
     garbage: int  # request objects holding garbage
     max_idle: float
     lifetime: float
+    scale_out: float  # chance a submit that found a driver taking requests starts another one too
 
     @staticmethod
     def draw(rng: random.Random) -> SpoolPlan:
@@ -92,6 +94,7 @@ class SpoolPlan:
             garbage=rng.choice([0, 0, 1, 2]),
             max_idle=rng.choice([0.0, 3.0, 20.0, 90.0]),
             lifetime=rng.choice([120.0, 600.0, 3600.0]),
+            scale_out=rng.choice([0.0, 0.3]),
         )
 
 
@@ -130,6 +133,9 @@ class SpoolWorld:
             queued = submit(self.store, self.clock, job, "ds/tbl", {"manifest": f"{job}.json"}, bounds=BOUNDS)
             if queued.driver_needed:
                 self.start_driver(lambda: driver_needed(self.store, self.clock, BOUNDS))
+            elif self.loop.faults_on and self.loop.rng.random() < self.plan.scale_out:
+                self.stats["drivers started beside a running one (scale-out)"] += 1
+                self.start_driver(lambda: True)  # several drivers take requests at once
             self.queued.add(job)  # its submit returned: a driver takes it, or one was started for it
             self.check_queue()
 
@@ -196,7 +202,7 @@ class SpoolWorld:
         before = self.taking_drivers()
         driver_id = claim_launch(self.store, self.clock, BOUNDS, still_needed, lambda number: f"drv-{number}")
         if driver_id is None:
-            self.stats["launches left to a racing submitter (or not needed)"] += 1
+            self.stats["launches left to a racing submitter"] += 1
             return
         self.check_one_launch(driver_id, before)
         rng = self.loop.rng
@@ -258,9 +264,11 @@ class SpoolWorld:
     def driver_body(self, driver_id: str):  # type: ignore[no-untyped-def]
         born = self.loop.now
 
-        def should_leave(idle_since: datetime, now: datetime) -> str | None:
+        def should_leave(idle_since: datetime | None, now: datetime) -> str | None:
             if self.loop.now - born > self.plan.lifetime:
                 return "max lifetime"
+            if idle_since is None:  # not idle yet: with no idle time allowed, it leaves at every ask
+                return "idle" if self.plan.max_idle == 0 else None
             return "idle" if (now - idle_since).total_seconds() >= self.plan.max_idle else None
 
         def body() -> None:
