@@ -4,6 +4,7 @@ schedules, replays identically, and catches a spool that breaks them."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import pytest
 
@@ -39,8 +40,10 @@ def test_a_spool_schedule_replays_identically() -> None:
     assert first == second
 
 
-def _violations(seeds: range) -> list[str]:
-    return [problem for seed in seeds for problem in run_spool_schedule(seed)]
+def _violations(seeds: range) -> Iterator[str]:
+    """Each schedule's violations, played only as far as the caller reads (`any` stops at the
+    first): a planted bug some schedules hit rarely costs the schedules up to its first catch."""
+    return (problem for seed in seeds for problem in run_spool_schedule(seed))
 
 
 def test_it_catches_a_driver_that_lists_the_queue_before_it_says_leaving(
@@ -52,9 +55,8 @@ def test_it_catches_a_driver_that_lists_the_queue_before_it_says_leaving(
         return listed
 
     monkeypatch.setattr(SpoolDriver, "leave", leave)
-    # A submit must land between the listing and LEAVING once faults are over: rare (about 1 seed
-    # in 250), so the range holds two seeds known to hit it.
-    assert any("left queued with no driver" in p for p in _violations(range(700, 900)))
+    # A submit must land between the listing and LEAVING once faults are over: about 1 seed in 180.
+    assert any("left queued with no driver" in p for p in _violations(range(1000)))
 
 
 def test_it_catches_a_claim_without_its_precondition(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +79,7 @@ def test_it_catches_a_claim_without_its_precondition(monkeypatch: pytest.MonkeyP
             self.store = store
 
     monkeypatch.setattr(SpoolDriver, "claim", unconditional)
-    assert any("reported failed" in p or "withdrawn but ran" in p for p in _violations(range(40)))
+    assert any("reported failed" in p or "withdrawn but ran" in p for p in _violations(range(400)))
 
 
 def test_it_catches_a_spool_that_never_finds_a_driver_dead(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,7 +93,7 @@ def test_it_catches_a_status_poll_that_trusts_any_leaving_driver_to_serve_its_jo
 ) -> None:
     monkeypatch.setattr(spoolsubmit, "listed_by_leaving", lambda records, queued_at, now, bounds: True)
     # A launch lost while faults were on leaves a job to the runners' polls, which never start one.
-    assert any("waited" in p and "for a driver" in p for p in _violations(range(0, 60)))
+    assert any("waited" in p and "for a driver" in p for p in _violations(range(600)))
 
 
 def test_it_catches_a_start_timeout_that_gives_up_on_a_job_a_driver_took(

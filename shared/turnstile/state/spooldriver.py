@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -86,6 +87,7 @@ class SpoolDriver:
         self._record: DriverRecord | None = None
         self._generation = 0
         self._mutex = threading.Lock()  # the heartbeat thread and the serving loop write the record
+        self._listed: deque[str] = deque()  # requests of the last listing not tried yet
 
     @property
     def record(self) -> DriverRecord | None:
@@ -159,12 +161,19 @@ class SpoolDriver:
             self._write()
 
     def take(self) -> Claimed | None:
-        """Claim the oldest queued request; None when there is none."""
-        for info in self.store.list_objects(names.REQUESTS):
-            claimed = self.claim(info.name)
+        """Claim the oldest queued request; None when a listing made now finds none. The rest of a
+        listing is tried before the queue is listed again: one listing serves a backlog."""
+        listed_now = False
+        while True:
+            if not self._listed:
+                if listed_now:
+                    return None
+                self._listed.extend(info.name for info in self.store.list_objects(names.REQUESTS))
+                listed_now = True
+                continue
+            claimed = self.claim(self._listed.popleft())
             if claimed is not None:
                 return claimed
-        return None
 
     def claim(self, name: str) -> Claimed | None:
         """Claim this request if it is still queued: name it in the driver's record, then

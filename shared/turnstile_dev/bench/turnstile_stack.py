@@ -32,7 +32,7 @@ from turnstile.local.stack import Stack, StackOptions, settings_for
 from turnstile.local.stackinfo import StackInfo
 from turnstile.names import driverspool
 from turnstile.state.records import BatchResult, Lock, LockState, Manifest, ManifestBatch
-from turnstile.state.spoolrecords import JobFinished, Submitted
+from turnstile.state.spoolrecords import JobFinished, JobStarted, Submitted
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile_dev.bench.machine import CpuMeter
 from turnstile_dev.bench.workload import GATE, SCHEMA, Workload
@@ -47,6 +47,7 @@ class JobRecord:
     submitted: float  # epoch seconds
     finished: float
     state: str
+    started: float = 0.0  # with `spool`: when a driver started it (0: not recorded)
 
     @property
     def seconds(self) -> float:
@@ -92,6 +93,12 @@ class StackRun:
         """Seconds from the gates opening to the first job's submission."""
         return min((j.submitted for j in self.jobs), default=self.gate_opened) - self.gate_opened
 
+    def first_start(self) -> float | None:
+        """With `spool`: seconds from the gates opening until a driver started the first job (the
+        function's submit, then the launch and start-up of a driver); None when not recorded."""
+        started = [j.started for j in self.jobs if j.started]
+        return min(started) - self.gate_opened if started else None
+
     @property
     def tables(self) -> list[str]:
         return [f"{CATALOG}.{self.dataset}.{self.workload.table(t)}" for t in range(self.workload.tables)]
@@ -112,6 +119,7 @@ class StackRun:
             "jobs": len(self.jobs),
             "job_seconds": [round(j.seconds, 2) for j in self.jobs],
             "first_submit_seconds": round(self.first_submit(), 2),
+            "first_start_seconds": None if (first := self.first_start()) is None else round(first, 2),
             "notice_gaps_seconds": [round(g, 2) for g in self.notice_gaps()],
             "batch_seconds_in_jobs": round(sum(self.batch_seconds), 2),
         }
@@ -271,12 +279,14 @@ class TurnstileStack:
         `spool`, the same two records in the bucket's spool)."""
         if self.spool:
             submitted = self.bucket.read(driverspool.submitted_name(job_id))
+            started = self.bucket.read(driverspool.started_name(job_id))
             ended = self.bucket.read(driverspool.finished_name(job_id))
             at = Submitted.decode(submitted.data, job_id).submitted_at.timestamp() if submitted else 0.0
+            began = JobStarted.decode(started.data, job_id).started_at.timestamp() if started else 0.0
             if ended is None:
-                return JobRecord(job_id, at, 0.0, "PENDING")
+                return JobRecord(job_id, at, 0.0, "PENDING", began)
             end = JobFinished.decode(ended.data, job_id)
-            return JobRecord(job_id, at, end.finished_at.timestamp(), end.outcome.value)
+            return JobRecord(job_id, at, end.finished_at.timestamp(), end.outcome.value, began)
         state = read_json(self.home / "jobs" / job_id / STATE) or {}
         finished = read_json(self.home / "jobs" / job_id / FINISHED) or {}
 
