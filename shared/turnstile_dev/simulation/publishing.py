@@ -80,6 +80,11 @@ class Publishes:
     def answer(self, key: Key, when: float, answer: Answer) -> None:
         self.answers.setdefault(key, []).append((when, answer))
 
+    def refused(self, key: Key, when: float, answer: Answer) -> None:
+        """The command that gave `answer` at `when` was refused (the lock changed since the operator
+        read it): it changed nothing, so it is no answer."""
+        self.answers[key].remove((when, answer))
+
     def _last(self, key: Key, until: float = float("inf")) -> Answer | None:
         said = [answer for when, answer in self.answers.get(key, []) if when <= until]
         return said[-1] if said else None
@@ -114,9 +119,14 @@ class Publishes:
         accepted = staged if found else None
         if accepted is not None:
             self.accepted.setdefault(key, []).append(accepted)
-        self.answer(key, loop.now, "publish")
+        said = loop.now
+        self.answer(key, said, "publish")
         ctx.stats["turnstile publish runs"] += 1
-        publish_ops.apply(inv, planned)
+        try:
+            publish_ops.apply(inv, planned)
+        except UnlockRefused:
+            self.refused(key, said, "publish")
+            raise
         self.returned[key] = (accepted, loop.now)
         ctx.stats["turnstile publish returned"] += 1
 

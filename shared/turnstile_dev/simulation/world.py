@@ -487,11 +487,18 @@ class World:
             for c in self.tables.commits
         ):
             return
-        if head is not None and not head.reprocess:
-            self.tried_skip.setdefault(prefix, set()).add(head.rel)
-            self.tables.failing.discard((prefix, head.rel))  # applying it would now succeed
-            self.publishes.answer((prefix, head.rel, head.success_generation), self.loop.now, "drop")
-        operator.unlock(inv, _table(prefix), skip_head=True, expected_generation=generation)
+        said = self.loop.now
+        key = None if head is None or head.reprocess else (prefix, head.rel, head.success_generation)
+        if key is not None:
+            self.tried_skip.setdefault(prefix, set()).add(key[1])
+            self.tables.failing.discard((prefix, key[1]))  # applying it would now succeed
+            self.publishes.answer(key, said, "drop")
+        try:
+            operator.unlock(inv, _table(prefix), skip_head=True, expected_generation=generation)
+        except UnlockRefused:
+            if key is not None:  # the lock changed first (a publish, say): this drop changed nothing
+                self.publishes.refused(key, said, "drop")
+            raise
         if head is not None and not head.reprocess:
             self.skipped.setdefault(prefix, {})[head.rel] = head.success_generation
             self.stats["failed batches dropped"] += 1
