@@ -37,7 +37,7 @@ class Runs:
         self.order: list[str] = []
         self._lock = threading.Lock()
 
-    def __call__(self, request: SpoolRequest) -> tuple[Outcome, str | None]:
+    def __call__(self, request: SpoolRequest, stop_requested: object = None) -> tuple[Outcome, str | None]:
         with self._lock:
             self.count[request.job_id] += 1
             self.order.append(request.job_id)

@@ -279,7 +279,7 @@ def test_a_failed_create_withdraws_its_announcement_so_the_next_submit_launches(
     assert [b for b, _ in batches.created] == [driver_batch_id("turnstile", "inbound", first + 1)]
 
 
-def test_cancel_withdraws_a_queued_job_and_leaves_a_running_one(
+def test_cancel_withdraws_a_queued_job_and_asks_a_running_one_to_stop(
     store: MemoryStore, clock: ManualClock
 ) -> None:
     batches = Batches()
@@ -295,11 +295,13 @@ def test_cancel_withdraws_a_queued_job_and_leaves_a_running_one(
     warm.cancel("job-b")
     status = warm.status("job-b")
     assert status is not None and status.state is JobState.CANCELLED
-    warm.cancel("job-a")  # runs in a driver: left to finish
-    assert warm.status("job-a") == JobStatus("job-a", JobState.RUNNING)
-    served.finish(claimed, Outcome.FAILED, "turnstile job failed: bad rows")
-    status = warm.status("job-a")
-    assert status is not None and status.state is JobState.FAILED and "bad rows" in (status.detail or "")
+    warm.cancel("job-a")  # runs in a driver: asked to stop at its next batch boundary
+    assert store.read(names.stop_name("job-a")) is not None
+    assert warm.status("job-a") == JobStatus("job-a", JobState.RUNNING)  # until the driver stops it
+    served.finish(claimed, Outcome.CANCELLED, "cancelled: stopped at a batch boundary, before batch '07'")
+    assert warm.status("job-a") == JobStatus(
+        "job-a", JobState.CANCELLED, "cancelled: stopped at a batch boundary, before batch '07'"
+    )
     warm.cancel("per-job-batch")  # unknown to the spool: a batch of its own from before the switch
     assert batches.cancelled == ["per-job-batch"]
     assert batches.cancelled.count(batch_id) == 0

@@ -4,6 +4,8 @@ the policy's history to its successor."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -18,8 +20,15 @@ from turnstile.entrypoints.driver_serve import (
 )
 from turnstile.jobs.driver_policy import History
 from turnstile.names import driverspool as names
-from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome, RejectedRequest, SpoolRequest
-from turnstile.state.spoolsubmit import JobState, job_status, submit
+from turnstile.state.spoolrecords import (
+    DriverRecord,
+    DriverState,
+    Outcome,
+    RejectedRequest,
+    SpoolBounds,
+    SpoolRequest,
+)
+from turnstile.state.spoolsubmit import JobState, job_status, request_stop, submit
 from turnstile.store.memory import MemoryStore
 
 COSTS = dataproc_costs(max_idle_seconds=300, max_lifetime_seconds=3600)
@@ -73,7 +82,7 @@ def test_a_failing_job_is_recorded_failed_and_the_driver_goes_on(
         submit(store, clock, job, "ds/a", {"manifest": f"gs://b/{job}.json"}, bounds=BOUNDS)
     ran: list[str] = []
 
-    def run(request: object) -> tuple[Outcome, str | None]:
+    def run(request: object, stop_requested: object) -> tuple[Outcome, str | None]:
         job = request.job_id
         ran.append(job)
         if job == "job-a":
@@ -128,6 +137,32 @@ def test_a_driver_with_no_history_waits_for_a_request_its_last_job_said_is_comin
     assert reason == "rent-or-buy" and runs.order == ["job-1", "job-2"]
     record = store.read(names.driver_name("turnstile-drv-0a-1"))
     assert record is not None and DriverRecord.decode(record.data, "x").jobs_served == 2
+
+
+def test_a_cancel_of_a_running_job_stops_it_at_a_batch_boundary_and_ends_it_cancelled(
+    store: MemoryStore, clock: ManualClock
+) -> None:
+    """The runner's cancel of a job a driver runs writes its stop request; the driver's watch sees it
+    within a heartbeat interval and the job, which looks before each batch, stops: CANCELLED."""
+    quick = SpoolBounds(stale_after=timedelta(seconds=0.4), start_within=timedelta(minutes=5))
+    submit(store, clock, "job-a", "ds/a", {"manifest": "gs://b/a.json"}, bounds=quick)
+    applied: list[int] = []
+
+    def batches(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
+        for batch in range(100):
+            if stop_requested():
+                return Outcome.FAILED, f"cancelled: stopped at a batch boundary, before batch {batch}"
+            if batch == 2:
+                request_stop(store, clock, request.job_id)  # as WarmDataprocRunner.cancel does
+            applied.append(batch)
+            time.sleep(0.05)  # a batch: the watch looks every 0.1 s
+        return Outcome.SUCCEEDED, None
+
+    serve_driver(store, clock, "d-1", batches, COSTS, poll_seconds=1.0, bounds=quick)
+    assert 3 <= len(applied) < 20
+    view = job_status(store, clock, "job-a", quick)
+    assert view.end is not None and view.end.outcome is Outcome.CANCELLED
+    assert view.end.error == f"cancelled: stopped at a batch boundary, before batch {len(applied)}"
 
 
 def test_an_awaited_request_keeps_an_idle_driver_up_for_the_break_even(clock: ManualClock) -> None:

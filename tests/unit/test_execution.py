@@ -103,6 +103,18 @@ def test_all_batches_committed_in_order_with_one_result_each() -> None:
     assert recorded.done() == done
 
 
+def test_a_stop_asked_while_it_runs_ends_the_job_at_the_next_batch_boundary() -> None:
+    """A cancel of a job a warm driver runs: the batch under way is committed and recorded, the
+    next is not started and has no record (the protocol applies it again, or blocks on it)."""
+    batches = (mbatch("b1"), mbatch("b2"), mbatch("b3"))
+    recorded, tables = Recorded(), MemoryTables()
+    done = execute(recorded.store, manifest(*batches), tables, FixedClock(), lambda: bool(tables.commits))
+    assert tables.commits == {"ds/tbl": [("b1", 1)]}
+    assert recorded.writes == [batches[0].result, TABLE.done_signal(JOB)]
+    assert not done.succeeded and done.outcomes == {"b1": COMMITTED}
+    assert done.error == "cancelled: stopped at a batch boundary, before batch 'b2'"
+
+
 def test_stops_at_the_first_failure() -> None:
     batches = (mbatch("b1"), mbatch("b2"), mbatch("b3"))
     tables = MemoryTables(failing={"b2", "b3"})

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -64,8 +64,8 @@ def serve(spark: SparkSession, args: argparse.Namespace) -> int:
     store = GcsStore(make_client(settings.gcp_project, host), args.spool_bucket, emulator_writes=writes)
     logs = Path(tempfile.mkdtemp(prefix="turnstile-jobs-"))
 
-    def run(request: SpoolRequest) -> tuple[Outcome, str | None]:
-        return run_request(spark, request, args.stage_to, logs)
+    def run(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
+        return run_request(spark, request, args.stage_to, logs, stop_requested)
 
     costs = dataproc_costs(args.max_idle_seconds, args.max_lifetime_seconds)
     reason = serve_driver(store, SystemClock(), args.driver_id, run, costs, poll_seconds=args.poll_seconds)
@@ -74,7 +74,11 @@ def serve(spark: SparkSession, args: argparse.Namespace) -> int:
 
 
 def run_request(
-    spark: SparkSession, request: SpoolRequest, stage_root: Path | None, logs: Path
+    spark: SparkSession,
+    request: SpoolRequest,
+    stage_root: Path | None,
+    logs: Path,
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> tuple[Outcome, str | None]:
     """One job in a new session of the driver's Spark context, as the local warm driver runs it."""
     import traceback  # noqa: PLC0415
@@ -91,7 +95,7 @@ def run_request(
     with output_to(log):
         print(f"turnstile driver: job {request.job_id} ({request.table})", flush=True)
         try:
-            code = _run_job(spark.newSession(), manifest, stage_to)
+            code = _run_job(spark.newSession(), manifest, stage_to, stop_requested)
         except Exception as exc:  # the job's failure, recorded; the driver goes on
             traceback.print_exc()
             print(f"turnstile job failed: {type(exc).__name__}: {exc}", file=sys.stderr)

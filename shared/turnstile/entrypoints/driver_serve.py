@@ -8,6 +8,9 @@ driver's Spark session); the store and the clock are passed in too.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -21,7 +24,7 @@ from turnstile.names import driverspool as names
 from turnstile.state.records import Record, new_nonce
 from turnstile.state.spooldriver import SpoolDriver
 from turnstile.state.spoolrecords import Outcome, SpoolBounds, SpoolRequest
-from turnstile.state.spoolserve import Run, heartbeating, serve
+from turnstile.state.spoolserve import heartbeating, serve
 from turnstile.store.port import ObjectStore
 
 log = logs.get("driver")
@@ -104,11 +107,37 @@ class StayUp:
         )
 
 
+RunStoppable = Callable[[SpoolRequest, Callable[[], bool]], tuple[Outcome, str | None]]
+"""Runs one job: its outcome and error. The second argument says whether a cancel asked the job to
+stop; the job looks at it before each batch."""
+
+
+@contextmanager
+def stop_watch(store: ObjectStore, job_id: str, every_seconds: float) -> Iterator[threading.Event]:
+    """Set while the job runs once a cancel asked it to stop (`jobs/<job>/stop.json`), looked for
+    every `every_seconds` from a thread: one stat a heartbeat, nothing per batch."""
+    asked, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        while not done.wait(every_seconds):
+            if store.stat(names.stop_name(job_id)) is not None:
+                asked.set()
+                return
+
+    watching = threading.Thread(target=watch, name=f"stop watch {job_id}", daemon=True)
+    watching.start()
+    try:
+        yield asked
+    finally:
+        done.set()
+        watching.join()
+
+
 def serve_driver(
     store: ObjectStore,
     clock: Clock,
     driver_id: str,
-    run: Run,
+    run: RunStoppable,
     costs: PolicyCosts,
     *,
     poll_seconds: float,
@@ -128,8 +157,11 @@ def serve_driver(
             extra={"event": "driver_job", "driver": driver_id, "job_id": request.job_id},
         )
         try:
-            with heartbeating(driver, beat_every):
-                return run(request)
+            with heartbeating(driver, beat_every), stop_watch(store, request.job_id, beat_every) as asked:
+                outcome, error = run(request, asked.is_set)
+            if asked.is_set() and outcome is not Outcome.SUCCEEDED:  # it stopped at a batch boundary
+                return Outcome.CANCELLED, error or "cancelled: stopped at a batch boundary"
+            return outcome, error
         finally:
             policy.job_seconds = (clock.now() - started).total_seconds()
 

@@ -240,9 +240,17 @@ class WarmDataprocRunner:
         return True
 
     def cancel(self, job_id: str) -> None:
-        """Withdraw the job if no driver took it yet; a job a driver runs is left to finish."""
+        """Withdraw the job if no driver took it yet; a job a driver took is asked to stop at its
+        next batch boundary (what it committed stays committed)."""
         withdrawal = spoolsubmit.withdraw(self._spool, self._clock, job_id)
-        if withdrawal.withdrawn or withdrawal.end is not None or withdrawal.driver_id is not None:
+        if withdrawal.withdrawn or withdrawal.end is not None:
+            return
+        if withdrawal.driver_id is not None:
+            spoolsubmit.request_stop(self._spool, self._clock, job_id)
+            log.info(
+                f"warm job {job_id} runs in driver {withdrawal.driver_id}: asked to stop at its next batch",
+                extra={"event": "job_stop_requested", "job_id": job_id, "driver": withdrawal.driver_id},
+            )
             return
         if self._spool.stat(driverspool.submitted_name(job_id)) is None:
             self._batches.cancel(job_id)  # a batch of its own, from before DRIVER=warm
@@ -258,6 +266,8 @@ def _status(job_id: str, view: spoolsubmit.JobView) -> JobStatus:
         return JobStatus(job_id, JobState.SUCCEEDED)
     if end.outcome is Outcome.WITHDRAWN:
         return JobStatus(job_id, JobState.CANCELLED, "cancelled: withdrawn before any warm driver took it")
+    if end.outcome is Outcome.CANCELLED:
+        return JobStatus(job_id, JobState.CANCELLED, end.error or "cancelled: stopped at a batch boundary")
     where = f" (driver {end.driver_id})" if end.driver_id else ""
     if end.outcome is Outcome.FAILED_TRANSIENT:
         return JobStatus(

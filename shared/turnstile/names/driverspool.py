@@ -63,6 +63,11 @@ def finished_name(job_id: str) -> str:
     return f"{JOBS}{checked_id('job', job_id)}/finished.json"
 
 
+def stop_name(job_id: str) -> str:
+    """A cancel's request that the driver running the job stop it at its next batch boundary."""
+    return f"{JOBS}{checked_id('job', job_id)}/stop.json"
+
+
 def driver_name(driver_id: str) -> str:
     return f"{DRIVERS}{checked_id('driver', driver_id)}.json"
 

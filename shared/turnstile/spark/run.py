@@ -78,7 +78,11 @@ def _job_store(stores: Callable[[str], ObjectStore], data: str, manifest_bucket:
 
 
 def run(
-    spark: SparkSession, manifest_uri: str, stage_to: Path | None, stores: Callable[[str], ObjectStore]
+    spark: SparkSession,
+    manifest_uri: str,
+    stage_to: Path | None,
+    stores: Callable[[str], ObjectStore],
+    stop_requested: Callable[[], bool] = lambda: False,
 ) -> int:
     """Exit status 0 when every batch was committed or skipped, 1 otherwise. `stores` gives the
     store of a bucket of the manifest's cloud (the main file of each cloud builds it)."""
@@ -92,7 +96,7 @@ def run(
         applier = IcebergApplier(
             spark, settings.iceberg_catalog, staging, stores, manifest.bucket, ordered=manifest.ordered
         )
-        done = execute(store, manifest, applier, SystemClock())
+        done = execute(store, manifest, applier, SystemClock(), stop_requested)
     except BatchFailed as exc:
         print(f"turnstile job failed: {exc}", file=sys.stderr)
         return 1

@@ -166,17 +166,22 @@ def _now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _run_job(spark: SparkSession, manifest: str, stage_to: Path | None) -> int:
+def _run_job(
+    spark: SparkSession,
+    manifest: str,
+    stage_to: Path | None,
+    stop_requested: Callable[[], bool] = lambda: False,
+) -> int:
     """Run one manifest with the stores of its cloud (imported only now: after the dependencies)."""
     from turnstile.spark.run import run  # noqa: PLC0415
 
     if manifest.startswith("s3://"):
         from turnstile.spark.main_aws import s3_stores  # noqa: PLC0415
 
-        return run(spark, manifest, stage_to, s3_stores())
+        return run(spark, manifest, stage_to, s3_stores(), stop_requested)
     from turnstile.spark.main import gcs_stores  # noqa: PLC0415
 
-    return run(spark, manifest, stage_to, gcs_stores())
+    return run(spark, manifest, stage_to, gcs_stores(), stop_requested)
 
 
 def main(argv: list[str]) -> int:

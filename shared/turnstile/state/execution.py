@@ -9,6 +9,7 @@ job contract every runner and the PySpark job build on.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 from turnstile.core.clock import Clock
@@ -70,10 +71,22 @@ def _outcome(data: bytes, name: str) -> BatchOutcome | None:
         return None  # unreadable: replaced by what this attempt saw
 
 
-def execute(store: ObjectStore, manifest: Manifest, applier: BatchApplier, clock: Clock) -> JobDone:
+def execute(
+    store: ObjectStore,
+    manifest: Manifest,
+    applier: BatchApplier,
+    clock: Clock,
+    stop_requested: Callable[[], bool] = lambda: False,
+) -> JobDone:
+    """Apply the manifest's batches in order, each its own commit and result record. When
+    `stop_requested()` says so (a cancel of a job a warm driver runs), it stops before the next
+    batch: what it committed stays committed, the rest has no record and is applied again later."""
     outcomes: dict[str, BatchOutcome] = {}
     error: str | None = None
     for listed in manifest.batches:
+        if stop_requested():
+            error = f"cancelled: stopped at a batch boundary, before batch {listed.rel!r}"
+            break
         started = time.monotonic()
         batch = _with_override(store, listed)
         snapshot = applier.committed_snapshot(batch)

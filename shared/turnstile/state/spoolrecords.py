@@ -70,6 +70,16 @@ class Outcome(StrEnum):
     FAILED = "FAILED"  # the job failed and said why
     FAILED_TRANSIENT = "FAILED_TRANSIENT"  # never ran, or its driver died: the runner retries the job
     WITHDRAWN = "WITHDRAWN"  # cancelled while queued: never ran
+    CANCELLED = "CANCELLED"  # cancelled while it ran: stopped at a batch boundary (`StopRequest`)
+
+
+class StopRequest(Record):
+    """`jobs/<job>/stop.json`: a cancel of a job a driver runs. The driver's heartbeat sees it and
+    the job stops before its next batch; what it committed stays committed."""
+
+    job_id: str
+    requested_at: AwareDatetime
+    nonce: str = Field(default_factory=new_nonce)
 
 
 class JobFinished(Record):

@@ -35,6 +35,7 @@ from turnstile.state.spoolrecords import (
     RequestState,
     SpoolBounds,
     SpoolRequest,
+    StopRequest,
     Submitted,
     claimant_lost,
     death,
@@ -268,6 +269,15 @@ def withdraw(store: ObjectStore, clock: Clock, job_id: str, *, reason: str | Non
                 continue  # claimed (or withdrawn) meanwhile: read again
             read = type(read)(read.name, generation, request.encode())
         settle_request(store, clock, read, request, "withdrawn")
+
+
+def request_stop(store: ObjectStore, clock: Clock, job_id: str) -> None:
+    """Ask the driver that runs the job to stop it before its next batch (`jobs/<job>/stop.json`,
+    created once: a repeated cancel changes nothing)."""
+    try:
+        store.create(names.stop_name(job_id), StopRequest(job_id=job_id, requested_at=clock.now()).encode())
+    except PreconditionFailed:
+        pass
 
 
 def _withdrawn(end: JobFinished, reason: str | None) -> bool:

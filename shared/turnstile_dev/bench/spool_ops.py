@@ -78,7 +78,7 @@ def per_job(jobs: int = 50) -> dict[str, Any]:
     submitted = Counter(store.ops)
     costs = dataproc_costs(max_idle_seconds=300, max_lifetime_seconds=3600)
     for driver_id in launches.launched:
-        serve_driver(store, clock, driver_id, _succeeded, costs, poll_seconds=2.0)
+        serve_driver(store, clock, driver_id, lambda request, _: _succeeded(request), costs, poll_seconds=2.0)
     served = Counter(store.ops)
     states = [runner.status(f"job-{index:04d}") for index in range(jobs)]
     read = Counter(store.ops)
