@@ -238,3 +238,33 @@ def test_an_unlock_that_read_the_lock_before_a_publish_released_it_leaves_the_pu
     found = world.store.read(name)
     assert found is not None and PublishOverride.decode(found.data, found.name).by == "ana"
     assert lock_state(world) is LockState.FREE  # as the publish released it
+
+
+def test_a_drop_that_read_the_lock_before_a_publish_released_it_is_refused_with_nothing_removed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's `unlock --skip-head` read the FAILED lock and found no publish record; then,
+    as it looks at the batch's pointer, another operator's `turnstile publish` records the batch and
+    releases the lock. The drop must not remove the pointer (the publish's next job applies the
+    batch from there): it moves the lock first, which fails, so it is refused with the pointer and
+    the batch's record as they were."""
+    generation = failed(world, kind=AUDIT_FAILURE)
+    pointer = world.table.pointer(HEAD, world.inv.settings.success_filename)
+    assert world.store.stat(pointer) is not None
+    store, looked = world.inv.store, []
+    stat = store.stat
+
+    def publish_as_it_looks(name: str) -> object:
+        if name == pointer and not looked:
+            looked.append(name)
+            publish_ops.apply(world.inv, publish_ops.plan(world.inv, world.table, by="ana", reason="refunds"))
+        return stat(name)
+
+    monkeypatch.setattr(store, "stat", publish_as_it_looks)
+    with pytest.raises(UnlockRefused, match="the lock changed while unlocking"):
+        operator.unlock(world.inv, world.table, skip_head=True)
+    assert world.store.stat(pointer) is not None  # still queued: the published batch applies
+    found = world.store.read(world.table.result(HEAD, generation))
+    assert found is not None and BatchResult.decode(found.data, found.name).error == AUDIT_ERROR
+    assert world.store.stat(override_name(world.table.prefix, HEAD, generation)) is not None
+    assert lock_state(world) is LockState.FREE  # as the publish released it

@@ -68,6 +68,7 @@ def unlock(
         )
     dropped = None
     head = lock.covers[0] if lock.covers else None
+    read_at = generation
     if (
         head is not None
         and not head.reprocess
@@ -80,6 +81,9 @@ def unlock(
     if by_hand and head:
         skip_head, dropped = True, head.pointer
     elif skip_head and head:
+        # The lock first: a `turnstile publish` that released the table since it was read makes this
+        # drop refused before it removes anything, and one still running then fails its release.
+        generation = generation if generation != read_at else _fence(inv, table, lock, generation)
         dropped = _drop_pointer(inv, head)
     if dropped and head and not head.reprocess:
         why = f"{results.DROPPED} (unlock --skip-head), not applied: {lock.error}"
@@ -245,14 +249,21 @@ def _withdraw_publish(inv: Invocation, table: Table, lock: Lock, generation: int
     name = override_name(table.prefix, head.rel, head.success_generation)
     if inv.store.stat(name) is None:
         return generation
+    generation = _fence(inv, table, lock, generation)
+    inv.store.remove(name)
+    return generation
+
+
+def _fence(inv: Invocation, table: Table, lock: Lock, generation: int) -> int:
+    """Write the lock read again, unchanged, from its generation: whoever read that generation (a
+    `turnstile publish`, another unlock) now fails its own compare-and-swap. Its new generation;
+    UnlockRefused, with nothing changed, when it moved since it was read."""
     try:
-        generation = table_lock.write(inv, table, lock, generation)
+        return table_lock.write(inv, table, lock, generation)
     except PreconditionFailed as exc:
         raise UnlockRefused(
             f"{table.uri}: the lock changed while unlocking; run status again and retry"
         ) from exc
-    inv.store.remove(name)
-    return generation
 
 
 def _publish_unreleased(inv: Invocation, table: Table, lock: Lock, head: CoveredBatch) -> bool:

@@ -159,6 +159,9 @@ class World:
     # Batches the operator tried to skip (a crash may have cut the try short: applied or not), and
     # those it skipped, with the generation recorded as dropped: that one must never be committed.
     tried_skip: dict[str, set[str]] = field(default_factory=dict)
+    # Failed batches whose `unlock --skip-head` was refused: it changed nothing, so the batch must
+    # still be committed (unless another try skipped it).
+    refused_drops: dict[str, set[str]] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
     orphaned_jobs: set[str] = field(default_factory=set)  # tables whose running lock was deleted by hand
     # Batches a job cancelled with requeue covered: it may have committed one before it stopped,
@@ -498,6 +501,7 @@ class World:
         except UnlockRefused:
             if key is not None:  # the lock changed first (a publish, say): this drop changed nothing
                 self.publishes.refused(key, said, "drop")
+                self.refused_drops.setdefault(prefix, set()).add(key[1])
             raise
         if head is not None and not head.reprocess:
             self.skipped.setdefault(prefix, {})[head.rel] = head.success_generation
@@ -598,6 +602,13 @@ class World:
             found.append(f"{prefix}: committed {order}, expected a subset of {sorted(rels)}, in order")
         if missing := sorted(r for r in rels if r not in tried and r not in order):
             found.append(f"{prefix}: {missing} never committed (not skipped)")
+        skipped = self.skipped.get(prefix, {})
+        if lost := sorted(
+            r for r in self.refused_drops.get(prefix, ()) if r not in order and r not in skipped
+        ):
+            found.append(
+                f"{prefix}: {lost} never committed, though the unlock --skip-head of each was refused"
+            )
         for rel, generation in sorted(self.skipped.get(prefix, {}).items()):
             if any(c.rel == rel and c.generation == generation and c.reprocess is None for c in committed):
                 found.append(f"{prefix}: {rel}#{generation} committed after turnstile skip dropped it")
