@@ -13,7 +13,9 @@ from typing import Any
 from turnstile.entrypoints import dataproc_driver
 
 
-def stand_in(spark: Any, request: Any, stage_root: Path | None, logs: Path) -> tuple[Any, str | None]:
+def stand_in(
+    spark: Any, request: Any, stage_root: Path | None, logs: Path, stop_requested: Any = None
+) -> tuple[Any, str | None]:
     from turnstile.state.spoolrecords import Outcome
 
     print(f"stand-in job {request.job_id} ({request.table})", flush=True)
