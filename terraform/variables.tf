@@ -369,6 +369,17 @@ variable "driver_max_idle_seconds" {
   }
 }
 
+variable "driver_slots" {
+  description = "DRIVER_SLOTS: how many jobs (of different tables) a warm driver batch runs side by side, each on a thread of its Spark application: the driver's cores (4 by default on Dataproc Serverless)."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.driver_slots >= 1 && var.driver_slots <= 32
+    error_message = "driver_slots must be between 1 and 32."
+  }
+}
+
 variable "driver_max_lifetime_seconds" {
   description = "DRIVER_MAX_LIFETIME_SECONDS: past this age a warm driver takes no new job and leaves (its successor runs the current code and config). Keep it below the batch TTL (4 hours) minus the longest job."
   type        = number

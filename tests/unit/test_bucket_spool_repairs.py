@@ -3,7 +3,7 @@ a request object that holds garbage, spool objects removed by hand."""
 
 from __future__ import annotations
 
-import threading
+import time
 
 import pytest
 
@@ -12,8 +12,8 @@ from turnstile.core.errors import PreconditionFailed
 from turnstile.names import driverspool as names
 from turnstile.state import spoolsubmit
 from turnstile.state.spooldriver import Fenced
-from turnstile.state.spoolrecords import JobFinished, Outcome, RejectedRequest
-from turnstile.state.spoolserve import heartbeating, run_one, serve
+from turnstile.state.spoolrecords import JobFinished, Outcome, RejectedRequest, SpoolRequest
+from turnstile.state.spoolserve import run_one, serve
 from turnstile.state.spoolsubmit import JobState, job_status, submit
 from turnstile.store.memory import MemoryStore
 
@@ -188,29 +188,28 @@ def test_a_job_longer_than_the_stale_bound_keeps_its_driver_alive(
 ) -> None:
     queue(store, clock, "job-1")
     d = driver(store, clock, "d1")
-    assert d.register()
-    claimed = d.take()
-    assert claimed is not None and d.start(claimed)
-    beats = threading.Event()
-    real = d.heartbeat
+    seen: list[JobState] = []
 
-    def counted() -> None:
-        real()
-        beats.set()
+    def beaten(since: object) -> bool:
+        """Whether the serving loop wrote the driver's heartbeat after `since` (within 5 s)."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if d.record is not None and d.record.heartbeat_at >= since:
+                return True
+            time.sleep(0.01)
+        return False
 
-    d.heartbeat = counted  # type: ignore[method-assign]
-    with heartbeating(d, 0.01):
-        for _ in range(3):  # the job runs three stale bounds long, beating all along
-            beats.clear()
+    def long_job(request: SpoolRequest, stop_requested: object) -> tuple[Outcome, str | None]:
+        for _ in range(6):  # the job runs three stale bounds long; the loop beats all along
             clock.sleep(STALE / 2)
-            assert beats.wait(5)
-            clock.sleep(STALE / 2)
-            beats.clear()
-            assert beats.wait(5)
-            assert job_status(store, clock, "job-1", BOUNDS).state is JobState.RUNNING
-    d.finish(claimed, Outcome.SUCCEEDED)
+            assert beaten(clock.now())
+            seen.append(job_status(store, clock, "job-1", BOUNDS).state)
+        return Outcome.SUCCEEDED, None
+
+    serve(d, long_job, lambda idle_since, now: None if idle_since is None else "idle", clock, 0.05)
+    assert seen == [JobState.RUNNING] * 6
     end = job_status(store, clock, "job-1", BOUNDS).end
-    assert end is not None and end.outcome is Outcome.SUCCEEDED
+    assert end is not None and end.outcome is Outcome.SUCCEEDED, end
 
 
 def test_a_job_reported_lost_while_its_submit_stalled_never_runs(

@@ -142,7 +142,7 @@ def test_a_driver_with_no_history_waits_for_a_request_its_last_job_said_is_comin
 def test_a_cancel_of_a_running_job_stops_it_at_a_batch_boundary_and_ends_it_cancelled(
     store: MemoryStore, clock: ManualClock
 ) -> None:
-    """The runner's cancel of a job a driver runs writes its stop request; the driver's watch sees it
+    """The runner's cancel of a job a driver runs writes its stop request; the serving loop sees it
     within a heartbeat interval and the job, which looks before each batch, stops: CANCELLED."""
     quick = SpoolBounds(stale_after=timedelta(seconds=0.4), start_within=timedelta(minutes=5))
     submit(store, clock, "job-a", "ds/a", {"manifest": "gs://b/a.json"}, bounds=quick)
@@ -155,7 +155,8 @@ def test_a_cancel_of_a_running_job_stops_it_at_a_batch_boundary_and_ends_it_canc
             if batch == 2:
                 request_stop(store, clock, request.job_id)  # as WarmDataprocRunner.cancel does
             applied.append(batch)
-            time.sleep(0.05)  # a batch: the watch looks every 0.1 s
+            clock.sleep(0.05)  # a batch: the loop looks for stops every 0.1 s
+            time.sleep(0.05)
         return Outcome.SUCCEEDED, None
 
     serve_driver(store, clock, "d-1", batches, COSTS, poll_seconds=1.0, bounds=quick)

@@ -1,8 +1,8 @@
-"""The warm driver's main file on Dataproc Serverless (DRIVER=warm): one Spark session that serves
-the jobs queued in the bucket's spool, of every table, one after another.
+"""The warm driver's main file on Dataproc Serverless (DRIVER=warm): one Spark application that
+serves the jobs queued in the bucket's spool, of every table, up to SLOTS side by side.
 
     driver.py --spool-bucket BUCKET --driver-id ID [--max-idle-seconds S] [--max-lifetime-seconds S]
-        [--poll-seconds S] [--stage-to DIR]
+        [--poll-seconds S] [--slots SLOTS] [--stage-to DIR]
 
 `turnstile.jobs.dataproc_warm` creates the batch; `turnstile.entrypoints.driver_serve` is its loop.
 Each job runs as the local warm driver runs one (`turnstile.spark.warm`): in a new session of the
@@ -36,6 +36,7 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-idle-seconds", type=float, default=300.0)
     parser.add_argument("--max-lifetime-seconds", type=float, default=3600.0)
     parser.add_argument("--poll-seconds", type=float, default=2.0)
+    parser.add_argument("--slots", type=int, default=4, help="jobs run side by side")
     parser.add_argument("--stage-to", type=Path, help="copy batch files here before reading (emulator)")
     return parser.parse_args(argv)
 
@@ -68,7 +69,9 @@ def serve(spark: SparkSession, args: argparse.Namespace) -> int:
         return run_request(spark, request, args.stage_to, logs, stop_requested)
 
     costs = dataproc_costs(args.max_idle_seconds, args.max_lifetime_seconds)
-    reason = serve_driver(store, SystemClock(), args.driver_id, run, costs, poll_seconds=args.poll_seconds)
+    reason = serve_driver(
+        store, SystemClock(), args.driver_id, run, costs, poll_seconds=args.poll_seconds, slots=args.slots
+    )
     print(f"turnstile driver {args.driver_id} left: {reason}", flush=True)
     return 0
 

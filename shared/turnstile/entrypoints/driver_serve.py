@@ -1,5 +1,5 @@
-"""A warm driver's life on the spool in the bucket: register, take requests in order, run each (its
-heartbeat kept from a thread meanwhile), and leave when the stay-up policy (`jobs.driver_policy`)
+"""A warm driver's life on the spool in the bucket: register, take requests in order, run them side
+by side (`slots` at once, each on a thread), and leave when the stay-up policy (`jobs.driver_policy`)
 says so, handing the policy's history to its successor (`history.json`).
 
 Pure of Spark: the job is the `Run` passed in (`entrypoints.dataproc_driver` runs it in the
@@ -9,8 +9,7 @@ driver's Spark session); the store and the clock are passed in too.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -24,7 +23,8 @@ from turnstile.names import driverspool as names
 from turnstile.state.records import Record, new_nonce
 from turnstile.state.spooldriver import SpoolDriver
 from turnstile.state.spoolrecords import Outcome, SpoolBounds, SpoolRequest
-from turnstile.state.spoolserve import heartbeating, serve
+from turnstile.state.spoolserve import Run, serve
+from turnstile.state.spoolslots import ThreadSlots
 from turnstile.store.port import ObjectStore
 
 log = logs.get("driver")
@@ -107,73 +107,48 @@ class StayUp:
         )
 
 
-RunStoppable = Callable[[SpoolRequest, Callable[[], bool]], tuple[Outcome, str | None]]
-"""Runs one job: its outcome and error. The second argument says whether a cancel asked the job to
-stop; the job looks at it before each batch."""
-
-
-@contextmanager
-def stop_watch(store: ObjectStore, job_id: str, every_seconds: float) -> Iterator[threading.Event]:
-    """Set while the job runs once a cancel asked it to stop (`jobs/<job>/stop.json`), looked for
-    every `every_seconds` from a thread: one stat a heartbeat, nothing per batch."""
-    asked, done = threading.Event(), threading.Event()
-
-    def watch() -> None:
-        while not done.wait(every_seconds):
-            if store.stat(names.stop_name(job_id)) is not None:
-                asked.set()
-                return
-
-    watching = threading.Thread(target=watch, name=f"stop watch {job_id}", daemon=True)
-    watching.start()
-    try:
-        yield asked
-    finally:
-        done.set()
-        watching.join()
-
-
 def serve_driver(
     store: ObjectStore,
     clock: Clock,
     driver_id: str,
-    run: RunStoppable,
+    run: Run,
     costs: PolicyCosts,
     *,
     poll_seconds: float,
+    slots: int = 1,
     bounds: SpoolBounds | None = None,
 ) -> str:
-    """Serve the spool as driver `driver_id` until the policy says to leave; why it left."""
+    """Serve the spool as driver `driver_id`, `slots` jobs at once, until the policy says to leave;
+    why it left."""
     bounds = bounds or SpoolBounds()
     driver = SpoolDriver(store, clock, driver_id, batch=driver_id, bounds=bounds)
     policy = StayUp.from_record(costs, clock.now().timestamp(), load_history(store))
-    beat_every = max(bounds.stale_after.total_seconds() / 4, 0.1)
+    asking = threading.Lock()  # jobs' threads tell the policy of arrivals the loop asks it about
 
-    def run_request(request: SpoolRequest) -> tuple[Outcome, str | None]:
-        policy.arrived(request)
+    def run_request(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
+        with asking:
+            policy.arrived(request)
         started = clock.now()
         log.info(
             f"driver {driver_id} runs job {request.job_id} ({request.table})",
             extra={"event": "driver_job", "driver": driver_id, "job_id": request.job_id},
         )
         try:
-            with heartbeating(driver, beat_every), stop_watch(store, request.job_id, beat_every) as asked:
-                outcome, error = run(request, asked.is_set)
-            if asked.is_set() and outcome is not Outcome.SUCCEEDED:  # it stopped at a batch boundary
-                return Outcome.CANCELLED, error or "cancelled: stopped at a batch boundary"
-            return outcome, error
+            return run(request, stop_requested)
         finally:
-            policy.job_seconds = (clock.now() - started).total_seconds()
+            with asking:
+                policy.job_seconds = (clock.now() - started).total_seconds()
 
     left_after: list[float] = []
 
     def should_leave(idle_since: datetime | None, now: datetime) -> str | None:
-        reason = policy.should_leave(idle_since, now)
+        with asking:
+            reason = policy.should_leave(idle_since, now)
         if reason is not None:
             left_after.append(0.0 if idle_since is None else (now - idle_since).total_seconds())
         return reason
 
-    reason = serve(driver, run_request, should_leave, clock, poll_seconds)
+    reason = serve(driver, run_request, should_leave, clock, poll_seconds, slots=ThreadSlots(slots))
     if left_after:  # it left by the policy: after the requests it served on its way out
         store.write(names.HISTORY, policy.record(left_after[0]).encode())
     log.info(f"driver {driver_id} leaves: {reason}", extra={"event": "driver_left", "driver": driver_id})

@@ -8,6 +8,7 @@ from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.dataproc_warm import WarmDataprocRunner
 from turnstile.jobs.local import DRIVERS, LocalRunner
+from turnstile.jobs.local_spark import CORES
 from turnstile.jobs.local_worker import spool_driver_file
 from turnstile.jobs.port import JobRunner
 from turnstile.store.emulated import WriteLock
@@ -50,5 +51,6 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     if settings.local_driver == "spool":
         # Spark here cannot read gs:// (fake-gcs-server): the driver stages each job's files first.
         staging = ("--stage-to", str(local.home / DRIVERS / "staged"))
-        return WarmDataprocRunner.on(local, settings, store, str(spool_driver_file()), staging)
+        # As many jobs at once as local Spark has cores, as the folder spool's driver.
+        return WarmDataprocRunner.on(local, settings, store, str(spool_driver_file()), staging, slots=CORES)
     return local

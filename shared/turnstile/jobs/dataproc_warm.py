@@ -118,9 +118,11 @@ class WarmDataprocRunner:
         store: ObjectStore,
         driver_main: str,
         extra_args: tuple[str, ...] = (),
+        *,
+        slots: int | None = None,
     ) -> WarmDataprocRunner:
         """The runner whose drivers `batches` launches from `driver_main`, with the deployment's
-        bounds and its spool in `store`."""
+        bounds (`slots` jobs at once: DRIVER_SLOTS unless given) and its spool in `store`."""
         args = (
             "--max-idle-seconds",
             str(settings.driver_max_idle_seconds),
@@ -128,6 +130,8 @@ class WarmDataprocRunner:
             str(settings.driver_max_lifetime_seconds),
             "--poll-seconds",
             str(settings.driver_poll_seconds),
+            "--slots",
+            str(slots or settings.driver_slots),
             *extra_args,
         )
         return cls(

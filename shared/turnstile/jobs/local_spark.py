@@ -166,12 +166,13 @@ def ensure_jars(target_dir: Path, *, jarjar: Path = JARJAR) -> list[Path]:
 
 
 LOGGING = Path(__file__).with_name("log4j2-local.properties")
+CORES = 2  # local Spark's: a warm local driver runs as many jobs at once
 
 
 def spark_conf(jars: list[Path], warehouse: Path, catalog: str = "local") -> dict[str, str]:
     """Settings for a local session with a Hadoop Iceberg catalog `catalog` rooted at warehouse."""
     return {
-        "spark.master": "local[2]",
+        "spark.master": f"local[{CORES}]",
         "spark.jars": ",".join(str(p.resolve()) for p in jars),
         **iceberg_catalog_properties(catalog, "hadoop", warehouse=warehouse.resolve().as_uri()),
         # Several local processes may write the same tables; always read current metadata.

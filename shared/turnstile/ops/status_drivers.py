@@ -28,7 +28,7 @@ class DriverView:
     state: str  # STARTING, RUNNING, LEAVING, GONE, DEAD; a stale one reads DEAD with its reason
     age_seconds: float  # since it started (or was announced)
     jobs_served: int
-    serving: str | None  # the job it runs now (from its request's name)
+    serving: str | None  # the jobs it runs now, comma-separated (from their requests' names)
     idle_seconds: float | None  # how long it has waited for work; None while it works or ended
     heartbeat_age_seconds: float
     reason: str | None  # why it left, or why it is dead
@@ -55,14 +55,13 @@ def read(store: ObjectStore, now: datetime, bounds: SpoolBounds | None = None) -
     serving: set[str] = set()
     for driver in drivers(store):
         record = driver.record
-        if record.serving is not None:
-            serving.add(record.serving)
+        serving.update(record.serving)
         dead = death(record, now, bounds)
         state = DriverState.DEAD if dead is not None else record.state
         ended = state in (DriverState.GONE, DriverState.DEAD)
         until = record.heartbeat_at if ended else now
         idle = None
-        if not ended and record.serving is None and record.idle_since is not None:
+        if not ended and not record.serving and record.idle_since is not None:
             idle = (now - record.idle_since).total_seconds()
         found.append(
             DriverView(
@@ -71,7 +70,7 @@ def read(store: ObjectStore, now: datetime, bounds: SpoolBounds | None = None) -
                 state=state.value,
                 age_seconds=(now - record.started_at).total_seconds(),
                 jobs_served=record.jobs_served,
-                serving=None if record.serving is None else names.job_of(record.serving),
+                serving=", ".join(str(names.job_of(name)) for name in record.serving) or None,
                 idle_seconds=idle,
                 heartbeat_age_seconds=(now - record.heartbeat_at).total_seconds(),
                 reason=dead or record.reason,

@@ -36,7 +36,7 @@ from turnstile.spark.dependencies import SHIPPED_DIR, use_shipped
 from turnstile.state.spool import WORKER, alive, locked, put_back, queued, read_json, take, write_json
 
 POLL_SECONDS = 0.05
-SLOTS = 2  # jobs at once: local Spark has two cores (`local[2]`)
+SLOTS = 2  # jobs at once: local Spark has two cores (`jobs.local_spark.CORES`)
 
 RunJob = Callable[[SparkSession, str, Path | None], int]
 

@@ -3,8 +3,9 @@ record a job's start and end, leave.
 
 Every write of the driver's own record is a compare-and-swap from the generation it last wrote, so
 once a repairer declared it dead (or another start of its id took the record) its next write fails
-(`Fenced`) and it takes nothing more. It names the request it is about to claim in its record
-before claiming it, so a repairer that finds it dead knows which job to report.
+(`Fenced`) and it takes nothing more. It names each request it is about to claim in its record
+before claiming it (`serving`: the jobs it runs side by side), so a repairer that finds it dead
+knows which jobs to report.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -76,6 +78,7 @@ class SpoolDriver:
         batch: str,
         bounds: SpoolBounds,
         instance: str | None = None,
+        mutex: AbstractContextManager[object] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -86,7 +89,7 @@ class SpoolDriver:
         self.name = names.driver_name(driver_id)
         self._record: DriverRecord | None = None
         self._generation = 0
-        self._mutex = threading.Lock()  # the heartbeat thread and the serving loop write the record
+        self._mutex = mutex or threading.Lock()  # the serving loop and its jobs' threads write the record
         self._listed: deque[str] = deque()  # requests of the last listing not tried yet
 
     @property
@@ -129,14 +132,26 @@ class SpoolDriver:
         reap(self.store, self.clock, self.bounds)  # predecessors that died: their jobs are reported
         return True
 
-    def _write(self, **update: object) -> None:
+    def _write(
+        self, *, serves: str | None = None, served: str | None = None, ran: bool = False, **update: object
+    ) -> None:
         """Compare-and-swap the record from the generation this driver last wrote, with a fresh
-        heartbeat. A record removed by hand is created again; one changed by another: `Fenced`."""
+        heartbeat: request `serves` named among those it serves, `served` no longer (idle once it
+        serves none; one more job served when it `ran`). A record removed by hand is created again;
+        one changed by another: `Fenced`."""
         with self._mutex:
             if self._record is None:
                 raise Fenced(f"driver {self.driver_id} is not registered")
-            record = self._record.model_copy(
-                update={**update, "heartbeat_at": self.clock.now(), "nonce": new_nonce()}
+            current, now = self._record, self.clock.now()
+            serving = tuple(name for name in current.serving if name != served)
+            if serves is not None and serves not in serving:
+                serving, update = (*serving, serves), {"idle_since": None, **update}
+            elif served is not None and not serving:
+                update = {"idle_since": now, **update}
+            if ran:
+                update = {"jobs_served": current.jobs_served + 1, **update}
+            record = current.model_copy(
+                update={"serving": serving, **update, "heartbeat_at": now, "nonce": new_nonce()}
             )
             try:
                 self._generation = self.store.replace(
@@ -145,8 +160,8 @@ class SpoolDriver:
             except PreconditionFailed as exc:
                 if exc.found is not None:
                     theirs = decoded_driver(exc.found)
-                    now = "unreadable" if theirs is None else f"{theirs.state.value} ({theirs.reason})"
-                    raise Fenced(f"driver {self.driver_id}'s record was changed by another: {now}") from exc
+                    state = "unreadable" if theirs is None else f"{theirs.state.value} ({theirs.reason})"
+                    raise Fenced(f"driver {self.driver_id}'s record was changed by another: {state}") from exc
                 try:
                     self._generation = self.store.create(self.name, record.encode())
                 except PreconditionFailed as again:
@@ -191,7 +206,7 @@ class SpoolDriver:
         if request.state is RequestState.CLAIMED:
             orphan(self.store, self.clock, found, request, self.bounds)
             return None
-        self._write(serving=name, idle_since=None)
+        self._write(serves=name)
         claimed = request.model_copy(
             update={
                 "state": RequestState.CLAIMED,
@@ -206,6 +221,7 @@ class SpoolDriver:
         except PreconditionFailed as exc:
             again = None if exc.found is None else decoded_request(exc.found)
             if exc.found is None or again is None or again.nonce != claimed.nonce:
+                self._write(served=name)
                 return None  # withdrawn, or claimed by another driver
             generation = exc.found.generation  # this claim landed on an earlier attempt
         return Claimed(name, generation, claimed)
@@ -244,6 +260,7 @@ class SpoolDriver:
         if self.store.stat(names.finished_name(job)) is not None:
             # Reported lost while its submit was still creating the request: it must not run now.
             discard(self.store, claimed.name, claimed.generation)
+            self._write(served=claimed.name)
             return False
         started = JobStarted(
             job_id=job,
@@ -260,6 +277,7 @@ class SpoolDriver:
             why = f"job {job} was started before by another driver; it is not run twice"
             report(self.store, transient(self.clock, job, self.driver_id, why))
             discard(self.store, claimed.name, claimed.generation)
+            self._write(served=claimed.name)
             return False
         return True
 
@@ -281,9 +299,12 @@ class SpoolDriver:
                 extra={"event": "spool_end_superseded", "job_id": end.job_id, "driver": self.driver_id},
             )
         discard(self.store, claimed.name, claimed.generation)
-        served = self._record.jobs_served + 1 if self._record is not None else 1
-        self._write(serving=None, jobs_served=served, idle_since=self.clock.now())
+        self._write(served=claimed.name, ran=True)
         return standing
+
+    def stop_asked(self, job_id: str) -> bool:
+        """Whether a cancel asked the running job `job_id` to stop (`jobs/<job>/stop.json`)."""
+        return self.store.stat(names.stop_name(job_id)) is not None
 
     def leave(self, reason: str) -> list[str]:
         """Say LEAVING, then list the queue: the requests this driver still serves (a request queued
@@ -292,4 +313,4 @@ class SpoolDriver:
         return [info.name for info in self.store.list_objects(names.REQUESTS)]
 
     def gone(self) -> None:
-        self._write(state=DriverState.GONE, serving=None)
+        self._write(state=DriverState.GONE, serving=())

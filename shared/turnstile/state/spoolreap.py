@@ -1,4 +1,4 @@
-"""The spool's repairs: record a job's end once, declare a stale driver dead and report the job it
+"""The spool's repairs: record a job's end once, declare a stale driver dead and report the jobs it
 held, remove what ended. Each write is conditional, so two repairers (or a repairer and a driver
 that was only slow) never both win; every step is safe to repeat after a crash.
 """
@@ -166,7 +166,7 @@ def drivers(store: ObjectStore) -> list[Driver]:
 
 def reap(store: ObjectStore, clock: Clock, bounds: SpoolBounds) -> list[DriverRecord]:
     """Declare stale drivers dead (compare-and-swap: the driver's own next write then fails),
-    report the job each held, prune records of drivers that ended long ago. The records after it."""
+    report the jobs each held, prune records of drivers that ended long ago. The records after it."""
     kept = []
     for driver in drivers(store):
         record = reap_one(store, clock, driver, bounds)
@@ -189,9 +189,10 @@ def reap_one(store: ObjectStore, clock: Clock, driver: Driver, bounds: SpoolBoun
                 f"spool driver {record.driver_id} ({record.batch}) is dead: {reason}",
                 extra={"event": "spool_driver_dead", "driver": record.driver_id, "batch": record.batch},
             )
-        if record.state in (DriverState.DEAD, DriverState.GONE) and record.serving is not None:
-            release(store, clock, record, record.serving)
-            record = record.model_copy(update={"serving": None, "nonce": new_nonce()})
+        if record.state in (DriverState.DEAD, DriverState.GONE) and record.serving:
+            for request in record.serving:
+                release(store, clock, record, request)
+            record = record.model_copy(update={"serving": (), "nonce": new_nonce()})
             generation = store.replace(driver.name, record.encode(), if_generation=generation)
         if prunable(record, now, bounds):
             store.delete(driver.name, if_generation=generation)

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, Field, field_validator
 
 from turnstile.state.records import Record, new_nonce
 
@@ -110,12 +110,20 @@ class DriverRecord(Record):
     started_at: AwareDatetime
     heartbeat_at: AwareDatetime
     instance: str | None = None  # the process that registered (a second start of the id leaves)
-    serving: str | None = None  # the request it is about to claim or runs
+    serving: tuple[str, ...] = ()  # the requests it is about to claim or runs, side by side
     jobs_served: int = 0
     idle_since: AwareDatetime | None = None  # when it last had nothing to run (None: running a job)
     reason: str | None = None  # why it left, or why it was declared dead
     leaving_at: AwareDatetime | None = None  # when it wrote LEAVING, just before it listed the queue
     nonce: str = Field(default_factory=new_nonce)
+
+    @field_validator("serving", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        """A record written when a driver ran one job at a time names one request, or none."""
+        if value is None:
+            return ()
+        return (value,) if isinstance(value, str) else value
 
 
 class RejectedRequest(Record):
@@ -179,7 +187,7 @@ def listed_by_leaving(
 def prunable(record: DriverRecord, now: datetime, bounds: SpoolBounds) -> bool:
     """A record of a driver that ended long ago and holds no request of its own."""
     ended = record.state in (DriverState.GONE, DriverState.DEAD)
-    return ended and record.serving is None and now - record.heartbeat_at > bounds.keep
+    return ended and not record.serving and now - record.heartbeat_at > bounds.keep
 
 
 def claimant_lost(

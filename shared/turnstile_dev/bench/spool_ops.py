@@ -4,8 +4,8 @@
 driver's.
 
 - **Per job**: a backlog of `jobs` submitted at once, one driver launched for them (the launch is
-  recorded, not run) that serves them and leaves, then each job's status read once, as the
-  subscriber reads it when the job's done signal arrives. Split by side and by operation.
+  recorded, not run) that serves them, DRIVER_SLOTS at once, and leaves, then each job's status
+  read once, as the subscriber reads it when the job's done signal arrives. Split by side and by operation.
 - **Per idle minute**: a registered driver with nothing queued, polling the spool every
   `poll_seconds` (DRIVER_POLL_SECONDS) until `idle_minutes` have passed on its clock.
 """
@@ -13,10 +13,11 @@ driver's.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from turnstile.config.settings import Settings
 from turnstile.entrypoints.driver_serve import dataproc_costs, serve_driver
 from turnstile.jobs.dataproc_warm import WarmDataprocRunner
 from turnstile.state.spooldriver import SpoolDriver
@@ -26,6 +27,7 @@ from turnstile.store.memory import MemoryStore
 from turnstile.store.recording import RecordingStore
 
 BUCKET = "spool-ops"
+SLOTS: int = Settings.model_fields["driver_slots"].default  # the deployment's default: jobs side by side
 
 
 class _Clock:
@@ -58,7 +60,7 @@ class _Launches:
         return None
 
 
-def _succeeded(request: SpoolRequest) -> tuple[Outcome, str | None]:
+def _succeeded(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
     return Outcome.SUCCEEDED, None
 
 
@@ -78,7 +80,7 @@ def per_job(jobs: int = 50) -> dict[str, Any]:
     submitted = Counter(store.ops)
     costs = dataproc_costs(max_idle_seconds=300, max_lifetime_seconds=3600)
     for driver_id in launches.launched:
-        serve_driver(store, clock, driver_id, lambda request, _: _succeeded(request), costs, poll_seconds=2.0)
+        serve_driver(store, clock, driver_id, _succeeded, costs, poll_seconds=2.0, slots=SLOTS)
     served = Counter(store.ops)
     states = [runner.status(f"job-{index:04d}") for index in range(jobs)]
     read = Counter(store.ops)

@@ -25,6 +25,14 @@ class FaultyStore:
         self._mortal = mortal
         self._dead = False
 
+    @property
+    def alive(self) -> bool:
+        return not self._dead
+
+    def die(self) -> None:
+        """The process died elsewhere (a job thread of it crashed): every later call fails."""
+        self._dead = True
+
     def _crash_point(self) -> None:
         if self._dead:
             raise Crash("the process died already")

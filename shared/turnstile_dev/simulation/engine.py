@@ -118,6 +118,23 @@ class Loop:
         return not self._queue and not self._tasks
 
 
+class LoopLock:
+    """A lock between tasks of the loop (greenlets of one thread): a waiter pauses, where a
+    thread's lock would block the loop itself."""
+
+    def __init__(self, loop: Loop) -> None:
+        self._loop = loop
+        self._held = False
+
+    def __enter__(self) -> None:
+        while self._held:
+            self._loop.pause(0.01)
+        self._held = True
+
+    def __exit__(self, *_: object) -> None:
+        self._held = False
+
+
 class SimClock:
     """The loop's time as wall-clock time."""
 

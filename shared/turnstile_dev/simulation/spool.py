@@ -9,13 +9,17 @@ jobs and remove spool objects by hand; the runners poll each job's status (which
 whose driver died, and start a driver when none takes requests and no leaving one listed the job)
 and submit again now and then. Half the seeds keep the spool in a state bucket.
 
+Drivers run jobs side by side (`SpoolPlan.slots`), each a task of the loop; a crash of any task
+of a driver is its process's death (`slots.SimSlots`).
+
 Invariants: every job not withdrawn ran once or was reported failed, none lost (each ends with one
 end record, and the queue ends empty); no job runs twice; a withdrawn job never ran, and one whose
 withdraw was told "a driver took it" was not recorded withdrawn; a garbage request is recorded
 rejected; and once faults stop, a job is taken within a start-up and a poll of its submit, without
 waiting for a runner's poll to start a driver ("queue, then look" against "LEAVING, then look"),
-and no driver is launched while another one took requests from before its launcher read the
-sequence until after it moved it (announce, then move the sequence: one launch per need).
+no driver is launched while another one took requests from before its launcher read the
+sequence until after it moved it (announce, then move the sequence: one launch per need), and no
+driver runs more jobs at once than its slots.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ from turnstile.state.spoolsubmit import (
 )
 from turnstile.store.port import ObjectStore
 from turnstile_dev.simulation.adapters import FaultyStore
-from turnstile_dev.simulation.engine import Crash, Killed, Loop, Task
+from turnstile_dev.simulation.engine import Crash, Killed, Loop, LoopLock, Task
+from turnstile_dev.simulation.slots import SimSlots
 
 BOUNDS = SpoolBounds(stale_after=timedelta(seconds=120), start_within=timedelta(seconds=90))
 STARTUP = (20.0, 60.0)  # a driver's start-up, seconds
@@ -79,6 +84,7 @@ class SpoolPlan:
     max_idle: float
     lifetime: float
     scale_out: float  # chance a submit that found a driver taking requests starts another one too
+    slots: int  # jobs a driver runs side by side
 
     @staticmethod
     def draw(rng: random.Random) -> SpoolPlan:
@@ -95,6 +101,7 @@ class SpoolPlan:
             max_idle=rng.choice([0.0, 3.0, 20.0, 90.0]),
             lifetime=rng.choice([120.0, 600.0, 3600.0]),
             scale_out=rng.choice([0.0, 0.3]),
+            slots=rng.choice([1, 2, 4]),
         )
 
 
@@ -272,8 +279,23 @@ class SpoolWorld:
             return "idle" if (now - idle_since).total_seconds() >= self.plan.max_idle else None
 
         def body() -> None:
-            driver = SpoolDriver(self.store, self.clock, driver_id, batch=f"batch-{driver_id}", bounds=BOUNDS)
-            reason = serve(driver, self.run, should_leave, self.clock, DRIVER_POLL)
+            store = StallingStore(self.memory, self.loop, mortal=True)  # this process's: dies with it
+            batch, mutex = f"batch-{driver_id}", LoopLock(self.loop)
+            driver = SpoolDriver(store, self.clock, driver_id, batch=batch, bounds=BOUNDS, mutex=mutex)
+            slots = SimSlots(self.loop, self.plan.slots, store, self.plan.crash)
+            running: list[str] = []
+
+            def run(request: SpoolRequest, _: Callable[[], bool]) -> tuple[Outcome, str | None]:
+                running.append(request.job_id)
+                try:
+                    if len(running) > slots.size:
+                        self.unexpected.append(f"{driver_id} ran {running} at once, with {slots.size} slots")
+                    self.stats["jobs run beside another in one driver"] += len(running) > 1
+                    return self.run(request, store)
+                finally:
+                    running.remove(request.job_id)
+
+            reason = serve(driver, run, should_leave, self.clock, DRIVER_POLL, slots=slots)
             if reason.startswith("another start"):
                 reason = "a second start of its id"
             elif reason not in {"idle", "max lifetime"}:
@@ -282,10 +304,12 @@ class SpoolWorld:
 
         return body
 
-    def run(self, request: SpoolRequest) -> tuple[Outcome, str | None]:
+    def run(self, request: SpoolRequest, store: StallingStore) -> tuple[Outcome, str | None]:
         self.runs[request.job_id] += 1
         self.first_run_at.setdefault(request.job_id, self.loop.now)
         self.loop.pause(self.loop.rng.uniform(1, 20))  # the job's batches
+        if not store.alive:
+            raise Crash("the driver died while the job ran (another task of it crashed)")
         self.loop.maybe_crash()  # the driver died while the job ran
         if self.loop.rng.random() < 0.05:
             return Outcome.FAILED, "injected job failure"

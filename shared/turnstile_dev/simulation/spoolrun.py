@@ -38,7 +38,8 @@ def build(seed: int, stats: Counter[str]) -> SpoolWorld:
     return SpoolWorld(seed, plan, loop, StallingStore(memory, loop), memory, stats, clock)
 
 
-def schedule(world: SpoolWorld) -> None:
+def schedule(world: SpoolWorld) -> float:
+    """Schedule the world's jobs and faults; when the last job is submitted."""
     plan, rng = world.plan, world.loop.rng
     for index in range(plan.garbage):
         world.add_garbage(index)
@@ -59,6 +60,7 @@ def schedule(world: SpoolWorld) -> None:
         at += rng.uniform(0, 60) if rng.random() < 0.6 else rng.uniform(600, 1200)
         world.submit_job(job, at)
     world.loop.at(plan.fault_end, lambda: setattr(world.loop, "faults_on", False))
+    return at
 
 
 def ends(world: SpoolWorld) -> dict[str, JobFinished | None]:
@@ -135,14 +137,8 @@ def run_spool_schedule(seed: int, stats: Counter[str] | None = None) -> list[str
     stats = stats if stats is not None else Counter()
     logs.configure("CRITICAL", io.StringIO())
     world = build(seed, stats)
-    schedule(world)
-    horizon = (
-        world.plan.fault_end
-        + world.calm_after
-        + 3 * RUNNER_POLL[1]
-        + 3 * CALM_POLL[1]
-        + BOUNDS.stale_after.total_seconds()
-    )
+    last_submit = schedule(world)
+    horizon = last_submit + 3 * RUNNER_POLL[1] + 3 * CALM_POLL[1] + BOUNDS.stale_after.total_seconds()
     done = world.loop.run(horizon, lambda: settled(world))
     stats["spool schedules"] += 1
     stats["spool jobs"] += world.plan.jobs + world.plan.calm_jobs
