@@ -102,6 +102,7 @@ locals {
     DRIVER_MAX_LIFETIME_SECONDS  = tostring(var.driver_max_lifetime_seconds)
     DRIVER_START_TIMEOUT_SECONDS = tostring(var.driver_start_timeout_seconds)
     DRIVER_SLOTS                 = tostring(var.driver_slots)
+    DRIVER_MAX_COUNT             = tostring(var.driver_max_count)
     JOB_PYTHON_FILE_URIS         = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_package.name}"
     JOB_JAR_URIS                 = join(",", local.job_jar_uris)
     JOB_ARCHIVE_URIS             = "gs://${local.artifacts_bucket}/${google_storage_bucket_object.job_dependencies.name}#turnstile_deps"

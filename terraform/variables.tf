@@ -380,6 +380,17 @@ variable "driver_slots" {
   }
 }
 
+variable "driver_max_count" {
+  description = "DRIVER_MAX_COUNT: warm driver batches taking requests at once. Another starts when requests waited longer than a start-up with the drivers up; extra drivers leave first when idle. 1: never more than one."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.driver_max_count >= 1 && var.driver_max_count <= 16
+    error_message = "driver_max_count must be between 1 and 16."
+  }
+}
+
 variable "driver_max_lifetime_seconds" {
   description = "DRIVER_MAX_LIFETIME_SECONDS: past this age a warm driver takes no new job and leaves (its successor runs the current code and config). Keep it below the batch TTL (4 hours) minus the longest job."
   type        = number

@@ -48,6 +48,7 @@ DEPLOYED = {
     "DRIVER_MAX_LIFETIME_SECONDS": "3600",
     "DRIVER_START_TIMEOUT_SECONDS": "600",
     "DRIVER_SLOTS": "4",
+    "DRIVER_MAX_COUNT": "4",
     # The tests build the runner for real; an endpoint makes its client anonymous (no credentials).
     "DATAPROC_ENDPOINT": "http://127.0.0.1:1",
 }

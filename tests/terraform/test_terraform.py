@@ -265,9 +265,14 @@ def test_the_functions_run_warm_drivers_by_default_with_the_staged_driver_main(t
         "DRIVER_MAX_IDLE_SECONDS",
         "DRIVER_MAX_LIFETIME_SECONDS",
         "DRIVER_START_TIMEOUT_SECONDS",
+        "DRIVER_SLOTS",
+        "DRIVER_MAX_COUNT",
     ):
         assert key in Settings.variables(), key
+        assert key in env, key
     assert tf.variables["driver_start_timeout_seconds"]["default"] == 600
+    assert tf.variables["driver_slots"]["default"] == Settings.model_fields["driver_slots"].default
+    assert tf.variables["driver_max_count"]["default"] == Settings.model_fields["driver_max_count"].default
     # An operator's CLI reads a warm job from the spool: it needs DRIVER as the functions have it.
     assert 'startswith(key, "DRIVER")' in tf.locals["operator_job_env"]
 

@@ -14,11 +14,10 @@ from tests.spoolkit import BOUNDS, ManualClock, Runs
 from turnstile.entrypoints.driver_serve import (
     PolicyHistory,
     StayUp,
-    dataproc_costs,
     load_history,
     serve_driver,
 )
-from turnstile.jobs.driver_policy import History
+from turnstile.jobs.driver_policy import History, dataproc_costs
 from turnstile.names import driverspool as names
 from turnstile.state.spoolrecords import (
     DriverRecord,

@@ -11,7 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from tests.spoolkit import BOUNDS, ManualClock, driver
-from turnstile.entrypoints.driver_serve import dataproc_costs, serve_driver
+from turnstile.entrypoints.driver_serve import serve_driver
+from turnstile.jobs.driver_policy import dataproc_costs
 from turnstile.names import driverspool as names
 from turnstile.state import spoolsubmit
 from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome, SpoolRequest

@@ -158,6 +158,10 @@ class Settings(BaseModel):
     driver_poll_seconds: float = Field(2.0, gt=0, le=60, alias="DRIVER_POLL_SECONDS")
     """How often an idle warm driver lists the spool for requests."""
 
+    driver_max_count: int = Field(4, ge=1, le=16, alias="DRIVER_MAX_COUNT")
+    """Warm drivers taking requests at once. Another starts beside those up when requests waited
+    longer than a start-up (60 s); extra drivers leave first when idle. 1: never more than one."""
+
     driver_slots: int = Field(4, ge=1, le=32, alias="DRIVER_SLOTS")
     """How many jobs (of different tables) a warm driver runs side by side, each on a thread of its
     Spark application: the driver's cores (Dataproc Serverless gives a driver 4 by default)."""

@@ -55,7 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serve(spark: SparkSession, args: argparse.Namespace) -> int:
     from turnstile.config.settings import Settings  # noqa: PLC0415 - after the dependencies
     from turnstile.core.clock import SystemClock  # noqa: PLC0415
-    from turnstile.entrypoints.driver_serve import dataproc_costs, serve_driver  # noqa: PLC0415
+    from turnstile.entrypoints.driver_serve import serve_driver  # noqa: PLC0415
+    from turnstile.jobs.driver_policy import dataproc_costs  # noqa: PLC0415
     from turnstile.store.emulated import WriteLock  # noqa: PLC0415
     from turnstile.store.gcs import GcsStore, make_client  # noqa: PLC0415
 

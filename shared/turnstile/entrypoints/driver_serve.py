@@ -30,18 +30,6 @@ from turnstile.store.port import ObjectStore
 log = logs.get("driver")
 
 
-def dataproc_costs(max_idle_seconds: float, max_lifetime_seconds: float) -> PolicyCosts:
-    """Dataproc Serverless's prices (docs/DRIVER.md, "Parameters") with the deployment's bounds."""
-    return PolicyCosts(
-        dcu=12,
-        idle_dcu=12,
-        startup_seconds=60,
-        min_billed_seconds=60,
-        max_idle_seconds=max_idle_seconds,
-        max_lifetime_seconds=max_lifetime_seconds,
-    )
-
-
 class PolicyHistory(Record):
     """`history.json`: the stay-up policy's `History`, and how long the driver that wrote it stayed
     idle before it left. Written by each driver as it leaves (the last writer's stands: it guides
@@ -76,6 +64,7 @@ class StayUp:
     job_seconds: float = 0.0  # the last job's time: what the next one is expected to take
     first: bool = field(default=True)
     awaited: set[str] = field(default_factory=set)  # tables whose next request is known to be coming
+    rank: int = 0  # drivers taking requests that started before this one (extras leave first)
 
     @classmethod
     def from_record(cls, costs: PolicyCosts, started_at: float, record: PolicyHistory) -> StayUp:
@@ -96,7 +85,9 @@ class StayUp:
 
     def should_leave(self, idle_since: datetime | None, now: datetime) -> str | None:
         idle = None if idle_since is None else idle_since.timestamp()
-        view = DriverView(started_at=self.started_at, idle_since=idle, awaited=bool(self.awaited))
+        view = DriverView(
+            started_at=self.started_at, idle_since=idle, awaited=bool(self.awaited), rank=self.rank
+        )
         decision = stay_decision(view, self.history, self.costs, now.timestamp())
         return decision.reason if isinstance(decision, Leave) else None
 
@@ -143,6 +134,7 @@ def serve_driver(
 
     def should_leave(idle_since: datetime | None, now: datetime) -> str | None:
         with asking:
+            policy.rank = driver.rank
             reason = policy.should_leave(idle_since, now)
         if reason is not None:
             left_after.append(0.0 if idle_since is None else (now - idle_since).total_seconds())

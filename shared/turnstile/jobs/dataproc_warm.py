@@ -8,16 +8,18 @@ driver is announced and the deployment's driver sequence moved on to it by compa
 derived from the deployment and that number. `status` reads the job's records in the spool; a job
 whose driver's batch ended (FAILED, CANCELLED, or gone) without recording its end is FAILED, a
 transient failure the protocol retries.
-`cancel` withdraws a queued request; a job a driver already runs is left to finish (Spark cannot
-stop one job inside a driver that serves others). Jobs the spool does not know (submitted one batch
-per job, before the switch to DRIVER=warm) are read and cancelled as batches.
+When drivers take requests but requests waited longer than a driver's start-up, `submit` starts
+another, up to DRIVER_MAX_COUNT (`driver_policy.scale_out`). `cancel` withdraws a queued request;
+a job a driver already runs is asked to stop at its next batch boundary. Jobs the spool does not
+know (submitted one batch per job, before the switch to DRIVER=warm) are read and cancelled as
+batches.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -26,12 +28,13 @@ from turnstile.core import logs
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
+from turnstile.jobs.driver_policy import DriverView, QueueView, dataproc_costs, scale_out
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool
 from turnstile.names.paths import INTERNAL
 from turnstile.state import spoollaunch, spoolsubmit
-from turnstile.state.spoolreap import drivers, read_driver
-from turnstile.state.spoolrecords import DriverState, Outcome, SpoolBounds
+from turnstile.state.spoolreap import drivers, read_driver, reap
+from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome, SpoolBounds, taking
 from turnstile.store.port import ObjectStore
 
 DRIVER_LABEL = "turnstile-driver"
@@ -90,6 +93,7 @@ class WarmDataprocRunner:
         clock: Clock | None = None,
         bounds: SpoolBounds | None = None,
         start_timeout: timedelta = timedelta(seconds=600),
+        max_drivers: int = 1,
     ) -> None:
         self._batches = batches
         self._spool = spool
@@ -100,6 +104,8 @@ class WarmDataprocRunner:
         self._clock = clock or SystemClock()
         self._bounds = bounds or SpoolBounds()
         self._start_timeout = start_timeout
+        # Only the start-up and the bound count for scale-out; the idle bounds are the drivers' own.
+        self._costs = dataproc_costs(max_idle_seconds=0, max_lifetime_seconds=1e9, max_drivers=max_drivers)
 
     @classmethod
     def from_settings(cls, settings: Settings, store: ObjectStore) -> WarmDataprocRunner:
@@ -142,6 +148,7 @@ class WarmDataprocRunner:
             driver_main_uri=driver_main,
             driver_args=args,
             start_timeout=timedelta(seconds=settings.driver_start_timeout_seconds),
+            max_drivers=settings.driver_max_count,
         )
 
     def submit(self, job_id: str, manifest_uri: str, *, more_queued: bool = False) -> None:
@@ -160,6 +167,36 @@ class WarmDataprocRunner:
 
         if queued.driver_needed or (self._ended_drivers() and needed()):
             self.start_driver(needed)
+        elif self._costs.max_drivers > 1 and self._scale_out_wanted(queued.drivers):
+            self.start_driver(lambda: self._scale_out_wanted(reap(self._spool, self._clock, self._bounds)))
+
+    def _scale_out_wanted(self, records: Sequence[DriverRecord]) -> bool:
+        """Whether another driver should start beside those taking requests (`driver_policy.
+        scale_out`): requests waited longer than a start-up, up to DRIVER_MAX_COUNT drivers. One
+        listing of the queue, read only while every driver up has all its slots busy."""
+        now = self._clock.now()
+        live = [r for r in records if taking(r, now, self._bounds)]
+        if not live or len(live) >= self._costs.max_drivers:
+            return False  # none: a submit starts the first; at the bound: none more
+        if any(r.state is DriverState.STARTING or len(r.serving) < r.slots for r in live):
+            return False  # a driver starting, or one with a slot free, takes the queue itself
+        count, oldest = spoolsubmit.waiting(self._spool, records)
+        queue = QueueView(count, None if oldest is None else oldest.timestamp())
+        views = [
+            DriverView(
+                started_at=r.started_at.timestamp(),
+                idle_since=None if r.serving or r.idle_since is None else r.idle_since.timestamp(),
+                starting=r.state is DriverState.STARTING,
+            )
+            for r in live
+        ]
+        if scale_out(queue, views, self._costs, now.timestamp()) == 0:
+            return False
+        log.info(
+            f"{count} warm requests wait, the oldest since {oldest}: a driver starts beside {len(live)}",
+            extra={"event": "driver_scale_out", "waiting": count, "drivers": len(live)},
+        )
+        return True
 
     def start_driver(self, still_needed: Callable[[], bool]) -> str | None:
         """Launch the next driver batch if `still_needed()`, read after the driver sequence, says no

@@ -70,6 +70,19 @@ class PolicyCosts:
         return self.restart_cost / self.idle_dcu
 
 
+def dataproc_costs(max_idle_seconds: float, max_lifetime_seconds: float, max_drivers: int = 4) -> PolicyCosts:
+    """Dataproc Serverless's prices (docs/DRIVER.md, "Parameters") with the deployment's bounds."""
+    return PolicyCosts(
+        dcu=12,
+        idle_dcu=12,
+        startup_seconds=60,
+        min_billed_seconds=60,
+        max_idle_seconds=max_idle_seconds,
+        max_lifetime_seconds=max_lifetime_seconds,
+        max_drivers=max_drivers,
+    )
+
+
 @dataclass(frozen=True)
 class History:
     """What the deployment has seen, kept across drivers (a successor starts from its

@@ -41,6 +41,12 @@ def request_name(submitted_at: datetime, job_id: str) -> str:
     return f"{REQUESTS}{micros:020d}-{checked_id('job', job_id)}.json"
 
 
+def submitted_at(name: str) -> datetime | None:
+    """When a request was submitted, from its name; None for a name the spool did not make."""
+    stamp = name.removeprefix(REQUESTS).partition("-")[0]
+    return _EPOCH + timedelta(microseconds=int(stamp)) if job_of(name) is not None else None
+
+
 def job_of(name: str) -> str | None:
     """The job id a request's name carries, or None for a name the spool did not make."""
     base = name.removeprefix(REQUESTS)

@@ -42,6 +42,7 @@ from turnstile.state.spoolrecords import (
     RequestState,
     SpoolBounds,
     SpoolRequest,
+    taking,
 )
 from turnstile.store.port import ObjectStore, StoredObject
 
@@ -91,14 +92,18 @@ class SpoolDriver:
         self._generation = 0
         self._mutex = mutex or threading.Lock()  # the serving loop and its jobs' threads write the record
         self._listed: deque[str] = deque()  # requests of the last listing not tried yet
+        # Drivers taking requests that started before this one, when it registered: 0 for the
+        # oldest. Extra drivers (scale-out) leave first when idle (`driver_policy.DriverView.rank`).
+        self.rank = 0
 
     @property
     def record(self) -> DriverRecord | None:
         return self._record
 
-    def register(self) -> bool:
-        """Take this driver's record: create it, or move the STARTING record its launcher announced
-        to RUNNING. False when another start of the same id holds it, or the id ended: leave."""
+    def register(self, slots: int = 1) -> bool:
+        """Take this driver's record (it runs `slots` jobs at once): create it, or move the STARTING
+        record its launcher announced to RUNNING. False when another start of the same id holds
+        it, or the id ended: leave."""
         now = self.clock.now()
         mine = DriverRecord(
             driver_id=self.driver_id,
@@ -108,6 +113,7 @@ class SpoolDriver:
             heartbeat_at=now,
             instance=self.instance,
             idle_since=now,
+            slots=slots,
         )
         found = self.store.read(self.name)
         current = None if found is None else decoded_driver(found)
@@ -129,7 +135,15 @@ class SpoolDriver:
                 return False
             mine, self._generation = again, exc.found.generation
         self._record = mine
-        reap(self.store, self.clock, self.bounds)  # predecessors that died: their jobs are reported
+        # Predecessors that died: their jobs are reported. Those alive rank this one.
+        others = reap(self.store, self.clock, self.bounds)
+        self.rank = sum(
+            1
+            for other in others
+            if other.driver_id != self.driver_id
+            and taking(other, now, self.bounds)
+            and other.started_at < mine.started_at
+        )
         return True
 
     def _write(

@@ -111,6 +111,7 @@ class DriverRecord(Record):
     heartbeat_at: AwareDatetime
     instance: str | None = None  # the process that registered (a second start of the id leaves)
     serving: tuple[str, ...] = ()  # the requests it is about to claim or runs, side by side
+    slots: int = 1  # how many it runs at once: with a slot free it takes the next request itself
     jobs_served: int = 0
     idle_since: AwareDatetime | None = None  # when it last had nothing to run (None: running a job)
     reason: str | None = None  # why it left, or why it was declared dead

@@ -36,7 +36,7 @@ def serve(
 ) -> str:
     """Serve until `should_leave` says why; returns that reason (or why the driver had to stop)."""
     slots = slots or ThreadSlots(1)
-    if not driver.register():
+    if not driver.register(slots.size):
         refused = f"another start of driver {driver.driver_id} holds its record, or the id has ended"
         _ended(driver, "driver_not_started", refused)
         return refused

@@ -8,6 +8,7 @@ whichever of the two writes lands second, its reader sees the other's (docs/DRIV
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -28,6 +29,7 @@ from turnstile.state.spoolreap import (
     transient,
 )
 from turnstile.state.spoolrecords import (
+    DriverRecord,
     DriverState,
     JobFinished,
     JobStarted,
@@ -51,6 +53,7 @@ class Queued:
     job_id: str
     request: str  # the request object's name
     driver_needed: bool  # no driver takes requests: the caller starts one (`spoollaunch.claim_launch`)
+    drivers: tuple[DriverRecord, ...] = ()  # the drivers read after queueing (none read: attached)
 
 
 def submit(
@@ -83,7 +86,16 @@ def submit(
             enqueue(store, submitted, body, more_queued)
     else:
         enqueue(store, submitted, body, more_queued)
-    return Queued(job_id, submitted.request, driver_needed(store, clock, bounds))
+    records = reap(store, clock, bounds)
+    return Queued(job_id, submitted.request, needs_driver(records, clock.now(), bounds), tuple(records))
+
+
+def waiting(store: ObjectStore, records: Iterable[DriverRecord]) -> tuple[int, datetime | None]:
+    """The requests no driver serves yet (one listing), and when the oldest was submitted."""
+    serving = {name for record in records for name in record.serving}
+    queued = [info.name for info in store.list_objects(names.REQUESTS) if info.name not in serving]
+    stamps = [stamp for name in queued if (stamp := names.submitted_at(name)) is not None]
+    return len(queued), min(stamps, default=None)
 
 
 def enqueue(

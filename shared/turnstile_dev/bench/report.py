@@ -285,12 +285,13 @@ def _method(r: dict[str, Any]) -> str:
   (seed {w["seed"]}), the tables interleaved. Every contender gets the same bytes.
 - **(a)** the real local stack (fake-gcs-server, functions/main.py under functions-framework, the
   listing event bridge, local jobs in the local runner's warm driver: one spark-submit for the
-  whole stack that runs the jobs one after another, its JVM, session and catalog started by the
+  whole stack that runs the jobs, two tables' side by side, its JVM, session and catalog started by the
   first job of (a) and reused by every later job on that stack; Hadoop Iceberg catalog), ordered
   tables, default `max_batches_per_job` (10) and `max_bytes_per_job` (1 GiB).
 - **(s)**: (a) again through the bucket's spool, on a third local stack with `LOCAL_DRIVER=spool`:
   production's path, each job a request in the bucket's spool (fake-gcs-server) served by the warm
-  driver of DRIVER=warm (`WarmDataprocRunner`, `entrypoints/dataproc_driver.py`), launched as a
+  driver of DRIVER=warm (`WarmDataprocRunner`, `entrypoints/dataproc_driver.py`; two jobs side by
+  side, as local Spark has two cores, where Dataproc's default `DRIVER_SLOTS` is 4), launched as a
   spark-submit where Dataproc creates a batch, polling the spool every
   {r["settings"].get("spool_poll_seconds", "-")} s; then the single-batch latency on that stack.
 - **(b')** the same protocol with `max_batches_per_job: 1` in `load.json` on (a)'s stack, in its
@@ -303,7 +304,7 @@ def _method(r: dict[str, Any]) -> str:
   catalog, started for the job and stopped after it), which is what every Dataproc Serverless job
   is without a warm driver. (e) against (b) is `coalescing_speedup_cold`, again one change. Same
   jars, Spark properties and warehouse as (a); the cold stack's tables' jobs run side by side, one
-  application each, where the warm driver of (a) and (b') runs one job at a time. (e) runs the
+  application each, as the warm driver of (a) and (b') runs them side by side in one. (e) runs the
   first {e} batches of each table (one full job per table), (b) and (b') the first {b}
   batch(es) of each table: a job of one batch costs the same whichever batch it is, so their
   figures per batch compare{over}. Warm coalescing against cold one job per batch ((b) against

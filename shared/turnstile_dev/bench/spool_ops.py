@@ -18,8 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnstile.config.settings import Settings
-from turnstile.entrypoints.driver_serve import dataproc_costs, serve_driver
+from turnstile.entrypoints.driver_serve import serve_driver
 from turnstile.jobs.dataproc_warm import WarmDataprocRunner
+from turnstile.jobs.driver_policy import dataproc_costs
 from turnstile.state.spooldriver import SpoolDriver
 from turnstile.state.spoolrecords import Outcome, SpoolBounds, SpoolRequest
 from turnstile.state.spoolserve import serve
@@ -27,7 +28,9 @@ from turnstile.store.memory import MemoryStore
 from turnstile.store.recording import RecordingStore
 
 BUCKET = "spool-ops"
-SLOTS: int = Settings.model_fields["driver_slots"].default  # the deployment's default: jobs side by side
+# The deployment's defaults: jobs side by side in a driver, drivers at once.
+SLOTS: int = Settings.model_fields["driver_slots"].default
+MAX_DRIVERS: int = Settings.model_fields["driver_max_count"].default
 
 
 class _Clock:
@@ -73,7 +76,13 @@ def per_job(jobs: int = 50) -> dict[str, Any]:
     store = RecordingStore(MemoryStore(BUCKET, clock=clock))
     launches = _Launches()
     runner = WarmDataprocRunner(
-        launches, store, spool_bucket=BUCKET, prefix="turnstile", driver_main_uri="driver.py", clock=clock
+        launches,
+        store,
+        spool_bucket=BUCKET,
+        prefix="turnstile",
+        driver_main_uri="driver.py",
+        clock=clock,
+        max_drivers=MAX_DRIVERS,
     )
     for index in range(jobs):
         runner.submit(f"job-{index:04d}", f"gs://{BUCKET}/ds/t{index % 5}/_turnstile/jobs/{index}.json")
