@@ -21,6 +21,7 @@ from turnstile.jobs.driver_policy import (
     arrived,
     gap_cost,
     idle_threshold,
+    laptop_costs,
     observe,
     optimal_gap_cost,
     predicted_threshold,
@@ -57,7 +58,7 @@ def test_a_restart_costs_the_start_up_or_the_billing_minimum_and_breaks_even_aft
     ("field", "value", "says"),
     [
         ("dcu", 0, "PolicyCosts.dcu must be > 0, got 0"),
-        ("idle_dcu", -1, "PolicyCosts.idle_dcu must be > 0"),
+        ("idle_dcu", -1, "PolicyCosts.idle_dcu must be >= 0"),
         ("startup_seconds", math.nan, "PolicyCosts.startup_seconds must be > 0, got nan"),
         ("max_idle_seconds", -5, "PolicyCosts.max_idle_seconds must be >= 0"),
         ("max_drivers", 0, "max_drivers and history_size must be >= 1, got 0"),
@@ -124,6 +125,17 @@ def test_a_driver_stays_until_its_threshold_then_leaves() -> None:
     assert stay_decision(driver, history, DATAPROC, now=100) == Stay(until=120)
     assert stay_decision(driver, history, DATAPROC, now=119.9) == Stay(until=120)
     assert stay_decision(driver, history, DATAPROC, now=120) == Leave("rent-or-buy")
+
+
+def test_where_idle_costs_nothing_a_driver_waits_its_max_idle_and_an_extra_one_a_start_up() -> None:
+    laptop = laptop_costs(max_idle_seconds=300, max_lifetime_seconds=3600)
+    assert laptop.break_even_seconds == math.inf
+    assert idle_threshold(History(), laptop) == 300  # with no history, where Dataproc's leaves at once
+    assert idle_threshold(History(gaps=(3600.0,) * 5), laptop) == 300
+    assert idle_threshold(History(), laptop, rank=1) == laptop.startup_seconds
+    driver = DriverView(started_at=0, idle_since=100)
+    assert stay_decision(driver, History(), laptop, now=399) == Stay(until=400)
+    assert stay_decision(driver, History(), laptop, now=400) == Leave("max idle")
 
 
 def test_a_working_driver_is_asked_again_when_idle() -> None:

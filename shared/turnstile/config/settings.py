@@ -225,6 +225,11 @@ class Settings(BaseModel):
     `spool`, production's path: queued in the bucket's spool and served by the warm driver of
     DRIVER=warm (docs/DRIVER.md), launched as a spark-submit where Dataproc creates a batch."""
 
+    local_driver_prices: Literal["laptop", "dataproc"] = Field("laptop", alias="LOCAL_DRIVER_PRICES")
+    """The stay-up policy's prices for `LOCAL_DRIVER=spool`'s drivers: `laptop`, an idle driver costs
+    nothing, so it waits its max idle as the folder driver does; `dataproc`, Dataproc Serverless's
+    (`make bench` measures production's path with them)."""
+
     @field_validator("job_prefix")
     @classmethod
     def _job_prefix_shape(cls, value: str) -> str:

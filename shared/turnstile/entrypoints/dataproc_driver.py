@@ -2,7 +2,7 @@
 serves the jobs queued in the bucket's spool, of every table, up to SLOTS side by side.
 
     driver.py --spool-bucket BUCKET --driver-id ID [--max-idle-seconds S] [--max-lifetime-seconds S]
-        [--poll-seconds S] [--slots SLOTS] [--stage-to DIR]
+        [--poll-seconds S] [--slots SLOTS] [--prices dataproc|laptop] [--stage-to DIR]
 
 `turnstile.jobs.dataproc_warm` creates the batch; `turnstile.entrypoints.driver_serve` is its loop.
 Each job runs as the local warm driver runs one (`turnstile.spark.warm`): in a new session of the
@@ -37,6 +37,12 @@ def arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-lifetime-seconds", type=float, default=3600.0)
     parser.add_argument("--poll-seconds", type=float, default=2.0)
     parser.add_argument("--slots", type=int, default=4, help="jobs run side by side")
+    parser.add_argument(
+        "--prices",
+        choices=("dataproc", "laptop"),
+        default="dataproc",
+        help="the stay-up policy's prices: Dataproc Serverless's, or a local machine's (idle is free)",
+    )
     parser.add_argument("--stage-to", type=Path, help="copy batch files here before reading (emulator)")
     return parser.parse_args(argv)
 
@@ -56,7 +62,7 @@ def serve(spark: SparkSession, args: argparse.Namespace) -> int:
     from turnstile.config.settings import Settings  # noqa: PLC0415 - after the dependencies
     from turnstile.core.clock import SystemClock  # noqa: PLC0415
     from turnstile.entrypoints.driver_serve import serve_driver  # noqa: PLC0415
-    from turnstile.jobs.driver_policy import dataproc_costs  # noqa: PLC0415
+    from turnstile.jobs.driver_policy import dataproc_costs, laptop_costs  # noqa: PLC0415
     from turnstile.store.emulated import WriteLock  # noqa: PLC0415
     from turnstile.store.gcs import GcsStore, make_client  # noqa: PLC0415
 
@@ -69,7 +75,8 @@ def serve(spark: SparkSession, args: argparse.Namespace) -> int:
     def run(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
         return run_request(spark, request, args.stage_to, logs, stop_requested)
 
-    costs = dataproc_costs(args.max_idle_seconds, args.max_lifetime_seconds)
+    prices = laptop_costs if args.prices == "laptop" else dataproc_costs
+    costs = prices(args.max_idle_seconds, args.max_lifetime_seconds)
     reason = serve_driver(
         store, SystemClock(), args.driver_id, run, costs, poll_seconds=args.poll_seconds, slots=args.slots
     )

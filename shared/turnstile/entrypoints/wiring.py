@@ -16,6 +16,8 @@ from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
 from turnstile.store.split import MovedBuckets, SplitStore
 
+LOCAL_POLL_SECONDS = 0.2  # a laptop's spool driver looks this often, unless DRIVER_POLL_SECONDS says
+
 STATE_MOVED = MovedBuckets()
 """This process's memory of the data buckets whose state has all moved to their state bucket: a
 function instance reads the state bucket's marker once, not at every invocation."""
@@ -50,7 +52,19 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     local = LocalRunner.from_settings(settings)
     if settings.local_driver == "spool":
         # Spark here cannot read gs:// (fake-gcs-server): the driver stages each job's files first.
-        staging = ("--stage-to", str(local.home / DRIVERS / "staged"))
-        # As many jobs at once as local Spark has cores, as the folder spool's driver.
-        return WarmDataprocRunner.on(local, settings, store, str(spool_driver_file()), staging, slots=CORES)
+        local_args = (
+            "--stage-to",
+            str(local.home / DRIVERS / "staged"),
+            "--prices",
+            settings.local_driver_prices,
+        )
+        return WarmDataprocRunner.on(
+            local,
+            settings,
+            store,
+            str(spool_driver_file()),
+            local_args,
+            slots=CORES,  # as many jobs at once as local Spark has cores, as the folder spool's driver
+            poll_seconds=None if "driver_poll_seconds" in settings.model_fields_set else LOCAL_POLL_SECONDS,
+        )
     return local

@@ -126,16 +126,18 @@ class WarmDataprocRunner:
         extra_args: tuple[str, ...] = (),
         *,
         slots: int | None = None,
+        poll_seconds: float | None = None,
     ) -> WarmDataprocRunner:
         """The runner whose drivers `batches` launches from `driver_main`, with the deployment's
-        bounds (`slots` jobs at once: DRIVER_SLOTS unless given) and its spool in `store`."""
+        bounds (`slots` jobs at once and a poll every `poll_seconds`: DRIVER_SLOTS and
+        DRIVER_POLL_SECONDS unless given) and its spool in `store`."""
         args = (
             "--max-idle-seconds",
             str(settings.driver_max_idle_seconds),
             "--max-lifetime-seconds",
             str(settings.driver_max_lifetime_seconds),
             "--poll-seconds",
-            str(settings.driver_poll_seconds),
+            str(poll_seconds or settings.driver_poll_seconds),
             "--slots",
             str(slots or settings.driver_slots),
             *extra_args,

@@ -46,11 +46,11 @@ class PolicyCosts:
     """Recent idle gaps the prediction looks at."""
 
     def __post_init__(self) -> None:
-        positive = ("dcu", "idle_dcu", "startup_seconds", "max_lifetime_seconds")
+        positive = ("dcu", "startup_seconds", "max_lifetime_seconds")
         for name in positive:
             if not getattr(self, name) > 0:
                 raise ValueError(f"PolicyCosts.{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("min_billed_seconds", "max_idle_seconds"):
+        for name in ("idle_dcu", "min_billed_seconds", "max_idle_seconds"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"PolicyCosts.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.max_drivers < 1 or self.history_size < 1:
@@ -66,8 +66,21 @@ class PolicyCosts:
 
     @property
     def break_even_seconds(self) -> float:
-        """Idle seconds that cost one restart: the classic rule's threshold B."""
-        return self.restart_cost / self.idle_dcu
+        """Idle seconds that cost one restart: the classic rule's threshold B (none: idle is free)."""
+        return self.restart_cost / self.idle_dcu if self.idle_dcu else float("inf")
+
+
+def laptop_costs(max_idle_seconds: float, max_lifetime_seconds: float) -> PolicyCosts:
+    """A local machine's: an idle driver costs nothing there, so it waits `max_idle_seconds` (as the
+    local folder spool's driver waits LOCAL_DRIVER_IDLE_SECONDS); a start-up is a spark-submit."""
+    return PolicyCosts(
+        dcu=1,
+        idle_dcu=0,
+        startup_seconds=10,
+        min_billed_seconds=0,
+        max_idle_seconds=max_idle_seconds,
+        max_lifetime_seconds=max_lifetime_seconds,
+    )
 
 
 def dataproc_costs(max_idle_seconds: float, max_lifetime_seconds: float, max_drivers: int = 4) -> PolicyCosts:
@@ -194,6 +207,8 @@ def idle_threshold(history: History, costs: PolicyCosts, rank: int = 0) -> float
 def _unbounded_threshold(history: History, costs: PolicyCosts, rank: int) -> float:
     if rank > 0:
         return min(costs.startup_seconds, _unbounded_threshold(history, costs, 0))
+    if not costs.idle_dcu:  # idle costs nothing: waiting never loses
+        return costs.max_idle_seconds
     rate, breakeven = costs.idle_dcu, costs.break_even_seconds
     slack = costs.restart_cost - history.shortfall
     low, high = (breakeven, breakeven)
@@ -225,7 +240,7 @@ def stay_decision(view: DriverView, history: History, costs: PolicyCosts, now: f
         return Leave("extra driver")
     if leave_at == retire_at:
         return Leave("max lifetime")
-    cut = _unbounded_threshold(history, costs, 0) > costs.max_idle_seconds
+    cut = _unbounded_threshold(history, costs, 0) > costs.max_idle_seconds or not costs.idle_dcu
     return Leave("max idle" if cut else "rent-or-buy")
 
 

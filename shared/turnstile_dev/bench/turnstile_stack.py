@@ -149,7 +149,11 @@ class TurnstileStack:
         if cold:
             environment["LOCAL_DRIVER"] = "cold"
         if spool:
-            environment |= {"LOCAL_DRIVER": "spool", "DRIVER_POLL_SECONDS": str(SPOOL_POLL_SECONDS)}
+            environment |= {
+                "LOCAL_DRIVER": "spool",
+                "DRIVER_POLL_SECONDS": str(SPOOL_POLL_SECONDS),
+                "LOCAL_DRIVER_PRICES": "dataproc",  # production's stay-up decisions
+            }
         if warehouse is not None:
             environment["ICEBERG_WAREHOUSE"] = str(warehouse)
         self._warehouse = warehouse
