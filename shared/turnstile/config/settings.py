@@ -219,11 +219,12 @@ class Settings(BaseModel):
     local_driver_idle_seconds: float = Field(300.0, gt=0, alias="LOCAL_DRIVER_IDLE_SECONDS")
     """How long the local runner's warm Spark driver waits for another job before it exits."""
 
-    local_driver: Literal["warm", "cold", "spool"] = Field("warm", alias="LOCAL_DRIVER")
-    """How the local runner runs a job: `warm`, in its long-lived driver; `cold`, in a spark-submit
-    of its own (its own JVM and session, as every Dataproc Serverless batch is): for comparison;
-    `spool`, production's path: queued in the bucket's spool and served by the warm driver of
-    DRIVER=warm (docs/DRIVER.md), launched as a spark-submit where Dataproc creates a batch."""
+    local_driver: Literal["warm", "cold", "spool"] = Field("spool", alias="LOCAL_DRIVER")
+    """How the local runner runs a job on the local stack: `spool`, production's path: queued in the
+    bucket's spool and served by the warm driver of DRIVER=warm (docs/DRIVER.md), launched as a
+    spark-submit where Dataproc creates a batch; `warm`, in a long-lived driver fed through a
+    local folder; `cold`, in a spark-submit of its own (its own JVM and session, as every Dataproc
+    Serverless batch is): for comparison. S3 stacks (moto) run `warm` for `spool`."""
 
     local_driver_prices: Literal["laptop", "dataproc"] = Field("laptop", alias="LOCAL_DRIVER_PRICES")
     """The stay-up policy's prices for `LOCAL_DRIVER=spool`'s drivers: `laptop`, an idle driver costs

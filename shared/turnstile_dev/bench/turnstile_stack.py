@@ -145,7 +145,8 @@ class TurnstileStack:
         self.sweep_every = sweep_every
         self.cold = cold
         self.spool = spool
-        environment = {"START_BACKFILL_FILENAME": GATE}
+        # (a)'s warm driver is the local folder spool's: (s) is production's path beside it.
+        environment = {"START_BACKFILL_FILENAME": GATE, "LOCAL_DRIVER": "warm"}
         if cold:
             environment["LOCAL_DRIVER"] = "cold"
         if spool:
