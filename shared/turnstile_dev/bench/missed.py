@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from turnstile.jobs.local_spark import CORES
 from turnstile_dev.bench.labels import LABELS, TURNSTILE
 
 
@@ -23,8 +24,8 @@ def _ratio(r: dict[str, Any], key: str, other: str) -> str:
     name = LABELS[other].split(" ", 1)[0]
     tables = r["workload"]["tables"]
     serial = (
-        " The warm driver runs one job at a time (Iceberg's commit metadata is thread-local), so the "
-        f"{tables} tables' jobs add up, where {name} applies its tables side by side, one thread each."
+        f" The warm driver runs the {tables} tables' jobs side by side on local Spark's {CORES} cores, "
+        f"each job its own session and commits, where {name} applies its tables in one query each."
         if tables > 1
         else ""
     )
@@ -78,9 +79,9 @@ def _spool(r: dict[str, Any]) -> str:
         f"- **Through the bucket's spool: {missed_}.** (s), (a) through the spool, spends "
         f"{spooled['seconds_per_batch']:.3f} s per batch, (a) in the local folder spool's one driver "
         f"{a['seconds_per_batch']:.3f} s. (s)'s {spooled['turnstile_jobs']} jobs were served by "
-        f"{spooled['spark_applications']} driver(s) it launched, one job at a time; a batch took "
-        f"{inside:.3f} s inside its job against {a_in:.3f} s in (a), whose driver runs the two tables' "
-        f"jobs side by side on the two cores.{start_up} A single batch takes "
+        f"{spooled['spark_applications']} driver(s) it launched, {CORES} jobs side by side as in (a); a "
+        f"batch took {inside:.3f} s inside its job against {a_in:.3f} s in (a).{start_up} A single "
+        "batch takes "
         f"{lat_spool['median_seconds']:.2f} s (median) through the spool against "
         f"{lat['median_seconds']:.2f} s: each job waits for the driver's next listing of the spool "
         f"(every {r['settings'].get('spool_poll_seconds', '-')} s here) and pays the spool's storage "

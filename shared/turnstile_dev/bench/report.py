@@ -284,14 +284,16 @@ def _method(r: dict[str, Any]) -> str:
   contender. Upstream delivers each table's batches shuffled within windows of {w["window"]}
   (seed {w["seed"]}), the tables interleaved. Every contender gets the same bytes.
 - **(a)** the real local stack (fake-gcs-server, functions/main.py under functions-framework, the
-  listing event bridge, local jobs in the local runner's warm driver: one spark-submit for the
+  listing event bridge, local jobs in the local runner's folder-fed warm driver (`LOCAL_DRIVER=warm`;
+  the local stack's default is (s)'s path): one spark-submit for the
   whole stack that runs the jobs, two tables' side by side, its JVM, session and catalog started by the
   first job of (a) and reused by every later job on that stack; Hadoop Iceberg catalog), ordered
   tables, default `max_batches_per_job` (10) and `max_bytes_per_job` (1 GiB).
 - **(s)**: (a) again through the bucket's spool, on a third local stack with `LOCAL_DRIVER=spool`:
   production's path, each job a request in the bucket's spool (fake-gcs-server) served by the warm
   driver of DRIVER=warm (`WarmDataprocRunner`, `entrypoints/dataproc_driver.py`; two jobs side by
-  side, as local Spark has two cores, where Dataproc's default `DRIVER_SLOTS` is 4), launched as a
+  side, as local Spark has two cores, where Dataproc's default `DRIVER_SLOTS` is 4; the stay-up
+  policy at Dataproc's prices, `LOCAL_DRIVER_PRICES=dataproc`), launched as a
   spark-submit where Dataproc creates a batch, polling the spool every
   {r["settings"].get("spool_poll_seconds", "-")} s; then the single-batch latency on that stack.
 - **(b')** the same protocol with `max_batches_per_job: 1` in `load.json` on (a)'s stack, in its
