@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from google.cloud import storage
@@ -78,14 +80,29 @@ def moto_server() -> Iterator[str]:
     """A real moto server (S3, EMR Serverless) on a free loopback port; its URL.
 
     The dummy credentials stay in the environment for the whole session, so every client and every
-    child process (a local Spark job) signs its requests without an AWS account."""
+    child process (a local Spark job) signs its requests without an AWS account.
+
+    moto checks a conditional write (`If-Match`, `If-None-Match`) and then writes, with no lock
+    between, and its server runs each request on a thread: two writes conditioned on the same ETag
+    can both land, which S3 never allows. Its object writes are therefore taken one at a time, so
+    the tests test turnstile's compare-and-swap, not moto's race."""
+    from moto.s3.responses import S3Response
     from moto.server import ThreadedMotoServer
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request otherwise
     port = emu.free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    unlocked, one_at_a_time = S3Response._key_response, threading.Lock()
+
+    def atomic(self: S3Response, request: Any, full_url: str) -> Any:
+        if request.method in ("GET", "HEAD"):
+            return unlocked(self, request, full_url)
+        with one_at_a_time:
+            return unlocked(self, request, full_url)
+
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(S3Response, "_key_response", atomic)
+        server.start()
         for key, value in AWS_TEST_ENVIRONMENT.items():
             patch.setenv(key, value)
         yield f"http://127.0.0.1:{port}"
