@@ -58,7 +58,7 @@ def test_text_lists_each_driver_with_its_state_work_and_cost_and_the_queue(run: 
     assert "no heartbeat since" in rows["d0"]
     d1 = rows["d1"].split()
     assert d1[:3] == ["d1", "batch-d1", "RUNNING"]
-    assert d1[4:6] == ["1", "job-b"]  # one job served, job-b running
+    assert d1[4:7] == ["1", "job-b", "1/1"]  # one job served, job-b running in its one slot
     d2 = rows["d2"].split()
     assert (d2[:3], d2[4:6]) == (["d2", "batch-d2", "RUNNING"], ["0", "-"])
 
@@ -72,6 +72,7 @@ def test_json_gives_ages_idle_time_and_the_modelled_dcu_seconds(run: Run, world:
     assert found["d0"]["dcu_seconds"] == 0  # it never beat after it started
     d1 = found["d1"]
     assert (d1["state"], d1["jobs_served"], d1["serving"]) == ("RUNNING", 1, "job-b")
+    assert (d1["busy_slots"], d1["slots"]) == (1, 1)
     assert d1["idle_seconds"] is None
     assert 600 <= d1["age_seconds"] < 700 and 600 * 12 <= d1["dcu_seconds"] < 700 * 12
     d2 = found["d2"]

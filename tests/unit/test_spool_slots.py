@@ -14,6 +14,7 @@ from tests.spoolkit import BOUNDS, ManualClock, driver
 from turnstile.entrypoints.driver_serve import serve_driver
 from turnstile.jobs.driver_policy import dataproc_costs
 from turnstile.names import driverspool as names
+from turnstile.ops import status_drivers
 from turnstile.state import spoolsubmit
 from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome, SpoolRequest
 from turnstile.state.spoolserve import serve
@@ -53,12 +54,15 @@ def test_jobs_of_two_tables_run_side_by_side_in_one_driver(store: MemoryStore, c
     queue(store, clock, "job-b")
     together = threading.Barrier(2, timeout=10)  # broken (the job fails) unless both run at once
     serving: list[tuple[str, ...]] = []
+    shown: list[tuple[str | None, int, int]] = []
 
     def run(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
         together.wait()
         found = store.read(names.driver_name("d-1"))
         assert found is not None
         serving.append(DriverRecord.decode(found.data, found.name).serving)
+        (view,) = status_drivers.read(store, clock.now(), BOUNDS).drivers  # what `turnstile status` shows
+        shown.append((view.serving, view.busy_slots, view.slots))
         together.wait()
         return Outcome.SUCCEEDED, None
 
@@ -67,6 +71,8 @@ def test_jobs_of_two_tables_run_side_by_side_in_one_driver(store: MemoryStore, c
     assert ends(store, clock, ["job-a", "job-b"]) == [Outcome.SUCCEEDED, Outcome.SUCCEEDED]
     both = tuple(sorted(names.job_of(name) or "" for name in serving[0]))
     assert both == ("job-a", "job-b")  # its record named both while they ran
+    jobs, busy, slots = shown[0]
+    assert sorted((jobs or "").split(", ")) == ["job-a", "job-b"] and (busy, slots) == (2, 2)
     found = store.read(names.driver_name("d-1"))
     assert found is not None
     record = DriverRecord.decode(found.data, found.name)

@@ -29,6 +29,8 @@ class DriverView:
     age_seconds: float  # since it started (or was announced)
     jobs_served: int
     serving: str | None  # the jobs it runs now, comma-separated (from their requests' names)
+    busy_slots: int  # how many jobs it runs now
+    slots: int  # how many it runs at once (DRIVER_SLOTS)
     idle_seconds: float | None  # how long it has waited for work; None while it works or ended
     heartbeat_age_seconds: float
     reason: str | None  # why it left, or why it is dead
@@ -71,6 +73,8 @@ def read(store: ObjectStore, now: datetime, bounds: SpoolBounds | None = None) -
                 age_seconds=(now - record.started_at).total_seconds(),
                 jobs_served=record.jobs_served,
                 serving=", ".join(str(names.job_of(name)) for name in record.serving) or None,
+                busy_slots=len(record.serving),
+                slots=record.slots,
                 idle_seconds=idle,
                 heartbeat_age_seconds=(now - record.heartbeat_at).total_seconds(),
                 reason=dead or record.reason,
