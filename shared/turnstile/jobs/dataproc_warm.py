@@ -188,7 +188,6 @@ class WarmDataprocRunner:
             DriverView(
                 started_at=r.started_at.timestamp(),
                 idle_since=None if r.serving or r.idle_since is None else r.idle_since.timestamp(),
-                starting=r.state is DriverState.STARTING,
             )
             for r in live
         ]
