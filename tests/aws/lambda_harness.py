@@ -123,9 +123,12 @@ class LambdaHost:
         self, *, rng: random.Random | None = None, duplicates: float = 0.0, max_events: int = 3000
     ) -> int:
         count = 0
+        failure: Exception | None = None
         while self.events:
             if count >= max_events:
-                raise AssertionError(f"more than {max_events} events: the system does not settle")
+                raise AssertionError(
+                    f"more than {max_events} events: the system does not settle (last failure: {failure!r})"
+                )
             if rng is not None:
                 self.events.rotate(-rng.randrange(len(self.events)))
             key = self.events.popleft()
@@ -133,7 +136,8 @@ class LambdaHost:
                 self.events.append(key)
             try:
                 result = self.handlers.on_s3_event(s3_notification(self.bucket, key), None)
-            except Exception:
+            except Exception as exc:
+                failure = exc
                 self.events.append(key)  # Lambda retries a failed asynchronous invocation
             else:
                 self.outcomes.extend(result["outcomes"])

@@ -14,8 +14,8 @@ import pytest
 
 from turnstile.deploy import packaging
 from turnstile.jobs.dataproc import DataprocBatchSpec, DataprocRunner, make_client
-from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id
 from turnstile.jobs.port import JobState, JobStatus
+from turnstile.jobs.warm_runner import DRIVER_LABEL, WarmRunner, driver_batch_id
 from turnstile.local.emulator import Emulator
 from turnstile.names import driverspool as names
 from turnstile.state.spoollaunch import DriverSequence
@@ -67,14 +67,12 @@ class Paused:
         return getattr(self._store, name)
 
 
-def warm_runner(
-    emulator: DataprocEmulator, spool: object, bucket: str, uris: dict[str, str]
-) -> WarmDataprocRunner:
+def warm_runner(emulator: DataprocEmulator, spool: object, bucket: str, uris: dict[str, str]) -> WarmRunner:
     spec = DataprocBatchSpec(
         main_python_file_uri="gs://warm-artifacts/job/main.py", python_file_uris=(uris["package"],)
     )
     batches = DataprocRunner(make_client(REGION, emulator.url), PROJECT, REGION, spec)
-    return WarmDataprocRunner(
+    return WarmRunner(
         batches,
         spool,  # type: ignore[arg-type]
         spool_bucket=bucket,
@@ -93,7 +91,7 @@ def driver_batches(emulator: DataprocEmulator) -> list[str]:
 
 
 def follow(
-    runner: WarmDataprocRunner, job_id: str, until: Callable[[JobStatus], bool], timeout: float = 240
+    runner: WarmRunner, job_id: str, until: Callable[[JobStatus], bool], timeout: float = 240
 ) -> JobStatus:
     deadline = time.monotonic() + timeout
     status = None

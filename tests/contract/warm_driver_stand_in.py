@@ -1,4 +1,4 @@
-"""The warm driver's main file (`turnstile.entrypoints.dataproc_driver`) with a stand-in for the
+"""The warm driver's main file (`turnstile.entrypoints.spool_driver`) with a stand-in for the
 job: its own arguments, Spark session, spool store and serving loop, but each request's job sleeps
 the seconds its manifest URI's fragment says (`...manifest.json#sleep=5`), so that the Dataproc
 emulator's contract tests control how long a job runs without building Iceberg tables."""
@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from turnstile.entrypoints import dataproc_driver
+from turnstile.entrypoints import spool_driver
 
 
 def stand_in(
-    spark: Any, request: Any, stage_root: Path | None, logs: Path, stop_requested: Any = None
+    spark: Any, request: Any, stage_root: Path | None, logs: Path, stop_requested: Any = None, **_: Any
 ) -> tuple[Any, str | None]:
     from turnstile.state.spoolrecords import Outcome
 
@@ -25,5 +25,5 @@ def stand_in(
 
 
 if __name__ == "__main__":
-    dataproc_driver.run_request = stand_in  # type: ignore[assignment]
-    sys.exit(dataproc_driver.main())
+    spool_driver.run_request = stand_in  # type: ignore[assignment]
+    sys.exit(spool_driver.main())

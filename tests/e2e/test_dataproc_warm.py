@@ -14,8 +14,8 @@ import pytest
 from tests.e2e.test_dataproc_emulator import PROJECT, REGION, write_manifest
 from turnstile.config.settings import Settings
 from turnstile.entrypoints.wiring import job_runner
-from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id
 from turnstile.jobs.port import JobState, JobStatus
+from turnstile.jobs.warm_runner import DRIVER_LABEL, WarmRunner, driver_batch_id
 from turnstile.names import driverspool as names
 from turnstile.state.spoollaunch import DriverSequence
 from turnstile.state.spoolrecords import DriverRecord, DriverState, JobStarted
@@ -45,7 +45,7 @@ def test_one_warm_driver_serves_two_tables_jobs_in_one_session_and_commits_both(
         "DATAPROC_PROPERTIES": '{"spark.sql.catalog.local.cache-enabled": "false"}',
     }
     runner = job_runner(Settings.from_env(env), gcs_store)
-    assert isinstance(runner, WarmDataprocRunner)
+    assert isinstance(runner, WarmRunner)
     jobs = {
         "turnstile-warm-orders-1": write_manifest(
             gcs_store, "turnstile-warm-orders-1", "warm_orders", "id\n1\n2\n"

@@ -1,5 +1,5 @@
 """The production path on the local stack (`LOCAL_DRIVER=spool`): each job a request in the
-bucket's spool, served by the warm driver of DRIVER=warm (`entrypoints.dataproc_driver`), which the
+bucket's spool, served by the warm driver of DRIVER=warm (`entrypoints.spool_driver`), which the
 runner launches as a spark-submit where Dataproc creates a batch: fake-gcs-server -> event bridge ->
 functions-framework host -> spool -> driver -> Iceberg, checked in the warehouse and the spool."""
 

@@ -17,8 +17,8 @@ from google.cloud import dataproc_v1
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocBatchSpec
-from turnstile.jobs.dataproc_warm import DRIVER_LABEL, WarmDataprocRunner, driver_batch_id, table_of
 from turnstile.jobs.port import JobState, JobStatus
+from turnstile.jobs.warm_runner import DRIVER_LABEL, WarmRunner, driver_batch_id, table_of
 from turnstile.names import driverspool as names
 from turnstile.state import spoollaunch, spoolsubmit
 from turnstile.state.spoolrecords import DriverRecord, DriverState, Outcome
@@ -31,6 +31,8 @@ DATAPROC_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")  # CreateBatch's batch
 
 class Batches:
     """Records CreateBatch calls; batch states are set by the test."""
+
+    service = "Dataproc batch"
 
     def __init__(self) -> None:
         self.spec = DataprocBatchSpec(main_python_file_uri="gs://artifacts/job/main.py")
@@ -69,8 +71,8 @@ def store(clock: ManualClock) -> MemoryStore:
 
 def runner(
     store: MemoryStore, clock: ManualClock, batches: Batches, start_timeout: timedelta = timedelta(hours=1)
-) -> WarmDataprocRunner:
-    return WarmDataprocRunner(
+) -> WarmRunner:
+    return WarmRunner(
         batches,
         store,
         spool_bucket="inbound",

@@ -11,9 +11,9 @@ import pytest
 from tests.spoolkit import BOUNDS, ManualClock, Runs, driver
 from tests.unit.test_dataproc_warm import Batches, manifest
 from turnstile.entrypoints.driver_serve import PolicyHistory, StayUp, serve_driver
-from turnstile.jobs.dataproc_warm import WarmDataprocRunner
 from turnstile.jobs.driver_policy import PolicyCosts, dataproc_costs
 from turnstile.jobs.port import JobState
+from turnstile.jobs.warm_runner import WarmRunner
 from turnstile.names import driverspool as names
 from turnstile.store.memory import MemoryStore
 
@@ -30,8 +30,8 @@ def store(clock: ManualClock) -> MemoryStore:
     return MemoryStore("spool", clock=clock)
 
 
-def runner(store: MemoryStore, clock: ManualClock, batches: Batches, max_drivers: int) -> WarmDataprocRunner:
-    return WarmDataprocRunner(
+def runner(store: MemoryStore, clock: ManualClock, batches: Batches, max_drivers: int) -> WarmRunner:
+    return WarmRunner(
         batches,
         store,
         spool_bucket="inbound",
@@ -43,7 +43,7 @@ def runner(store: MemoryStore, clock: ManualClock, batches: Batches, max_drivers
     )
 
 
-def busy_driver(store: MemoryStore, clock: ManualClock, batches: Batches, warm: WarmDataprocRunner) -> None:
+def busy_driver(store: MemoryStore, clock: ManualClock, batches: Batches, warm: WarmRunner) -> None:
     """The first job's driver is up and runs it (its one slot busy), then job-b queues behind it."""
     warm.submit("job-a", manifest("job-a"))
     ((batch_id, _),) = batches.created

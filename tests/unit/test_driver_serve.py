@@ -152,7 +152,7 @@ def test_a_cancel_of_a_running_job_stops_it_at_a_batch_boundary_and_ends_it_canc
             if stop_requested():
                 return Outcome.FAILED, f"cancelled: stopped at a batch boundary, before batch {batch}"
             if batch == 2:
-                request_stop(store, clock, request.job_id)  # as WarmDataprocRunner.cancel does
+                request_stop(store, clock, request.job_id)  # as WarmRunner.cancel does
             applied.append(batch)
             clock.sleep(0.05)  # a batch: the loop looks for stops every 0.1 s
             time.sleep(0.05)

@@ -259,17 +259,21 @@ def built_aws(tmp_path_factory: pytest.TempPathFactory) -> packaging.BuiltAws:
     return packaging.build_aws(tmp_path_factory.mktemp("build"), with_deps=False)
 
 
-def test_the_aws_job_runs_the_s3_main_file_with_the_s3_store_in_its_zip(
+def test_the_aws_job_runs_the_s3_main_file_and_the_driver_with_the_s3_store_in_its_zip(
     built_aws: packaging.BuiltAws, tmp_path: Path
 ) -> None:
     assert built_aws.job_main.read_text() == packaging.AWS_JOB_MAIN.read_text()
+    assert built_aws.job_driver.read_text() == packaging.DRIVER_MAIN.read_text()
     names = _names(built_aws.job_package)
     assert not _unwanted(names, NOT_IN_JOB)
-    expected = {rel.as_posix() for rel in packaging.reached_files(packaging.AWS_JOB_MAIN)}
+    starts = (packaging.AWS_JOB_MAIN, packaging.DRIVER_MAIN)
+    expected = {rel.as_posix() for rel in packaging.reached_files(*starts)}
     assert set(names) == expected | {"turnstile/__init__.py"}
-    assert {"turnstile/store/s3.py", "turnstile/spark/main_aws.py", "turnstile/spark/run.py"} <= set(names)
+    wanted = {"turnstile/store/s3.py", "turnstile/spark/main_aws.py", "turnstile/entrypoints/driver_serve.py"}
+    assert wanted <= set(names)
     done = _python(
-        "import turnstile.store.s3, turnstile.spark.main_aws\nprint(turnstile.store.s3.__file__)\n",
+        "import turnstile.store.s3, turnstile.spark.main_aws, turnstile.entrypoints.driver_serve\n"
+        "print(turnstile.store.s3.__file__)\n",
         tmp_path,
         built_aws.job_package,
     )
@@ -363,6 +367,7 @@ def test_main_prints_what_it_built_for_aws(tmp_path: Path, capsys: pytest.Captur
     assert capsys.readouterr().out.split() == [
         str(tmp_path / "aws" / "lambda.zip"),
         str(tmp_path / "aws" / "job" / "main.py"),
+        str(tmp_path / "aws" / "job" / "driver.py"),
         str(tmp_path / "aws" / "job" / "turnstile.zip"),
     ]
 

@@ -137,7 +137,7 @@ def test_a_job_that_ends_the_driver_ends_its_loop(store: MemoryStore, clock: Man
     queue(store, clock, "job-a")
 
     def run(request: SpoolRequest, stop_requested: Callable[[], bool]) -> tuple[Outcome, str | None]:
-        raise SystemExit(1)  # as `dataproc_driver.run_request` does when the Spark context died
+        raise SystemExit(1)  # as `spool_driver.run_request` does when the Spark context died
 
     with pytest.raises(SystemExit):
         serve(driver(store, clock), run, leave_when_idle, clock, 0.01, slots=ThreadSlots(2))

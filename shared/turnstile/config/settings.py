@@ -136,12 +136,12 @@ class Settings(BaseModel):
     """JSON object of labels put on every batch."""
 
     driver: Literal["warm", "per_job"] = Field("per_job", alias="DRIVER")
-    """With JOB_RUNNER=dataproc: `warm`, jobs queue in the bucket's spool and a long-lived driver batch
-    serves them (docs/DRIVER.md); `per_job`, one Dataproc Serverless batch per job. Terraform sets
-    `warm`."""
+    """With JOB_RUNNER=dataproc or emr: `warm`, jobs queue in the bucket's spool and a long-lived
+    driver (a Dataproc batch, an EMR job run) serves them (docs/DRIVER.md); `per_job`, one batch or
+    job run per job. Terraform sets `warm`."""
 
     driver_main_uri: str | None = Field(None, alias="DRIVER_MAIN_URI")
-    """gs:// URI of the staged warm driver's main file (DRIVER=warm)."""
+    """gs:// (Dataproc) or s3:// (EMR) URI of the staged warm driver's main file (DRIVER=warm)."""
 
     driver_max_idle_seconds: float = Field(300.0, gt=0, alias="DRIVER_MAX_IDLE_SECONDS")
     """No warm driver stays idle longer than this, whatever its stay-up policy predicts."""

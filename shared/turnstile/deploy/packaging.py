@@ -13,7 +13,7 @@ BUILD_DIR (default `build/`) receives:
     function.zip         that folder zipped (Terraform uploads it; the buildpack installs the
                          requirements, which hold only the functions' dependencies, no pyspark)
     job/main.py          the PySpark main file (Dataproc's main_python_file_uri)
-    job/driver.py        the warm driver's main file (entrypoints/dataproc_driver.py, DRIVER_MAIN_URI)
+    job/driver.py        the warm driver's main file (entrypoints/spool_driver.py, DRIVER_MAIN_URI)
     job/turnstile.zip    for python_file_uris: the turnstile modules the two main files reach
     job/deps.zip         the job's dependencies (pydantic, google-cloud-storage, python-json-logger
                          at the versions of requirements.txt) installed for the Dataproc runtime's
@@ -29,7 +29,9 @@ With `--cloud aws`, BUILD_DIR/aws/ receives instead:
                          --no-deps) those requirements installed for the Lambda runtime's Python
     lambda.zip           that folder zipped: the deployment package of both functions
     job/main.py          the EMR job's main file (spark/main_aws.py: S3 stores), JOB_MAIN_URI
-    job/turnstile.zip    the turnstile modules it reaches (the S3 store among them), JOB_PYTHON_FILE_URIS
+    job/driver.py        the warm driver's main file (entrypoints/spool_driver.py, run with
+                         `--store s3`), DRIVER_MAIN_URI
+    job/turnstile.zip    the turnstile modules the two reach (the S3 store among them), JOB_PYTHON_FILE_URIS
 
 Each artefact holds only the modules its entry point imports (`turnstile.deploy.importgraph`): no CLI,
 no packaging, no Spark code in the function; none of the protocol in the job. The development
@@ -66,7 +68,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]
 """The turnstile package (shared/turnstile)."""
 FUNCTIONS_DIR = ROOT / "functions"
 JOB_MAIN = PACKAGE_DIR / "spark" / "main.py"
-DRIVER_MAIN = PACKAGE_DIR / "entrypoints" / "dataproc_driver.py"
+DRIVER_MAIN = PACKAGE_DIR / "entrypoints" / "spool_driver.py"
 AWS_JOB_MAIN = PACKAGE_DIR / "spark" / "main_aws.py"
 DEFAULT_BUILD = Path("build")
 
@@ -92,6 +94,7 @@ class BuiltAws:
     lambda_zip: Path
     job_main: Path
     job_package: Path
+    job_driver: Path
 
 
 @dataclass(frozen=True)
@@ -304,8 +307,8 @@ def build_lambda(out: Path, functions_dir: Path = FUNCTIONS_DIR, pip: Pip | None
 def build_aws(out: Path = DEFAULT_BUILD, *, with_deps: bool = True, pip: Pip = _pip) -> BuiltAws:
     """The Lambda package and the EMR job's files, under `out/aws/`."""
     lambda_dir, lambda_zip = build_lambda(out / "aws", pip=pip if with_deps else None)
-    job_main, job_package = build_job(out / "aws", AWS_JOB_MAIN)
-    return BuiltAws(lambda_dir, lambda_zip, job_main, job_package)
+    job_main, job_package = build_job(out / "aws", AWS_JOB_MAIN, DRIVER_MAIN)
+    return BuiltAws(lambda_dir, lambda_zip, job_main, job_package, job_main.with_name("driver.py"))
 
 
 def build(
@@ -372,7 +375,7 @@ def _python_version(text: str) -> str:
 def _built_paths(args: argparse.Namespace) -> list[Path]:
     if args.cloud == "aws":
         aws = build_aws(args.build_dir, with_deps=not args.no_deps)
-        return [aws.lambda_zip, aws.job_main, aws.job_package]
+        return [aws.lambda_zip, aws.job_main, aws.job_driver, aws.job_package]
     built = build(
         args.build_dir,
         scala=args.scala,

@@ -2,7 +2,7 @@
 by side (`slots` at once, each on a thread), and leave when the stay-up policy (`jobs.driver_policy`)
 says so, handing the policy's history to its successor (`history.json`).
 
-Pure of Spark: the job is the `Run` passed in (`entrypoints.dataproc_driver` runs it in the
+Pure of Spark: the job is the `Run` passed in (`entrypoints.spool_driver` runs it in the
 driver's Spark session); the store and the clock are passed in too.
 """
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 from turnstile.config.settings import Settings
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.dataproc import DataprocRunner
-from turnstile.jobs.dataproc_warm import WarmDataprocRunner
-from turnstile.jobs.local import DRIVERS, LocalRunner
-from turnstile.jobs.local_spark import CORES
-from turnstile.jobs.local_worker import spool_driver_file
+from turnstile.jobs.local import LocalRunner
+from turnstile.jobs.local_spool import local_spool_runner
 from turnstile.jobs.port import JobRunner
+from turnstile.jobs.warm_runner import WarmRunner, driver_main
 from turnstile.store.emulated import WriteLock
 from turnstile.store.gcs import GcsStore, make_client
 from turnstile.store.port import ObjectStore
 from turnstile.store.split import MovedBuckets, SplitStore
-
-LOCAL_POLL_SECONDS = 0.2  # a laptop's spool driver looks this often, unless DRIVER_POLL_SECONDS says
 
 STATE_MOVED = MovedBuckets()
 """This process's memory of the data buckets whose state has all moved to their state bucket: a
@@ -42,7 +39,9 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
     spool and warm drivers as on Dataproc, each driver a spark-submit)."""
     if settings.job_runner == "dataproc":
         if settings.driver == "warm":
-            return WarmDataprocRunner.from_settings(settings, store)
+            return WarmRunner.on(
+                DataprocRunner.from_settings(settings), settings, store, driver_main(settings, "gs")
+            )
         return DataprocRunner.from_settings(settings)
     if settings.job_runner == "emr":
         raise SettingsError(
@@ -51,20 +50,5 @@ def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
         )
     local = LocalRunner.from_settings(settings)
     if settings.local_driver == "spool":
-        # Spark here cannot read gs:// (fake-gcs-server): the driver stages each job's files first.
-        local_args = (
-            "--stage-to",
-            str(local.home / DRIVERS / "staged"),
-            "--prices",
-            settings.local_driver_prices,
-        )
-        return WarmDataprocRunner.on(
-            local,
-            settings,
-            store,
-            str(spool_driver_file()),
-            local_args,
-            slots=CORES,  # as many jobs at once as local Spark has cores, as the folder spool's driver
-            poll_seconds=None if "driver_poll_seconds" in settings.model_fields_set else LOCAL_POLL_SECONDS,
-        )
+        return local_spool_runner(settings, store, local, cloud="gcs")
     return local

@@ -7,7 +7,9 @@ from turnstile.config.settings import Settings
 from turnstile.core.errors import SettingsError
 from turnstile.jobs.emr import EmrRunner
 from turnstile.jobs.local import LocalRunner
+from turnstile.jobs.local_spool import local_spool_runner
 from turnstile.jobs.port import JobRunner
+from turnstile.jobs.warm_runner import WarmRunner, driver_main
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store, make_client
 from turnstile.store.split import MovedBuckets, SplitStore
@@ -32,11 +34,20 @@ def s3_store(settings: Settings, bucket: str) -> ObjectStore:
 
 
 def job_runner(settings: Settings, store: ObjectStore) -> JobRunner:
-    """The runner JOB_RUNNER names on AWS: EMR Serverless, or spark-submit on this machine."""
+    """The runner JOB_RUNNER names on AWS: EMR Serverless (warm drivers fed through `store`'s
+    spool, each an EMR job run, or one job run per job: DRIVER), or spark-submit on this machine
+    (LOCAL_DRIVER=spool: the same spool and warm drivers, each driver a spark-submit)."""
     if settings.job_runner == "emr":
-        return EmrRunner.from_settings(settings, store)
+        runs = EmrRunner.from_settings(settings, store)
+        if settings.driver == "warm":
+            args = ("--store", "s3", "--prices", "emr")
+            return WarmRunner.on(runs, settings, store, driver_main(settings, "s3"), args)
+        return runs
     if not settings.aws_endpoint_url:
         # Only an S3 endpoint override (moto, MinIO) may run jobs on this machine: on S3 a local
         # job would commit to a local warehouse, and a Lambda has no Spark to run it anyway.
         raise SettingsError(LOCAL_ON_S3)
-    return LocalRunner.from_settings(settings)
+    local = LocalRunner.from_settings(settings)
+    if settings.local_driver == "spool":
+        return local_spool_runner(settings, store, local, cloud="s3")
+    return local

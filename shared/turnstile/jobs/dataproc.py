@@ -215,6 +215,8 @@ def make_client(region: str, endpoint: str | None) -> dataproc_v1.BatchControlle
 class DataprocRunner:
     """Dataproc Serverless batches behind the `JobRunner` port."""
 
+    service = "Dataproc batch"
+
     def __init__(
         self,
         client: dataproc_v1.BatchControllerClient,

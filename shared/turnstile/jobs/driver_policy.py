@@ -18,7 +18,7 @@ cut below it. docs/DRIVER.md states the model, the proof and the figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -94,6 +94,22 @@ def dataproc_costs(max_idle_seconds: float, max_lifetime_seconds: float, max_dri
         max_lifetime_seconds=max_lifetime_seconds,
         max_drivers=max_drivers,
     )
+
+
+def emr_costs(max_idle_seconds: float, max_lifetime_seconds: float, max_drivers: int = 4) -> PolicyCosts:
+    """EMR Serverless's, in vCPU-seconds (docs/DRIVER.md, "Parameters"), which come to Dataproc's
+    figures: a driver and two executors of 4 vCPU (12), billed per second with a one-minute minimum,
+    idle at the same rate (Spark's dynamic allocation keeps executors until their idle timeout: the
+    policy assumes the worst), and a start-up taken as 60 s (no pre-initialized capacity)."""
+    return dataproc_costs(max_idle_seconds, max_lifetime_seconds, max_drivers)
+
+
+PRICES: Mapping[str, Callable[[float, float], PolicyCosts]] = {
+    "dataproc": dataproc_costs,
+    "emr": emr_costs,
+    "laptop": laptop_costs,
+}
+"""The prices a driver's `--prices` names, given its max idle and max lifetime."""
 
 
 @dataclass(frozen=True)

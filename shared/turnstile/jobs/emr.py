@@ -15,6 +15,9 @@ pages through the application's history:
   is not de-duplicated (moto), or after the token's idempotency window.
 - status: the lookup, then `GetJobRun` for the run's current state and its failure details.
 - cancel: `CancelJobRun` on the run, unless it has finished.
+- launch: a warm driver (DRIVER=warm, `turnstile.jobs.warm_runner`) is a job run too, named after
+  the driver id and tagged with it, running DRIVER_MAIN_URI with the driver's arguments; it is
+  submitted, recorded, read and cancelled as a job is.
 
 The job reads its manifest from S3 and the batch's files through EMRFS; it writes Iceberg through
 Iceberg's S3FileIO (`emr_catalog_properties`). Throttling, 5xx and connection failures that outlast
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -146,6 +149,11 @@ class EmrJobSpec:
 
     def job_driver(self, manifest_uri: str) -> dict[str, Any]:
         """The `jobDriver` of one job run, reading the manifest at `manifest_uri`."""
+        return self.spark_submit(self.entry_point, ["--manifest", manifest_uri])
+
+    def spark_submit(self, entry_point: str, arguments: Sequence[str]) -> dict[str, Any]:
+        """The `jobDriver` of a run of `entry_point` with `arguments`, under the spec's properties,
+        jars and Python files."""
         parameters = [f"--conf {shlex.quote(f'{k}={v}')}" for k, v in self.properties.items()]
         if self.jar_uris:
             parameters.append(f"--jars {','.join(self.jar_uris)}")
@@ -153,8 +161,8 @@ class EmrJobSpec:
             parameters.append(f"--py-files {','.join(self.python_file_uris)}")
         return {
             "sparkSubmit": {
-                "entryPoint": self.entry_point,
-                "entryPointArguments": ["--manifest", manifest_uri],
+                "entryPoint": entry_point,
+                "entryPointArguments": list(arguments),
                 "sparkSubmitParameters": " ".join(parameters),
             }
         }
@@ -176,6 +184,8 @@ def make_client(region: str | None, endpoint: str | None = None, *, max_attempts
 
 class EmrRunner:
     """EMR Serverless job runs behind the `JobRunner` port."""
+
+    service = "EMR Serverless job run"
 
     def __init__(self, client: Any, spec: EmrJobSpec, store: ObjectStore) -> None:
         """`store`: the bucket whose jobs this runner submits, where it keeps their run records."""
@@ -270,18 +280,26 @@ class EmrRunner:
                 f"the EMR runner reads manifests from S3, not {manifest_uri}; "
                 "use JOB_RUNNER=dataproc for a GCS bucket"
             )
+        self._submit(job_id, self._spec.job_driver(manifest_uri), {})
+
+    def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None:
+        """A run of `main` with `args` named `batch_id` (a warm driver), tagged with `labels` too;
+        a second launch of the id attaches to the first's run."""
+        self._submit(batch_id, self._spec.spark_submit(main, args), labels)
+
+    def _submit(self, job_id: str, job_driver: Mapping[str, Any], labels: Mapping[str, str]) -> None:
         record, first = self._records.begin(job_id, datetime.now(UTC))
         try:
             # A run found is attached to: the caller learns its fate from `status`.
             found = self._active(job_id) if first else self._located(job_id, record)
-            run_id = found or self._start(job_id, manifest_uri)
+            run_id = found or self._start(job_id, job_driver, labels)
         except JobError:
             self._records.forget(job_id, record)  # refused: no run exists (a transient error may have one)
             raise
         if run_id != record.run_id:
             self._records.started(job_id, record, run_id)
 
-    def _start(self, job_id: str, manifest_uri: str) -> str:
+    def _start(self, job_id: str, job_driver: Mapping[str, Any], labels: Mapping[str, str]) -> str:
         started = self._call(
             job_id,
             "start job run",
@@ -289,8 +307,8 @@ class EmrRunner:
             clientToken=client_token(job_id),
             executionRoleArn=self._spec.execution_role_arn,
             name=job_id,
-            jobDriver=self._spec.job_driver(manifest_uri),
-            tags={JOB_TAG: job_id},
+            jobDriver=job_driver,
+            tags={**labels, JOB_TAG: job_id},
         )
         return str(started["jobRunId"])
 

@@ -10,7 +10,7 @@ Jobs outlive the invocation that submitted them and any process reads their stat
 a job is bound to the driver it was queued to, so when that driver dies, its jobs are FAILED.
 With `LOCAL_DRIVER=cold` each job is instead its own spark-submit of the job's main file
 (`turnstile.jobs.local_cold`): what one job per batch costs without a warm driver, as on Dataproc.
-With `LOCAL_DRIVER=spool` the runner is production's (`jobs.dataproc_warm`, requests in the bucket's
+With `LOCAL_DRIVER=spool` the runner is production's (`jobs.warm_runner`, requests in the bucket's
 spool) and this one only `launch`es its driver, a spark-submit of its own, where Dataproc creates a
 batch (`<home>/drivers/<batch id>/`, read by `status` and ended by `cancel` like a cold job).
 """
@@ -83,6 +83,8 @@ def job_environment(settings: Settings) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class LocalRunner:
+    service = "spark-submit"  # what a launched driver is (`warm_runner.Batches`)
+
     home: Path
     conf: dict[str, str]  # Spark properties of every job: jars, the Iceberg catalog, local tuning
     # What the driver and its spark-submit get on top of the environment they inherit.

@@ -9,7 +9,7 @@ from pathlib import Path
 from turnstile.core.errors import SettingsError
 
 WARM_DRIVER_MODULE = "turnstile.spark.warm"
-SPOOL_DRIVER_MODULE = "turnstile.entrypoints.dataproc_driver"
+SPOOL_DRIVER_MODULE = "turnstile.entrypoints.spool_driver"
 JOB_MAIN_MODULE = "turnstile.spark.main"
 
 

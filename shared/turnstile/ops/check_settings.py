@@ -166,7 +166,7 @@ def dataproc_problems(settings: Settings) -> list[Problem]:
     except SettingsError as exc:
         problems.append(_refusal(exc, "terraform/main.tf renders it for the functions"))
     problems += _staged_uris(settings)
-    problems += _driver_main(settings)
+    problems += _driver_main(settings, "gs")
     problems += _labels(settings.dataproc_labels)
     if settings.iceberg_catalog_type == "hadoop":
         problems.append(
@@ -225,6 +225,7 @@ def emr_problems(settings: Settings) -> list[Problem]:
                 "JOB_MAIN_URI", f"{main!r} is not in S3; EMR Serverless runs a main file staged there", where
             )
         )
+    problems += _driver_main(settings, "s3")
     if settings.iceberg_warehouse and not settings.iceberg_warehouse.startswith("s3://"):
         problems.append(
             Problem(
@@ -289,18 +290,20 @@ def _staged_uris(settings: Settings) -> list[Problem]:
     return problems
 
 
-def _driver_main(settings: Settings) -> list[Problem]:
-    """DRIVER=warm: the warm driver's staged main file (`job/driver.py`)."""
+def _driver_main(settings: Settings, scheme: str) -> list[Problem]:
+    """DRIVER=warm: the warm driver's staged main file (`job/driver.py`), in `scheme`'s storage."""
     main = settings.driver_main_uri
     if settings.driver != "warm":
         return []
-    fix = "name the staged driver main file (gs://ARTIFACTS/job/VERSION/driver.py), or set DRIVER=per_job"
+    fix = f"name the staged driver main file ({scheme}://ARTIFACTS/.../driver.py), or set DRIVER=per_job"
     if not main:
         return [
             Problem("DRIVER_MAIN_URI", "DRIVER_MAIN_URI is not set; DRIVER=warm starts driver batches", fix)
         ]
-    if not STAGED_URI.fullmatch(main) or not main.endswith(".py"):
-        return [Problem("DRIVER_MAIN_URI", f"{main!r} is not a .py file in gs:// a batch can fetch", fix)]
+    fetchable = STAGED_URI.fullmatch(main) if scheme == "gs" else main.startswith("s3://")
+    if not fetchable or not main.endswith(".py"):
+        problem = f"{main!r} is not a .py file in {scheme}:// a driver can run"
+        return [Problem("DRIVER_MAIN_URI", problem, fix)]
     return []
 
 

@@ -291,7 +291,7 @@ def _method(r: dict[str, Any]) -> str:
   tables, default `max_batches_per_job` (10) and `max_bytes_per_job` (1 GiB).
 - **(s)**: (a) again through the bucket's spool, on a third local stack with `LOCAL_DRIVER=spool`:
   production's path, each job a request in the bucket's spool (fake-gcs-server) served by the warm
-  driver of DRIVER=warm (`WarmDataprocRunner`, `entrypoints/dataproc_driver.py`; two jobs side by
+  driver of DRIVER=warm (`WarmRunner`, `entrypoints/spool_driver.py`; two jobs side by
   side, as local Spark has two cores, where Dataproc's default `DRIVER_SLOTS` is 4; the stay-up
   policy at Dataproc's prices, `LOCAL_DRIVER_PRICES=dataproc`), launched as a
   spark-submit where Dataproc creates a batch, polling the spool every

@@ -1,6 +1,6 @@
 """What the warm drivers' spool in the bucket costs in storage operations, counted at the
 `ObjectStore` port in process, on the in-memory store (GCS's semantics), with the production code:
-`WarmDataprocRunner` for the functions' side (submit, status) and `driver_serve.serve_driver` for the
+`WarmRunner` for the functions' side (submit, status) and `driver_serve.serve_driver` for the
 driver's.
 
 - **Per job**: a backlog of `jobs` submitted at once, one driver launched for them (the launch is
@@ -19,8 +19,8 @@ from typing import Any
 
 from turnstile.config.settings import Settings
 from turnstile.entrypoints.driver_serve import serve_driver
-from turnstile.jobs.dataproc_warm import WarmDataprocRunner
 from turnstile.jobs.driver_policy import dataproc_costs
+from turnstile.jobs.warm_runner import WarmRunner
 from turnstile.state.spooldriver import SpoolDriver
 from turnstile.state.spoolrecords import Outcome, SpoolBounds, SpoolRequest
 from turnstile.state.spoolserve import serve
@@ -50,6 +50,8 @@ class _Clock:
 class _Launches:
     """Where Dataproc (or the local runner) would start a driver: the launches, recorded."""
 
+    service = "recorded launch"
+
     def __init__(self) -> None:
         self.launched: list[str] = []
 
@@ -75,7 +77,7 @@ def per_job(jobs: int = 50) -> dict[str, Any]:
     clock = _Clock()
     store = RecordingStore(MemoryStore(BUCKET, clock=clock))
     launches = _Launches()
-    runner = WarmDataprocRunner(
+    runner = WarmRunner(
         launches,
         store,
         spool_bucket=BUCKET,
@@ -147,7 +149,7 @@ def markdown(r: dict[str, Any]) -> str:
     waiting = ", ".join(f"{op} {n:g}" for op, n in idle["by_operation_per_minute"].items())
     when = f"Measured in a separate run on {s['measured_at']}. " if "measured_at" in s else ""
     return (
-        f"{when}Counted in process at the `ObjectStore` port with the production code (`WarmDataprocRunner`, "
+        f"{when}Counted in process at the `ObjectStore` port with the production code (`WarmRunner`, "
         f"`serve_driver`) on the in-memory store. **{job['per_job']:.2f} operations per job**: a backlog "
         f"of {job['jobs']} jobs submitted at once, served by {job['drivers_launched']} driver that then "
         f"leaves, each job's status read once (all succeeded: {job['all_succeeded']}): the submit "

@@ -163,7 +163,7 @@ class SpoolWorld:
                 if state is JobState.UNKNOWN:  # its submit never landed: the runner submits again
                     submit(self.store, self.clock, job, "ds/tbl", {"manifest": f"{job}.json"}, bounds=BOUNDS)
                 why = start_overdue(self.store, self.clock, job, BOUNDS, START_TIMEOUT)
-                if why is not None:  # as WarmDataprocRunner's poll: withdraw, a transient failure
+                if why is not None:  # as WarmRunner's poll: withdraw, a transient failure
                     won = withdraw(self.store, self.clock, job, reason=why).withdrawn
                     self.timeouts.setdefault(job, []).append(won)
                     self.stats["jobs a runner's poll gave up on (start timeout)"] += won

@@ -1,13 +1,14 @@
-"""JobRunner on Dataproc Serverless with warm drivers (DRIVER=warm): a job is a request in the
-bucket's spool (`turnstile.state.spoolsubmit`), served by a long-lived driver batch
-(`turnstile.entrypoints.dataproc_driver`) that runs many jobs in one Spark session.
+"""JobRunner with warm drivers (DRIVER=warm), on Dataproc Serverless or EMR Serverless: a job is a
+request in the bucket's spool (`turnstile.state.spoolsubmit`), served by a long-lived driver (a
+Dataproc batch, or an EMR job run, of `turnstile.entrypoints.spool_driver`) that runs many jobs in
+one Spark session. The service is the `Batches` passed in; the spool protocol is the same on both.
 
-`submit` queues the request, then starts a driver batch when no driver takes requests: the next
+`submit` queues the request, then starts a driver when no driver takes requests: the next
 driver is announced and the deployment's driver sequence moved on to it by compare-and-swap
-(`spoollaunch.claim_launch`), so of submitters that race exactly one launches, under a batch id
-derived from the deployment and that number. `status` reads the job's records in the spool; a job
-whose driver's batch ended (FAILED, CANCELLED, or gone) without recording its end is FAILED, a
-transient failure the protocol retries.
+(`spoollaunch.claim_launch`), so of submitters that race exactly one launches, under a batch id (an
+EMR job run's name) derived from the deployment and that number. `status` reads the job's records
+in the spool; a job whose driver's batch ended (FAILED, CANCELLED, or gone) without recording its
+end is FAILED, a transient failure the protocol retries.
 When drivers take requests but requests waited longer than a driver's start-up, `submit` starts
 another, up to DRIVER_MAX_COUNT (`driver_policy.scale_out`). `cancel` withdraws a queued request;
 a job a driver already runs is asked to stop at its next batch boundary. Jobs the spool does not
@@ -27,7 +28,6 @@ from turnstile.config.settings import Settings
 from turnstile.core import logs
 from turnstile.core.clock import Clock, SystemClock
 from turnstile.core.errors import SettingsError
-from turnstile.jobs.dataproc import DataprocRunner
 from turnstile.jobs.driver_policy import DriverView, QueueView, dataproc_costs, scale_out
 from turnstile.jobs.port import JobState, JobStatus
 from turnstile.names import driverspool
@@ -69,7 +69,13 @@ def table_of(manifest_uri: str) -> str:
 
 class Batches(Protocol):
     """What the warm runner needs of the service that runs Spark applications: `DataprocRunner` on
-    Dataproc Serverless, `LocalRunner` (a spark-submit per batch) on the local stack."""
+    Dataproc Serverless, `EmrRunner` on EMR Serverless, `LocalRunner` (a spark-submit per driver)
+    on the local stack."""
+
+    @property
+    def service(self) -> str:
+        """What a driver is there, for messages: "Dataproc batch", "EMR Serverless job run"."""
+        ...
 
     def launch(self, batch_id: str, main: str, args: list[str], labels: Mapping[str, str]) -> None: ...
 
@@ -78,8 +84,8 @@ class Batches(Protocol):
     def cancel(self, job_id: str) -> None: ...
 
 
-class WarmDataprocRunner:
-    """Dataproc Serverless warm driver batches behind the `JobRunner` port."""
+class WarmRunner:
+    """Warm drivers behind the `JobRunner` port."""
 
     def __init__(
         self,
@@ -108,15 +114,6 @@ class WarmDataprocRunner:
         self._costs = dataproc_costs(max_idle_seconds=0, max_lifetime_seconds=1e9, max_drivers=max_drivers)
 
     @classmethod
-    def from_settings(cls, settings: Settings, store: ObjectStore) -> WarmDataprocRunner:
-        if not settings.driver_main_uri:
-            raise SettingsError(
-                "DRIVER_MAIN_URI is not set; DRIVER=warm needs the staged driver's main file "
-                "(build/job/driver.py, uploaded by terraform), or set DRIVER=per_job"
-            )
-        return cls.on(DataprocRunner.from_settings(settings), settings, store, settings.driver_main_uri)
-
-    @classmethod
     def on(
         cls,
         batches: Batches,
@@ -127,7 +124,7 @@ class WarmDataprocRunner:
         *,
         slots: int | None = None,
         poll_seconds: float | None = None,
-    ) -> WarmDataprocRunner:
+    ) -> WarmRunner:
         """The runner whose drivers `batches` launches from `driver_main`, with the deployment's
         bounds (`slots` jobs at once and a poll every `poll_seconds`: DRIVER_SLOTS and
         DRIVER_POLL_SECONDS unless given) and its spool in `store`."""
@@ -277,7 +274,7 @@ class WarmDataprocRunner:
         if batch is not None and not batch.state.finished:
             return False
         how = "is gone" if batch is None else f"ended {batch.state.value}: {batch.detail or 'no detail'}"
-        why = f"its Dataproc batch {record.batch} {how}"
+        why = f"its {self._batches.service} {record.batch} {how}"
         spoollaunch.declare_dead(self._spool, self._clock, driver_id, why, self._bounds)
         return True
 
@@ -316,6 +313,21 @@ def _status(job_id: str, view: spoolsubmit.JobView) -> JobStatus:
             job_id, JobState.FAILED, f"the job did not finish{where}: {end.error} (a transient failure)"
         )
     return JobStatus(job_id, JobState.FAILED, f"{end.error or 'the job failed'}{where}")
+
+
+def driver_main(settings: Settings, scheme: str) -> str:
+    """DRIVER_MAIN_URI, the staged driver's main file, which DRIVER=warm needs in the cloud's storage."""
+    uri = settings.driver_main_uri
+    if not uri:
+        raise SettingsError(
+            "DRIVER_MAIN_URI is not set; DRIVER=warm needs the staged driver's main file "
+            "(job/driver.py of the build, uploaded beside JOB_MAIN_URI), or set DRIVER=per_job"
+        )
+    if not uri.startswith(f"{scheme}://"):
+        raise SettingsError(
+            f"DRIVER_MAIN_URI={uri!r}: the driver's main file must be staged at a {scheme}:// URI"
+        )
+    return uri
 
 
 def spool_bucket(store: ObjectStore) -> str:
