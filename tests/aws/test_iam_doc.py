@@ -117,6 +117,13 @@ JOB_OUTPUTS = [
     "ds/tbl/_failed/x/rows.csv",
 ]
 WRITES = ("s3:PutObject", "s3:DeleteObject")
+SPOOL = [  # DRIVER=warm: what a driver (a job run under the job role) writes in the spool
+    "_turnstile/driver/drivers/turnstile-drv-0a1b2c3d-17.json",
+    "_turnstile/driver/requests/00001714567890123456-turnstile-ds-tbl-0123456789abcdef.json",
+    "_turnstile/driver/jobs/turnstile-ds-tbl-0123456789abcdef/started.json",
+    "_turnstile/driver/jobs/turnstile-ds-tbl-0123456789abcdef/finished.json",
+    "_turnstile/driver/history.json",
+]
 
 
 # -- the documents ------------------------------------------------------------------------------------
@@ -206,6 +213,17 @@ def test_the_job_role_writes_only_job_outputs_and_the_warehouse() -> None:
     assert job.allows("s3:ListBucket", "arn:aws:s3:::STATE"), "a missing record reads as 404, not 403"
 
 
+def test_a_warm_driver_under_the_job_role_keeps_the_spool_and_nothing_else_of_the_state() -> None:
+    job = policy("Job execution role")
+    for bucket in ("BUCKET", "STATE"):  # the spool is in the state bucket when there is one
+        for key in SPOOL:
+            for action in ("s3:GetObject", *WRITES):
+                assert job.allows(action, obj(bucket, key)), f"a driver must {action} {bucket}/{key}"
+        for key in ("_turnstile/driver-lookalike/x.json", "ds/_turnstile/driver/x.json", RUN_RECORD):
+            for write in WRITES:
+                assert not job.allows(write, obj(bucket, key)), f"the job may not {write} {bucket}/{key}"
+
+
 def test_the_job_role_commits_to_the_datasets_named_only() -> None:
     job = policy("Job execution role")
     glue = "arn:aws:glue:REGION:ACCOUNT"
@@ -218,7 +236,7 @@ def test_the_job_role_commits_to_the_datasets_named_only() -> None:
 def test_the_functions_write_state_and_never_a_config() -> None:
     functions = policy("Lambda functions")
     for bucket in ("BUCKET", "STATE"):
-        for key in STATE + JOB_OUTPUTS + [RUN_RECORD]:
+        for key in STATE + JOB_OUTPUTS + SPOOL + [RUN_RECORD]:
             for action in ("s3:GetObject", *WRITES):
                 assert functions.allows(action, obj(bucket, key)), f"the functions must {action} {key}"
     for key in CONFIGS:
