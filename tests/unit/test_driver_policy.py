@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnstile.jobs.driver_policy import (
+    PRICES,
     DriverView,
     History,
     Leave,
@@ -136,6 +137,14 @@ def test_where_idle_costs_nothing_a_driver_waits_its_max_idle_and_an_extra_one_a
     driver = DriverView(started_at=0, idle_since=100)
     assert stay_decision(driver, History(), laptop, now=399) == Stay(until=400)
     assert stay_decision(driver, History(), laptop, now=400) == Leave("max idle")
+
+
+def test_every_driver_main_price_list_is_a_policy_and_emrs_comes_to_dataprocs_figures() -> None:
+    assert set(PRICES) == {"dataproc", "emr", "laptop"}
+    emr = PRICES["emr"](300, 3600)
+    assert emr == PRICES["dataproc"](300, 3600)  # docs/DRIVER.md, "On EMR Serverless"
+    assert (emr.restart_cost, emr.break_even_seconds) == (720, 60)
+    assert PRICES["laptop"](300, 3600).break_even_seconds == math.inf
 
 
 def test_a_working_driver_is_asked_again_when_idle() -> None:
