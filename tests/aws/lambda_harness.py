@@ -26,6 +26,7 @@ from turnstile.config.settings import Settings
 from turnstile.core import logs
 from turnstile.entrypoints import wiring_aws
 from turnstile.jobs.port import JobRunner
+from turnstile.state.records import Lock, LockState
 from turnstile.store.port import ObjectStore
 from turnstile.store.recording import RecordingStore
 from turnstile.store.split import SplitStore
@@ -108,6 +109,16 @@ class LambdaHost:
         """Upstream: a data file, then `_SUCCESS` last. Returns the `_SUCCESS` generation."""
         self.upload(f"{folder}/part-0.csv", b"id\n" + b"".join(b"%d\n" % i for i in range(rows)))
         return self.upload(f"{folder}/_SUCCESS")
+
+    def settled(self, table: str, results: int) -> bool:
+        """The table's lock free, its backlog empty, and at least `results` result records written."""
+        found = self.store.inner.read(f"{table}/_bqlock")
+        lock = Lock() if found is None else Lock.decode(found.data, table)
+        return (
+            lock.state is LockState.FREE
+            and not self.store.inner.list_objects(f"{table}/_backlog/", limit=1)
+            and len(self.store.inner.list_objects(f"{table}/_turnstile/results/")) >= results
+        )
 
     def notice_other_writers(self) -> int:
         """Queue a notification for every object another process (a Spark job) wrote or rewrote."""

@@ -22,7 +22,6 @@ from turnstile.jobs.local_spark import spark_conf
 from turnstile.jobs.local_spool import local_spool_runner
 from turnstile.jobs.port import JobRunner
 from turnstile.names import driverspool
-from turnstile.state.records import Lock, LockState
 from turnstile.state.spoolrecords import DriverRecord, JobFinished, Outcome
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store
@@ -34,16 +33,6 @@ LETTERS = (
     "WHEN MATCHED THEN UPDATE SET t.s = concat(t.s, b.c) "
     "WHEN NOT MATCHED THEN INSERT (id, s) VALUES (b.id, b.c)"
 )
-
-
-def _settled(host: LambdaHost, table: str, results: int) -> bool:
-    found = host.store.inner.read(f"{table}/_bqlock")
-    lock = Lock() if found is None else Lock.decode(found.data, table)
-    return (
-        lock.state is LockState.FREE
-        and not host.store.inner.list_objects(f"{table}/_backlog/", limit=1)
-        and len(host.store.inner.list_objects(f"{table}/_turnstile/results/")) >= results
-    )
 
 
 @pytest.fixture
@@ -102,7 +91,7 @@ def test_ordered_batches_from_s3_land_in_iceberg_in_order_exactly_once(  # noqa:
         host.upload(f"{table}/2024/05/01/{hour}/_SUCCESS")
 
     deadline = time.monotonic() + 300
-    while not _settled(host, table, 3):
+    while not host.settled(table, 3):
         assert time.monotonic() < deadline, f"not settled; job logs under {tmp_path / 'home' / 'jobs'}"
         host.drain()
         if not host.notice_other_writers():  # the jobs' done signals and results, as S3 would notify

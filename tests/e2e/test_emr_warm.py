@@ -27,7 +27,6 @@ from turnstile.jobs.local_spark import spark_conf
 from turnstile.jobs.port import JobRunner
 from turnstile.jobs.warm_runner import DRIVER_LABEL, WarmRunner
 from turnstile.names import driverspool
-from turnstile.state.records import Lock, LockState
 from turnstile.state.spoolrecords import DriverRecord, JobFinished, Outcome
 from turnstile.store.port import ObjectStore
 from turnstile.store.s3 import S3Store, make_client
@@ -83,16 +82,6 @@ def emr(  # noqa: PLR0917 - fixtures
     stop_drivers(local.home)
 
 
-def _settled(host: LambdaHost, results: int) -> bool:
-    found = host.store.inner.read(f"{TABLE}/_bqlock")
-    lock = Lock() if found is None else Lock.decode(found.data, TABLE)
-    return (
-        lock.state is LockState.FREE
-        and not host.store.inner.list_objects(f"{TABLE}/_backlog/", limit=1)
-        and len(host.store.inner.list_objects(f"{TABLE}/_turnstile/results/")) >= results
-    )
-
-
 def test_ordered_batches_go_through_the_s3_spool_to_one_emr_driver_run(
     emr: tuple[LambdaHost, EmrPlayer], s3_store: S3Store, spark: Any, tmp_path: Path
 ) -> None:
@@ -107,7 +96,7 @@ def test_ordered_batches_go_through_the_s3_spool_to_one_emr_driver_run(
         host.upload(f"{TABLE}/2024/05/01/{hour}/_SUCCESS")
 
     deadline = time.monotonic() + 300
-    while not _settled(host, 3):
+    while not host.settled(TABLE, 3):
         assert time.monotonic() < deadline, f"not settled; runs' logs under {tmp_path / 'home' / 'drivers'}"
         host.drain()
         player.step()
