@@ -4,7 +4,8 @@ bucket (`_turnstile/driver/`, in the state bucket when there is one; docs/DRIVER
 Read only: what a driver record says, plus whether it counts as dead by the spool's own rule
 (`spoolrecords.death`), so `status` calls a driver dead exactly when the next submit would start
 another. The cost so far is modelled: the driver's age at `DRIVER_DCU`, as Dataproc Serverless bills
-its smallest batch (a 4-vCPU driver and two 4-vCPU executors, billed whether busy or idle).
+its smallest batch (a 4-vCPU driver and two 4-vCPU executors, billed whether busy or idle); on
+EMR Serverless the same figure is vCPU-seconds (`driver_policy.emr_costs` models a 12-vCPU run).
 """
 
 from __future__ import annotations
