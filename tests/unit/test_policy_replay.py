@@ -14,7 +14,7 @@ from turnstile_dev.bench import policy_replay, report
 from turnstile_dev.bench.policy_replay import offline_optimum, policy_costs, replay
 
 ROOT = Path(__file__).resolve().parents[2]
-WORK = 0.374  # the in-job seconds per batch of the bench's last run (bench/results.json)
+WORK = 0.374  # the in-job seconds per batch docs/DRIVER.md's tables are computed with
 COSTS = policy_costs()
 
 
