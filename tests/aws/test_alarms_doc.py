@@ -6,7 +6,6 @@ from tests.log_events import ROOT, WARNING_EVENTS_ALERTED, errors_to_alert
 
 GOOGLE_ONLY = {
     "sweep_refused",  # logged by functions/main.py's HTTP sweeper; on AWS a failed run alarms
-    "driver_launch_failed",  # the warm Dataproc runner's; EMR Serverless has no warm driver yet
 }
 
 

@@ -6,6 +6,7 @@ tests/e2e/test_emr_warm.py runs the recorded run's driver for real."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -110,12 +111,14 @@ def test_a_driver_run_that_failed_mid_job_makes_the_job_a_transient_failure(
     assert len(driver_runs(moto_server, application)) == 2
 
 
-def test_a_refused_driver_run_keeps_the_request_and_the_next_submit_launches_again(
-    moto_server: str, application: str, s3_store: S3Store
+def test_a_refused_driver_run_keeps_the_request_alerts_and_the_next_submit_launches_again(
+    moto_server: str, application: str, s3_store: S3Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     refused = wiring_aws.job_runner(warm_settings(moto_server, "00fakeapplication"), s3_store)
-    with pytest.raises(JobError, match="check EMR_APPLICATION_ID"):
+    with caplog.at_level(logging.ERROR), pytest.raises(JobError, match="check EMR_APPLICATION_ID"):
         refused.submit("job-a", manifest(s3_store.bucket, "job-a"))
+    [alert] = [r for r in caplog.records if getattr(r, "event", None) == "driver_launch_failed"]
+    assert alert.levelno == logging.ERROR and "check EMR_APPLICATION_ID" in alert.getMessage()
     assert len(s3_store.list_objects(names.REQUESTS)) == 1  # queued, not lost
     assert s3_store.list_objects(names.DRIVERS) == []  # the announcement withdrawn
 

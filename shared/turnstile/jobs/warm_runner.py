@@ -42,7 +42,7 @@ DRIVER_LABEL = "turnstile-driver"
 
 _BATCH_ID = re.compile(r"[a-z][a-z0-9-]{2,61}[a-z0-9]")
 
-log = logs.get("dataproc")
+log = logs.get("warm_runner")
 
 
 def driver_batch_id(prefix: str, spool_bucket: str, number: int) -> str:
