@@ -11,8 +11,9 @@ loop. `--store` names the bucket's cloud: GCS (Dataproc), or S3 (EMR; its client
 AWS_ENDPOINT_URL, with the boto3 EMR's runtime carries).
 Each job runs as the local warm driver runs one (`turnstile.spark.warm`): in a new session of the
 shared Spark context, its output collected per job (and then copied to the driver's output), its
-failure line read back as the job's error. `--stage-to` is the local seam of the Dataproc emulator
-(Spark there cannot read gs://): each job stages into a folder of its own under it.
+failure line read back as the job's error. `--stage-to` is the local seam (the local stack, the
+Dataproc emulator, the tests' EMR player: Spark here reads neither gs:// nor s3://): each job stages
+its batch's files into a folder of its own under it. On Dataproc and EMR, Spark reads the bucket.
 """
 
 from __future__ import annotations
