@@ -215,8 +215,9 @@ class WarmRunner:
             spoollaunch.withdraw_announcement(self._spool, batch_id)  # the next submit launches again
             # ERROR: while no driver can start, no warm job runs (quota, permission, a bad image).
             log.error(
-                f"warm driver batch {batch_id} could not be created ({exc}); the job's submit fails as "
-                "a refused submit does (retried when transient) and the next submit launches again",
+                f"warm driver {self._batches.service} {batch_id} could not be created ({exc}); the job's "
+                "submit fails as a refused submit does (retried when transient) and the next submit "
+                "launches again",
                 extra={"event": "driver_launch_failed", "batch": batch_id, "error": str(exc)},
             )
             raise
