@@ -111,21 +111,29 @@ def test_a_driver_run_that_failed_mid_job_makes_the_job_a_transient_failure(
     assert len(driver_runs(moto_server, application)) == 2
 
 
+class Alerts(logging.Handler):
+    """The ERROR records of one logger, whatever handlers, propagation or disabling an earlier test's
+    logging set-up left (functions-framework's dictConfig disables the loggers that exist)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 def test_a_refused_driver_run_keeps_the_request_alerts_and_the_next_submit_launches_again(
-    moto_server: str,
-    application: str,
-    s3_store: S3Store,
-    caplog: pytest.LogCaptureFixture,
-    monkeypatch: pytest.MonkeyPatch,
+    moto_server: str, application: str, s3_store: S3Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A test before this one may have installed the JSON handler, which stops propagation.
-    monkeypatch.setattr(logging.getLogger("turnstile"), "propagate", True)
+    alerts = Alerts()
+    logger = logging.getLogger("turnstile.warm_runner")
+    monkeypatch.setattr(logger, "disabled", False)
+    monkeypatch.setattr(logger, "handlers", [*logger.handlers, alerts])
     refused = wiring_aws.job_runner(warm_settings(moto_server, "00fakeapplication"), s3_store)
-    with caplog.at_level(logging.ERROR), pytest.raises(JobError, match="check EMR_APPLICATION_ID"):
+    with pytest.raises(JobError, match="check EMR_APPLICATION_ID"):
         refused.submit("job-a", manifest(s3_store.bucket, "job-a"))
-    alerts = {id(r): r for r in caplog.records if getattr(r, "event", None) == "driver_launch_failed"}
-    [alert] = alerts.values()  # one record (caught by as many handlers as the logging set-up has)
-    assert alert.levelno == logging.ERROR
+    [alert] = [r for r in alerts.records if getattr(r, "event", None) == "driver_launch_failed"]
     assert "EMR Serverless job run" in alert.getMessage() and "check EMR_APPLICATION_ID" in alert.getMessage()
     assert len(s3_store.list_objects(names.REQUESTS)) == 1  # queued, not lost
     assert s3_store.list_objects(names.DRIVERS) == []  # the announcement withdrawn
